@@ -1,0 +1,188 @@
+package main
+
+// Environment and discovery methods (protocol.md §5.13, §5.14): what a Codex harness asks
+// about the host before it runs anything.
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// executorVersion is the protocol level we serve. Clients read it as the reference's
+// version, so it names the Codex release whose wire behaviour we match.
+const executorVersion = "0.169.0"
+
+// environmentInfo is the result of environment/info and initialize.environmentInfo. Every key
+// the reference sends is present: clients decode them.
+type environmentInfo struct {
+	Shell                shellInfo       `json:"shell"`
+	ExecutorVersion      string          `json:"executorVersion"`
+	ProviderID           string          `json:"providerId"`
+	Cwd                  string          `json:"cwd"`
+	UserHomeDir          string          `json:"userHomeDir"`
+	PlatformOS           string          `json:"platformOs"`
+	PrependPathDirs      []string        `json:"prependPathDirs"`
+	TemporaryDirectories []string        `json:"temporaryDirectories"`
+	TempDir              string          `json:"tempDir"`
+	Capabilities         map[string]bool `json:"capabilities"`
+}
+
+type shellInfo struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+}
+
+// capabilities are the reference's capability flags, each true only where we implement the
+// feature (client behaviour depends on them).
+func capabilities() map[string]bool {
+	return map[string]bool{
+		"networkProxyLaunch":                          false,
+		"networkProxyReviewDomains":                   false,
+		"credentialMasking":                           false,
+		"credentialMaskingCustomProviders":            false,
+		"capabilityDiscoverySandbox":                  false,
+		"fsWatchMissing":                              true,
+		"capabilityDiscoveryV2":                       true,
+		"environmentConfigRead":                       true,
+		"httpHeaderEnvVars":                           false,
+		"sandboxedFileStreaming":                      false,
+		"fileWriteStreaming":                          true,
+		"shellSnapshotV2":                             false,
+		"windowsMxc":                                  false,
+		"linuxRootWritePreservesDevices":              false,
+		"linuxApprovedRootWritePreservesRestrictions": false,
+	}
+}
+
+// hostEnvironment reads what is true of this host once, at start-up.
+func hostEnvironment() *environmentInfo {
+	cwd, _ := os.Getwd()
+	home, _ := os.UserHomeDir()
+	shell := userShell()
+	host, _ := os.Hostname()
+	id := sha256.Sum256([]byte("exec-server\x00" + host + "\x00" + strconv.Itoa(os.Getuid()) + "\x00" + machineID()))
+	info := &environmentInfo{
+		Shell:                shellInfo{Name: filepath.Base(shell), Path: shell},
+		ExecutorVersion:      executorVersion,
+		ProviderID:           "sha256:" + hex.EncodeToString(id[:]),
+		Cwd:                  fileURI(cwd),
+		UserHomeDir:          fileURI(home),
+		PlatformOS:           runtime.GOOS,
+		PrependPathDirs:      []string{},
+		TemporaryDirectories: []string{},
+		TempDir:              fileURI(filepath.Clean(os.TempDir())),
+		Capabilities:         capabilities(),
+	}
+	if runtime.GOOS == "darwin" {
+		info.PlatformOS = "macos"
+	}
+	return info
+}
+
+// userShell is the login shell of the server's user: /etc/passwd, then $SHELL, then /bin/sh.
+func userShell() string {
+	if f, err := os.Open("/etc/passwd"); err == nil {
+		defer f.Close()
+		uid := strconv.Itoa(os.Getuid())
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Split(sc.Text(), ":")
+			if len(fields) >= 7 && fields[2] == uid && strings.HasPrefix(fields[6], "/") {
+				return fields[6]
+			}
+		}
+	}
+	if s := os.Getenv("SHELL"); strings.HasPrefix(s, "/") {
+		return s
+	}
+	return "/bin/sh"
+}
+
+func machineID() string {
+	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
+		if b, err := os.ReadFile(p); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return ""
+}
+
+// envMethods registers the environment and discovery methods.
+func envMethods(t methodTable) {
+	t["environment/info"] = handleNoParams("environment info", func(c *conn) (any, error) {
+		return c.srv.envInfo, nil
+	})
+	t["environment/status"] = handleNoParams("environment status", func(c *conn) (any, error) {
+		return map[string]string{"status": "ready"}, nil
+	})
+	t["environmentConfig/read"] = handle("environment config", (*conn).environmentConfigRead)
+	t["capabilities/discoverV2"] = handle("capability discovery", func(c *conn, p *discoverV2Params) (any, error) {
+		if _, err := paramPath(p.Cwd); err != nil {
+			return nil, err
+		}
+		return discoverV2Result{Plugins: []any{}, Skills: []any{}, Warnings: []any{}}, nil
+	})
+	t["capabilityRoots/discoverV1"] = handle("capability discovery", func(c *conn, p *discoverRootsParams) (any, error) {
+		return map[string][]any{"roots": {}}, nil
+	})
+}
+
+type environmentConfigParams struct {
+	Cwd               string     `json:"cwd"`
+	ConfigPaths       [][]string `json:"configPaths,omitempty"`
+	RequirementsPaths [][]string `json:"requirementsPaths,omitempty"`
+}
+
+type configLayers struct {
+	Layers              []any `json:"layers"`
+	CloudInsertionIndex int   `json:"cloudInsertionIndex"`
+}
+
+type environmentConfigResult struct {
+	UserHomeDir  string       `json:"userHomeDir"`
+	CodexHomeDir string       `json:"codexHomeDir"`
+	Hostname     string       `json:"hostname"`
+	Config       configLayers `json:"config"`
+	Requirements configLayers `json:"requirements"`
+}
+
+// environmentConfigRead answers what the reference answers on a host with no executor-side
+// configuration: the directories and no layers. The harness merges its own config.
+func (c *conn) environmentConfigRead(p *environmentConfigParams) (any, error) {
+	if _, err := paramPath(p.Cwd); err != nil {
+		return nil, err
+	}
+	home, _ := os.UserHomeDir()
+	codexHome := os.Getenv("CODEX_HOME")
+	if codexHome == "" {
+		codexHome = filepath.Join(home, ".codex")
+	}
+	host, _ := os.Hostname()
+	return environmentConfigResult{
+		UserHomeDir:  fileURI(home),
+		CodexHomeDir: fileURI(codexHome),
+		Hostname:     host,
+		Config:       configLayers{Layers: []any{}},
+		Requirements: configLayers{Layers: []any{}},
+	}, nil
+}
+
+type discoverV2Params struct {
+	Cwd string `json:"cwd"`
+}
+
+type discoverV2Result struct {
+	Plugins  []any `json:"plugins"`
+	Skills   []any `json:"skills"`
+	Warnings []any `json:"warnings"`
+}
+
+type discoverRootsParams struct {
+	Roots []any `json:"roots,omitempty"`
+}

@@ -1,0 +1,234 @@
+// Command exec-server runs processes and file operations for an agent harness such as Codex,
+// speaking the JSON-RPC protocol of `codex exec-server` over a websocket or stdio, or through a
+// rendezvous relay over an end-to-end encrypted Noise channel.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// version is this build's version, printed by --version.
+const version = "0.1.0"
+
+// Defaults that match the reference (protocol.md §3.5, §4.4).
+const (
+	defaultSessionTTL      = 80 * time.Second
+	defaultRetention       = 80 * time.Second
+	shutdownGrace          = 2 * time.Second
+	defaultWSMaxClockSkew  = 30 * time.Second
+	defaultListen          = "ws://127.0.0.1:0"
+	readyzPath             = "/readyz"
+	stdioParsePrefix       = "failed to parse JSON-RPC message from exec-server stdio"
+	websocketParsePrefixFm = "failed to parse websocket JSON-RPC message from exec-server websocket %s"
+)
+
+// serverConfig is what the flags decide about serving.
+type serverConfig struct {
+	sessionTTL time.Duration // how long a detached session waits for a resume
+	retention  time.Duration // how long a closed process stays readable
+}
+
+// server is one exec-server: its sessions, its method table and its configuration. Every
+// transport hands its connections to serveConn.
+type server struct {
+	ctx      context.Context
+	cfg      serverConfig
+	log      *slog.Logger
+	methods  methodTable
+	sessions sessionTable
+	envInfo  *environmentInfo
+	auth     *wsAuthConfig
+	conns    sync.WaitGroup
+}
+
+func newServer(ctx context.Context, cfg serverConfig, log *slog.Logger) *server {
+	return &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment()}
+}
+
+// shutdown kills every managed process group of every session.
+func (s *server) shutdown() {
+	for _, sess := range s.sessions.all() {
+		sess.shutdown()
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// usageError is a bad command line: one line on stderr, exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// run is main without the process exit, so tests can drive it.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("exec-server", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		listen           = fs.String("listen", defaultListen, "`ws://IP:PORT` to serve a websocket on, or stdio")
+		logLevel         = fs.String("log-level", "info", "log level: debug, info, warn or error")
+		logFormat        = fs.String("log-format", "text", "log format: text or json")
+		showVersion      = fs.Bool("version", false, "print the version and exit")
+		exitOnStdinClose = fs.Bool("exit-on-stdin-close", false, "exit when standard input reaches EOF")
+		sessionTTL       = fs.Duration("session-ttl", defaultSessionTTL, "how long a detached session waits to be resumed")
+		retention        = fs.Duration("exited-process-retention", defaultRetention, "how long a closed process stays readable")
+		_                = fs.Int("concurrent-requests", 1, "accepted for compatibility; requests never wait for each other here")
+		wsAuth           = fs.String("ws-auth", "", "websocket auth: capability-token or signed-bearer-token")
+		wsTokenFile      = fs.String("ws-token-file", "", "file holding the capability token")
+		wsTokenSHA256    = fs.String("ws-token-sha256", "", "hex SHA-256 of the capability token")
+		wsSecretFile     = fs.String("ws-shared-secret-file", "", "file holding the HS256 secret for signed bearer tokens")
+		wsIssuer         = fs.String("ws-issuer", "", "required JWT issuer")
+		wsAudience       = fs.String("ws-audience", "", "required JWT audience")
+		wsSkew           = fs.Int("ws-max-clock-skew-seconds", int(defaultWSMaxClockSkew/time.Second), "allowed JWT clock skew in seconds")
+	)
+	remote := newRemoteFlags(fs)
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "exec-server: %v\n", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return 0
+		}
+		return fail(&usageError{strings.ReplaceAll(err.Error(), "\n", " ")})
+	}
+	if fs.NArg() > 0 {
+		return fail(&usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))})
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "exec-server %s (protocol of codex %s)\n", version, executorVersion)
+		return 0
+	}
+	log, err := newLogger(stderr, *logLevel, *logFormat)
+	if err != nil {
+		return fail(err)
+	}
+	auth, err := newWSAuth(*wsAuth, *wsTokenFile, *wsTokenSHA256, *wsSecretFile, *wsIssuer, *wsAudience, time.Duration(*wsSkew)*time.Second)
+	if err != nil {
+		return fail(&usageError{err.Error()})
+	}
+	if remote.enabled() {
+		if err := remote.validate(); err != nil {
+			return fail(&usageError{err.Error()})
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	srv := newServer(ctx, serverConfig{sessionTTL: *sessionTTL, retention: *retention}, log)
+	srv.auth = auth
+	defer srv.shutdown()
+
+	if remote.enabled() {
+		if *exitOnStdinClose {
+			return fail(&usageError{"--exit-on-stdin-close cannot be combined with remote credentials read from stdin"})
+		}
+		if err := runRemote(ctx, remote, srv, stdin, log); err != nil && ctx.Err() == nil {
+			return fail(err)
+		}
+		return 0
+	}
+
+	if *listen == "stdio" || *listen == "stdio://" {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			srv.serveConn(newStdioTransport(stdin, stdout), stdioParsePrefix)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		return 0
+	}
+	addr, err := parseListen(*listen)
+	if err != nil {
+		return fail(&usageError{err.Error()})
+	}
+	ln, err := net.Listen("tcp", addr.String())
+	if err != nil {
+		return fail(fmt.Errorf("listen %s: %w", *listen, err))
+	}
+	if !addr.Addr().IsLoopback() && !auth.enabled() {
+		log.Warn("listening on a non-loopback address without --ws-auth: anyone who can reach it can run commands as this user", "addr", ln.Addr().String())
+	}
+	fmt.Fprintf(stdout, "ws://%s\n", ln.Addr().String())
+	if f, ok := stdout.(*os.File); ok {
+		f.Sync()
+	}
+	if *exitOnStdinClose {
+		go func() {
+			io.Copy(io.Discard, stdin)
+			log.Info("stdin closed; shutting down")
+			stop()
+		}()
+	}
+	serveErr := make(chan error, 1)
+	ws := newWSServer(srv)
+	go func() { serveErr <- ws.serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if err != nil {
+			return fail(err)
+		}
+	}
+	log.Info("shutting down")
+	ws.close()
+	srv.shutdown()
+	done := make(chan struct{})
+	go func() { srv.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(shutdownGrace):
+	}
+	return 0
+}
+
+// parseListen parses ws://IP:PORT; the host must be an IP literal, as in the reference.
+func parseListen(s string) (netip.AddrPort, error) {
+	rest, ok := strings.CutPrefix(s, "ws://")
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("unsupported --listen URL `%s`; expected `ws://IP:PORT` or `stdio`", s)
+	}
+	ap, err := netip.ParseAddrPort(rest)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("invalid websocket --listen URL `%s`; expected `ws://IP:PORT`", s)
+	}
+	return ap, nil
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, &usageError{fmt.Sprintf("invalid --log-level %q: want debug, info, warn or error", level)}
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, &usageError{fmt.Sprintf("invalid --log-format %q: want text or json", format)}
+}

@@ -1,0 +1,801 @@
+package main
+
+// JSON-RPC envelope and dispatch, shared by every transport (websocket, stdio, relay stream).
+//
+// Wire format (protocol.md §3; one JSON object per transport message):
+//
+//	client → server
+//	  {"id":ID,"method":M,"params":P}   request        ID: int64 or string, echoed byte for byte
+//	  {"method":M,"params":P}           notification   only "initialized" is expected
+//	  {"id":ID,"result":R} / "error"    response       the server sends no requests: answered with an error
+//	  anything else                     parse error    {"error":{"code":-32600,...},"id":-1}, connection kept
+//	server → client (no "jsonrpc" member, compact)
+//	  {"id":ID,"result":R}
+//	  {"error":{"code":C,"message":T},"id":ID}
+//	  {"method":M,"params":P}
+//
+// Scheduling. Every handler runs first on the connection's reader goroutine, in arrival order,
+// so requests that touch the same process keep their order. A handler that may block (a
+// long-poll read, file I/O, HTTP) returns a [later]: the dispatcher runs its remainder on a
+// goroutine of its own, after earlier work with the same key, and the reader goes on at once.
+// Responses therefore may come out of order; notifications interleave freely.
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// JSON-RPC error codes used by the reference (protocol.md §7).
+const (
+	codeInvalidRequest  = -32600
+	codeMethodNotFound  = -32601
+	codeInvalidParams   = -32602
+	codeInternal        = -32603
+	codeNotFound        = -32004
+	codeSessionAttached = -32010
+)
+
+// rpcError is an error that reaches the client as a JSON-RPC error object.
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *rpcError) Error() string { return e.Message }
+
+func newRPCError(code int, format string, a ...any) *rpcError {
+	return &rpcError{Code: code, Message: fmt.Sprintf(format, a...)}
+}
+
+func errInvalidRequest(format string, a ...any) *rpcError {
+	return newRPCError(codeInvalidRequest, format, a...)
+}
+func errInvalidParams(format string, a ...any) *rpcError {
+	return newRPCError(codeInvalidParams, format, a...)
+}
+func errInternal(format string, a ...any) *rpcError { return newRPCError(codeInternal, format, a...) }
+func errNotFound(format string, a ...any) *rpcError { return newRPCError(codeNotFound, format, a...) }
+
+// toRPCError turns any handler error into the error object sent to the client. Errors that are
+// not already an *rpcError are internal errors.
+func toRPCError(err error) *rpcError {
+	var re *rpcError
+	if errors.As(err, &re) {
+		return re
+	}
+	return errInternal("%s", err.Error())
+}
+
+// later is what a handler returns when the rest of its work may block. run executes on its own
+// goroutine, after any earlier later with the same non-empty key has finished; an empty key
+// means no ordering at all. ctx is cancelled when the connection ends.
+type later struct {
+	key string
+	run func(ctx context.Context) (any, error)
+}
+
+// method is one entry of a server's method table.
+type method struct {
+	family string // the gate text of protocol.md §3.4; "" for methods without a gate
+	call   func(c *conn, params json.RawMessage) (any, error)
+}
+
+// methodTable maps a method name to its handler. It is built once per server.
+type methodTable map[string]method
+
+// handle builds a method whose params decode into P before the lifecycle gate is checked
+// (protocol.md §3.3: malformed params get -32602 even before initialize).
+func handle[P any](family string, fn func(c *conn, p *P) (any, error)) method {
+	return method{family: family, call: func(c *conn, raw json.RawMessage) (any, error) {
+		var p P
+		if err := decodeParams(raw, &p); err != nil {
+			return nil, err
+		}
+		if err := c.gate(family); err != nil {
+			return nil, err
+		}
+		return fn(c, &p)
+	}}
+}
+
+// handleNoParams builds a method that takes no params: absent, null or {} (protocol.md §3.3).
+func handleNoParams(family string, fn func(c *conn) (any, error)) method {
+	return method{family: family, call: func(c *conn, raw json.RawMessage) (any, error) {
+		switch t := bytes.TrimSpace(raw); {
+		case len(t) == 0, string(t) == "null":
+		case t[0] == '[':
+			return nil, errInvalidParams("invalid type: sequence, expected unit")
+		case t[0] == '{':
+			if !emptyObject(t) {
+				return nil, errInvalidParams("invalid type: map, expected unit")
+			}
+		default:
+			return nil, errInvalidParams("invalid type: %s, expected unit", jsonKind(t))
+		}
+		if err := c.gate(family); err != nil {
+			return nil, err
+		}
+		return fn(c)
+	}}
+}
+
+func emptyObject(b []byte) bool {
+	return len(bytes.TrimSpace(b[1:len(b)-1])) == 0
+}
+
+// newMethodTable gathers the methods of every concern.
+func newMethodTable() methodTable {
+	t := methodTable{
+		"initialize": handle("", (*conn).initialize),
+	}
+	envMethods(t)
+	procMethods(t)
+	fsMethods(t)
+	httpMethods(t)
+	return t
+}
+
+// incoming is the untagged shape of any client message (protocol.md §3.1).
+type incoming struct {
+	ID     json.RawMessage `json:"id"`
+	Method json.RawMessage `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// parseIncoming classifies one message. It returns the validated id (nil for a notification)
+// and the method name; a non-nil error is the serde-style text of a parse error.
+func parseIncoming(msg []byte) (in incoming, name string, err error) {
+	t := bytes.TrimSpace(msg)
+	if len(t) == 0 {
+		return in, "", errors.New("EOF while parsing a value at line 1 column 0")
+	}
+	if t[0] != '{' {
+		if !json.Valid(t) {
+			return in, "", jsonSyntaxError(t)
+		}
+		return in, "", errors.New("expected a JSON-RPC object")
+	}
+	if err := json.Unmarshal(t, &in); err != nil {
+		return in, "", jsonSyntaxError(t)
+	}
+	if in.ID != nil && !validID(in.ID) {
+		return in, "", errors.New("data did not match any variant of untagged enum RequestId")
+	}
+	switch {
+	case in.Method != nil:
+		if err := json.Unmarshal(in.Method, &name); err != nil {
+			return in, "", fmt.Errorf("invalid type: %s, expected a string", jsonKind(in.Method))
+		}
+		return in, name, nil
+	case in.ID != nil && (in.Result != nil || in.Error != nil):
+		return in, "", nil
+	case in.ID != nil:
+		return in, "", errors.New("missing field `error`")
+	default:
+		return in, "", errors.New("data did not match any variant of untagged enum JSONRPCMessage")
+	}
+}
+
+// jsonSyntaxError describes invalid JSON the way the reference does: what and where.
+func jsonSyntaxError(b []byte) error {
+	var v any
+	err := json.Unmarshal(b, &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line, col := 1, 0
+		for _, c := range b[:min(int(se.Offset), len(b))] {
+			if c == '\n' {
+				line, col = line+1, 0
+			} else {
+				col++
+			}
+		}
+		return fmt.Errorf("%s at line %d column %d", strings.TrimPrefix(se.Error(), "json: "), line, col)
+	}
+	if err != nil {
+		return err
+	}
+	return errors.New("trailing characters")
+}
+
+// validID accepts what the reference's RequestId accepts: a signed 64-bit integer or a string.
+func validID(raw json.RawMessage) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		return json.Unmarshal(raw, &s) == nil
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		_, err := strconv.ParseInt(string(raw), 10, 64)
+		return err == nil
+	}
+	return false
+}
+
+// jsonKind names the JSON type of a raw value, as serde's "invalid type" messages do.
+func jsonKind(raw []byte) string {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return "null"
+	}
+	switch t[0] {
+	case '"':
+		return "string " + string(t)
+	case '{':
+		return "map"
+	case '[':
+		return "sequence"
+	case 't', 'f':
+		return "boolean `" + string(t) + "`"
+	case 'n':
+		return "null"
+	}
+	return "integer `" + string(t) + "`"
+}
+
+// appendResponse appends {"id":ID,"result":R} to dst.
+func appendResponse(dst []byte, id json.RawMessage, result any) ([]byte, error) {
+	r, err := json.Marshal(result)
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, `{"id":`...)
+	dst = append(dst, id...)
+	dst = append(dst, `,"result":`...)
+	dst = append(dst, r...)
+	return append(dst, '}'), nil
+}
+
+// appendError appends {"error":{"code":C,"message":T},"id":ID} to dst.
+func appendError(dst []byte, id json.RawMessage, e *rpcError) []byte {
+	dst = append(dst, `{"error":{"code":`...)
+	dst = strconv.AppendInt(dst, int64(e.Code), 10)
+	dst = append(dst, `,"message":`...)
+	dst = appendJSONString(dst, e.Message)
+	dst = append(dst, `},"id":`...)
+	if id == nil {
+		id = json.RawMessage("-1")
+	}
+	dst = append(dst, id...)
+	return append(dst, '}')
+}
+
+// appendNotification appends {"method":M,"params":P} to dst.
+func appendNotification(dst []byte, name string, params any) ([]byte, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, `{"method":`...)
+	dst = appendJSONString(dst, name)
+	dst = append(dst, `,"params":`...)
+	dst = append(dst, p...)
+	return append(dst, '}'), nil
+}
+
+// appendJSONString appends s as a JSON string. Plain ASCII, the common case, is copied as is.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+// base64Bytes is a params field holding standard base64 with padding. Decoding errors become
+// -32602 during params decoding, as in the reference (protocol.md §3.3).
+type base64Bytes []byte
+
+func (b *base64Bytes) UnmarshalJSON(raw []byte) error {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return err
+	}
+	out, err := decodeBase64(s)
+	if err != nil {
+		return err
+	}
+	*b = out
+	return nil
+}
+
+// decodeBase64 decodes standard padded base64, describing a failure as the reference's base64
+// crate does ("Invalid symbol 33, offset 0.", "Invalid padding").
+func decodeBase64(s string) ([]byte, error) {
+	out, err := base64.StdEncoding.DecodeString(s)
+	if err == nil {
+		return out, nil
+	}
+	var ce base64.CorruptInputError
+	if errors.As(err, &ce) {
+		i := int(ce)
+		if i < len(s) && s[i] != '=' && s[i] != '\r' && s[i] != '\n' {
+			return nil, fmt.Errorf("Invalid symbol %d, offset %d.", s[i], i)
+		}
+	}
+	return nil, errors.New("Invalid padding")
+}
+
+// decodeParams decodes params into the struct *v with the reference's rules: unknown fields are
+// ignored, a field whose json tag lacks omitempty is required, and null or non-object params are
+// an error. Every failure is a -32602 that names the field.
+func decodeParams(raw json.RawMessage, v any) error {
+	rv := reflect.ValueOf(v).Elem()
+	rt := rv.Type()
+	structName := rt.Name()
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '{' {
+		kind := "null"
+		if len(t) > 0 {
+			kind = jsonKind(t)
+		}
+		return errInvalidParams("invalid type: %s, expected struct %s", kind, structName)
+	}
+	keys := topLevelKeys(t)
+	for i := 0; i < rt.NumField(); i++ {
+		f := rt.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if strings.Contains(opts, "omitempty") || f.Type.Kind() == reflect.Pointer {
+			continue
+		}
+		isNull, ok := keys[name]
+		if !ok {
+			return errInvalidParams("missing field `%s`", name)
+		}
+		if isNull {
+			return errInvalidParams("invalid type: null, expected %s for field `%s`", goTypeName(f.Type), name)
+		}
+	}
+	if err := json.Unmarshal(t, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			if strings.HasPrefix(te.Value, "number") && isUnsigned(te.Type) {
+				return errInvalidParams("invalid number for field `%s`", te.Field)
+			}
+			return errInvalidParams("invalid type: %s, expected %s for field `%s`", te.Value, goTypeName(te.Type), te.Field)
+		}
+		var re *rpcError
+		if errors.As(err, &re) {
+			return re
+		}
+		return errInvalidParams("%s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+func isUnsigned(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// goTypeName names a Go type in serde's words, for error messages.
+func goTypeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "u64"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "i64"
+	case reflect.Slice, reflect.Array:
+		return "a sequence"
+	case reflect.Map:
+		return "a map"
+	case reflect.Struct:
+		return "struct " + t.Name()
+	case reflect.Pointer:
+		return goTypeName(t.Elem())
+	}
+	return t.String()
+}
+
+// topLevelKeys lists the keys of a valid JSON object and whether each value is null, without
+// decoding the values (a 32 MiB base64 string is skipped, not copied).
+func topLevelKeys(obj []byte) map[string]bool {
+	keys := make(map[string]bool, 8)
+	i := 1
+	for i < len(obj) {
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] != '"' {
+			break
+		}
+		end := skipString(obj, i)
+		key := string(obj[i+1 : end-1])
+		if strings.IndexByte(key, '\\') >= 0 {
+			json.Unmarshal(obj[i:end], &key)
+		}
+		i = skipSpace(obj, end)
+		i = skipSpace(obj, i+1) // ':'
+		keys[key] = bytes.HasPrefix(obj[i:], []byte("null"))
+		i = skipValue(obj, i)
+		i = skipSpace(obj, i)
+		i++ // ',' or '}'
+	}
+	return keys
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the JSON string starting at b[i].
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index just past the JSON value starting at b[i].
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			i = skipString(b, i)
+			if depth == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+		i++
+	}
+	return i
+}
+
+// conn is one client connection on any transport. It owns the connection-scoped state of
+// protocol.md §3.5 (lifecycle flags, file handles, watches, HTTP streams) through cleanups,
+// and is attached to at most one session.
+type conn struct {
+	srv         *server
+	t           msgTransport
+	parsePrefix string
+	log         *slog.Logger
+	ctx         context.Context // cancelled when the connection ends
+	cancel      context.CancelFunc
+	out         *outQueue
+	work        sync.WaitGroup // deferred handler work
+
+	mu          sync.Mutex
+	state       connState
+	session     *session
+	lanes       map[string]chan struct{}
+	cleanups    []func()
+	scoped      map[string]any // connection-scoped state of other concerns, by name
+	closeReason error
+}
+
+// connState is where a connection stands in the lifecycle of protocol.md §3.4.
+type connState int
+
+const (
+	stateNew         connState = iota // initialize not yet answered
+	stateInitialized                  // initialize answered, initialized not yet received
+	stateReady                        // initialized received
+)
+
+// msgTransport carries whole JSON-RPC messages for one client connection.
+type msgTransport interface {
+	// readMessage returns the next message; the slice is valid until the next call. It
+	// returns an error (io.EOF for a clean end) once the transport is closed.
+	readMessage() ([]byte, error)
+	// writeMessage sends one message. Only the connection's writer goroutine calls it.
+	writeMessage(b []byte) error
+	// close ends the transport; reason says why (nil for a normal end). It unblocks
+	// readMessage and is safe to call more than once and from any goroutine.
+	close(reason error) error
+}
+
+// serveConn runs one client connection until its transport ends. Every transport (local
+// websocket, stdio, relay stream) is served by this one function.
+func (s *server) serveConn(t msgTransport, parsePrefix string) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	c := &conn{
+		srv:         s,
+		t:           t,
+		parsePrefix: parsePrefix,
+		log:         s.log,
+		ctx:         ctx,
+		cancel:      cancel,
+		lanes:       map[string]chan struct{}{},
+	}
+	c.out = newOutQueue(outQueueLimit)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	stop := context.AfterFunc(ctx, func() { t.close(c.reason()) })
+	for {
+		msg, err := t.readMessage()
+		if err != nil {
+			break
+		}
+		if !c.handleMessage(msg) {
+			break
+		}
+	}
+	cancel()
+	c.work.Wait()
+	c.out.close()
+	<-writerDone
+	stop()
+	t.close(c.reason())
+	c.finish()
+}
+
+// reason is why the connection ended, for the transport's close.
+func (c *conn) reason() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeReason
+}
+
+// fail ends the connection for reason.
+func (c *conn) fail(reason error) {
+	c.mu.Lock()
+	if c.closeReason == nil {
+		c.closeReason = reason
+	}
+	c.mu.Unlock()
+	c.cancel()
+}
+
+// finish detaches the session and runs the connection-scoped cleanups.
+func (c *conn) finish() {
+	c.mu.Lock()
+	sess := c.session
+	cleanups := c.cleanups
+	c.cleanups = nil
+	c.mu.Unlock()
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+	if sess != nil {
+		sess.detach(c)
+	}
+}
+
+// onClose registers f to run when the connection ends (file handles, watches, HTTP streams).
+func (c *conn) onClose(f func()) {
+	c.mu.Lock()
+	c.cleanups = append(c.cleanups, f)
+	c.mu.Unlock()
+}
+
+// scopedState returns the connection-scoped state named name, creating it with mk (which may
+// register cleanups with onClose) the first time.
+func (c *conn) scopedState(name string, mk func() any) any {
+	c.mu.Lock()
+	if v, ok := c.scoped[name]; ok {
+		c.mu.Unlock()
+		return v
+	}
+	c.mu.Unlock()
+	v := mk()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.scoped[name]; ok {
+		return old
+	}
+	if c.scoped == nil {
+		c.scoped = map[string]any{}
+	}
+	c.scoped[name] = v
+	return v
+}
+
+// currentSession returns the session this connection is attached to, or nil.
+func (c *conn) currentSession() *session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session
+}
+
+// handleMessage handles one incoming message; false ends the connection.
+func (c *conn) handleMessage(msg []byte) bool {
+	in, name, perr := parseIncoming(msg)
+	if perr != nil {
+		c.sendError(nil, errInvalidRequest("%s: %s", c.parsePrefix, perr))
+		return true
+	}
+	if in.Method == nil { // a response or error from the client: we never asked
+		c.sendError(nil, errInvalidRequest("unexpected JSON-RPC response from client: the server sends no requests"))
+		return true
+	}
+	if in.ID == nil {
+		return c.handleNotification(name)
+	}
+	m, ok := c.srv.methods[name]
+	if !ok {
+		c.sendError(in.ID, newRPCError(codeMethodNotFound, "exec-server stub does not implement `%s` yet", name))
+		return true
+	}
+	id := append(json.RawMessage(nil), in.ID...)
+	res, err := c.callSafely(m, in.Params)
+	if l, ok := res.(later); ok && err == nil {
+		c.schedule(id, l)
+		return true
+	}
+	c.reply(id, res, err)
+	return true
+}
+
+// callSafely runs a handler, turning a panic into an internal error so that no input can
+// bring the server down.
+func (c *conn) callSafely(m method, params json.RawMessage) (res any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("handler panic", "panic", r)
+			res, err = nil, errInternal("internal error")
+		}
+	}()
+	return m.call(c, params)
+}
+
+// handleNotification applies a client notification. Only "initialized" means anything.
+func (c *conn) handleNotification(name string) bool {
+	c.mu.Lock()
+	st := c.state
+	if name == "initialized" && st != stateNew {
+		c.state = stateReady
+	}
+	c.mu.Unlock()
+	switch {
+	case name == "initialized" && st == stateNew:
+		c.fail(errors.New("initialized sent before initialize"))
+		return false
+	case name == "initialized":
+		return true
+	}
+	// The SEED contract: an unexpected notification gets an error with id -1 and the
+	// connection stays (0.169 drops TCP instead).
+	c.sendError(nil, errInvalidRequest("unexpected notification `%s`", name))
+	return true
+}
+
+// gate applies the lifecycle gate of protocol.md §3.4 for a method family.
+func (c *conn) gate(family string) error {
+	if family == "" {
+		return nil
+	}
+	c.mu.Lock()
+	st := c.state
+	c.mu.Unlock()
+	switch st {
+	case stateNew:
+		return errInvalidRequest("client must call initialize before using %s methods", family)
+	case stateInitialized:
+		return errInvalidRequest("client must send initialized before using %s methods", family)
+	}
+	return nil
+}
+
+// schedule runs deferred work after earlier work with the same key, then replies.
+func (c *conn) schedule(id json.RawMessage, l later) {
+	var prev, done chan struct{}
+	if l.key != "" {
+		done = make(chan struct{})
+		c.mu.Lock()
+		prev = c.lanes[l.key]
+		c.lanes[l.key] = done
+		c.mu.Unlock()
+	}
+	c.work.Add(1)
+	go func() {
+		defer c.work.Done()
+		if prev != nil {
+			<-prev
+		}
+		res, err := c.runLater(l)
+		if done != nil {
+			c.mu.Lock()
+			if c.lanes[l.key] == done {
+				delete(c.lanes, l.key)
+			}
+			c.mu.Unlock()
+			close(done)
+		}
+		c.reply(id, res, err)
+	}()
+}
+
+func (c *conn) runLater(l later) (res any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("handler panic", "panic", r)
+			res, err = nil, errInternal("internal error")
+		}
+	}()
+	return l.run(c.ctx)
+}
+
+// reply sends the response to a request.
+func (c *conn) reply(id json.RawMessage, res any, err error) {
+	if err != nil {
+		c.sendError(id, toRPCError(err))
+		return
+	}
+	b, merr := appendResponse(nil, id, res)
+	if merr != nil {
+		c.sendError(id, errInternal("encode result: %v", merr))
+		return
+	}
+	c.out.push(b, false)
+}
+
+func (c *conn) sendError(id json.RawMessage, e *rpcError) {
+	c.out.push(appendError(nil, id, e), false)
+}
+
+// notify sends a notification built by appendNotification or by a hot path of its own. A
+// client too slow to take notifications loses its connection, never its output: the session
+// detaches and every byte stays readable with process/read (see outQueue).
+func (c *conn) notify(b []byte) {
+	if !c.out.push(b, true) {
+		c.fail(errSlowClient)
+	}
+}
+
+// writeLoop is the connection's only writer.
+func (c *conn) writeLoop() {
+	for {
+		b, ok := c.out.pop()
+		if !ok {
+			return
+		}
+		if err := c.t.writeMessage(b); err != nil {
+			c.fail(err)
+			c.out.close()
+			return
+		}
+	}
+}

@@ -1,0 +1,259 @@
+package main
+
+// Sessions (protocol.md §3.5). A session owns processes; a connection only borrows it. When
+// the connection goes, the session detaches: its processes keep running and keep buffering,
+// notifications are dropped, and initialize{resumeSessionId} may reattach it until the
+// detached TTL runs out, when every process group of the session is killed.
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Limits of a connection's outgoing queue.
+const (
+	// outQueueLimit bounds the notification bytes waiting for a slow client. Past it the
+	// connection is closed and the session detaches, so a stalled reader never blocks a
+	// process or another connection and loses nothing: output stays in the retained buffer.
+	outQueueLimit = 16 << 20
+)
+
+var errSlowClient = errors.New("client is too slow to take notifications: connection closed, session detached")
+
+// outQueue is a connection's bounded queue of outgoing messages. Responses are always
+// queued (they are bounded by the requests the client sent); notifications are refused once
+// the queued bytes pass the limit.
+type outQueue struct {
+	mu     sync.Mutex
+	msgs   [][]byte
+	head   int
+	bytes  int
+	limit  int
+	closed bool
+	ready  chan struct{} // holds a token while msgs is non-empty or closed
+}
+
+func newOutQueue(limit int) *outQueue {
+	return &outQueue{limit: limit, ready: make(chan struct{}, 1)}
+}
+
+// push queues b; false means a notification was refused because the queue is full.
+func (q *outQueue) push(b []byte, notification bool) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return true
+	}
+	if notification && q.bytes+len(b) > q.limit {
+		return false
+	}
+	q.msgs = append(q.msgs, b)
+	q.bytes += len(b)
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// pop waits for the next message; false once the queue is closed and drained.
+func (q *outQueue) pop() ([]byte, bool) {
+	for {
+		q.mu.Lock()
+		if q.head < len(q.msgs) {
+			b := q.msgs[q.head]
+			q.msgs[q.head] = nil
+			q.head++
+			if q.head == len(q.msgs) {
+				q.msgs, q.head = q.msgs[:0], 0
+			}
+			q.bytes -= len(b)
+			q.mu.Unlock()
+			return b, true
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return nil, false
+		}
+		<-q.ready
+	}
+}
+
+// close lets pop drain what is queued and then report the end.
+func (q *outQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// session is a set of processes that outlives connections.
+type session struct {
+	id    string
+	srv   *server
+	procs *procTable
+
+	mu     sync.Mutex
+	conn   *conn       // attached connection, nil while detached
+	expiry *time.Timer // runs while detached
+	gone   bool        // expired or shut down
+}
+
+// sessionTable is the server's set of live sessions.
+type sessionTable struct {
+	mu   sync.Mutex
+	byID map[string]*session
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// create makes a new session attached to c.
+func (t *sessionTable) create(srv *server, c *conn) *session {
+	s := &session{id: newUUID(), srv: srv, conn: c}
+	s.procs = newProcTable(s)
+	t.mu.Lock()
+	if t.byID == nil {
+		t.byID = map[string]*session{}
+	}
+	t.byID[s.id] = s
+	t.mu.Unlock()
+	return s
+}
+
+// resume reattaches the detached session id to c.
+func (t *sessionTable) resume(id string, c *conn) (*session, error) {
+	t.mu.Lock()
+	s := t.byID[id]
+	t.mu.Unlock()
+	if s == nil {
+		return nil, errInvalidRequest("unknown session id %s", id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.gone:
+		return nil, errInvalidRequest("unknown session id %s", id)
+	case s.conn != nil:
+		return nil, newRPCError(codeSessionAttached, "session %s is already attached to another connection", id)
+	}
+	if s.expiry != nil {
+		s.expiry.Stop()
+		s.expiry = nil
+	}
+	s.conn = c
+	return s, nil
+}
+
+func (t *sessionTable) remove(s *session) {
+	t.mu.Lock()
+	if t.byID[s.id] == s {
+		delete(t.byID, s.id)
+	}
+	t.mu.Unlock()
+}
+
+// all returns every live session.
+func (t *sessionTable) all() []*session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*session, 0, len(t.byID))
+	for _, s := range t.byID {
+		out = append(out, s)
+	}
+	return out
+}
+
+// detach is called when c ends; the session waits ttl for a resume, then expires.
+func (s *session) detach(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != c || s.gone {
+		return
+	}
+	s.conn = nil
+	s.expiry = time.AfterFunc(s.srv.cfg.sessionTTL, s.expire)
+}
+
+// expire ends a detached session: its processes' groups are killed.
+func (s *session) expire() {
+	s.mu.Lock()
+	if s.conn != nil || s.gone {
+		s.mu.Unlock()
+		return
+	}
+	s.gone = true
+	s.mu.Unlock()
+	s.srv.sessions.remove(s)
+	s.procs.killAll()
+}
+
+// shutdown kills every process of the session, attached or not (server exit).
+func (s *session) shutdown() {
+	s.mu.Lock()
+	s.gone = true
+	if s.expiry != nil {
+		s.expiry.Stop()
+	}
+	s.mu.Unlock()
+	s.srv.sessions.remove(s)
+	s.procs.killAll()
+}
+
+// notify sends a notification to the attached connection; while detached it is dropped,
+// as in the reference (missed output is recovered with process/read{afterSeq}).
+func (s *session) notify(b []byte) {
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	if c != nil {
+		c.notify(b)
+	}
+}
+
+// initializeParams are the params of initialize (protocol.md §3.4).
+type initializeParams struct {
+	ClientName      string  `json:"clientName"`
+	ResumeSessionID *string `json:"resumeSessionId"`
+}
+
+type initializeResult struct {
+	SessionID       string           `json:"sessionId"`
+	EnvironmentInfo *environmentInfo `json:"environmentInfo"`
+}
+
+func (c *conn) initialize(p *initializeParams) (any, error) {
+	c.mu.Lock()
+	st := c.state
+	c.mu.Unlock()
+	if st != stateNew {
+		return nil, errInvalidRequest("initialize may only be sent once per connection")
+	}
+	var s *session
+	if p.ResumeSessionID != nil {
+		var err error
+		if s, err = c.srv.sessions.resume(*p.ResumeSessionID, c); err != nil {
+			return nil, err
+		}
+	} else {
+		s = c.srv.sessions.create(c.srv, c)
+	}
+	c.mu.Lock()
+	c.session = s
+	c.state = stateInitialized
+	c.mu.Unlock()
+	return initializeResult{SessionID: s.id, EnvironmentInfo: c.srv.envInfo}, nil
+}

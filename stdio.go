@@ -1,0 +1,74 @@
+package main
+
+// stdio transport (protocol.md §2.6): newline-delimited JSON both ways, one connection.
+// Blank lines are skipped, "\r\n" works, and EOF ends the connection (the caller then kills
+// every process and exits 0).
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"sync"
+)
+
+// stdioMaxLine bounds one incoming line, as wsMaxMessage bounds a websocket message.
+const stdioMaxLine = wsMaxMessage
+
+type stdioTransport struct {
+	r      *bufio.Reader
+	w      io.Writer
+	line   []byte
+	mu     sync.Mutex
+	closed bool
+}
+
+func newStdioTransport(r io.Reader, w io.Writer) *stdioTransport {
+	return &stdioTransport{r: bufio.NewReaderSize(r, 64<<10), w: w}
+}
+
+var errLineTooLong = errors.New("stdio message longer than the limit")
+
+func (t *stdioTransport) readMessage() ([]byte, error) {
+	for {
+		t.line = t.line[:0]
+		for {
+			chunk, err := t.r.ReadSlice('\n')
+			if len(t.line)+len(chunk) > stdioMaxLine {
+				return nil, errLineTooLong
+			}
+			t.line = append(t.line, chunk...)
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil && (err != io.EOF || len(bytes.TrimSpace(t.line)) == 0) {
+				return nil, err
+			}
+			break
+		}
+		if msg := bytes.TrimSpace(t.line); len(msg) > 0 {
+			return msg, nil
+		}
+	}
+}
+
+func (t *stdioTransport) writeMessage(b []byte) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return io.ErrClosedPipe
+	}
+	// One write per line, so a line is never interleaved with anything else on stdout.
+	buf := make([]byte, 0, len(b)+1)
+	buf = append(append(buf, b...), '\n')
+	_, err := t.w.Write(buf)
+	return err
+}
+
+// close stops writing; reading ends at stdin's EOF, which the process cannot force.
+func (t *stdioTransport) close(error) error {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	return nil
+}

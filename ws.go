@@ -1,0 +1,699 @@
+package main
+
+// Websocket (RFC 6455), written by hand in both roles: the server side for local clients and
+// the client side for the rendezvous relay and tests. No extensions, no subprotocols.
+//
+// Frame layout (RFC 6455 §5.2):
+//
+//	byte 0    FIN(1) RSV1 RSV2 RSV3(3) opcode(4)      RSV bits must be 0 (no extensions)
+//	byte 1    MASK(1) len7(7)                         client→server frames are masked, server→client are not
+//	          len7 ≤ 125: payload length
+//	          len7 = 126: 2-byte big-endian length follows
+//	          len7 = 127: 8-byte big-endian length follows, high bit 0
+//	4 bytes   masking key, if MASK
+//	payload   XOR-ed with the key, if MASK
+//
+//	opcode  0x0 continuation  0x1 text  0x2 binary  0x8 close  0x9 ping  0xA pong
+//	control frames: FIN set, payload ≤ 125 bytes, may arrive between the fragments of a message
+//	close payload: 2-byte big-endian code, then a UTF-8 reason
+//
+// Errors close the connection with a close frame: 1002 for a protocol error, 1007 for invalid
+// UTF-8 in a text message, 1009 past a size limit. The reference drops TCP without a close
+// frame in these cases; sending one is the allowed, cleaner deviation.
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha1"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/bits"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+// Opcodes.
+const (
+	wsOpContinuation = 0x0
+	wsOpText         = 0x1
+	wsOpBinary       = 0x2
+	wsOpClose        = 0x8
+	wsOpPing         = 0x9
+	wsOpPong         = 0xA
+)
+
+// Close codes we send or check (RFC 6455 §7.4.1).
+const (
+	wsCloseNormal        = 1000
+	wsCloseGoingAway     = 1001
+	wsCloseProtocolError = 1002
+	wsCloseNoStatus      = 1005 // never sent: it stands for an empty close payload
+	wsCloseInvalidUTF8   = 1007
+	wsClosePolicy        = 1008
+	wsCloseTooBig        = 1009
+	wsCloseInternal      = 1011
+)
+
+// Limits, as the reference's (protocol.md §2.2, §2.3).
+const (
+	wsMaxFrame        = 16 << 20 // one frame's payload
+	wsMaxMessage      = 64 << 20 // one reassembled message
+	wsMaxControl      = 125      // a control frame's payload
+	wsPingInterval    = 30 * time.Second
+	wsCloseWait       = time.Second // how long we wait for the peer's close echo
+	wsHandshakeLimit  = 10 * time.Second
+	wsMaxHeaderBytes  = 16 << 10
+	wsWriteBufferSize = 64 << 10
+)
+
+const wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+// wsOptions tune one connection. Zero values mean the server defaults.
+type wsOptions struct {
+	maxFrame     int
+	maxMessage   int
+	pingInterval time.Duration // 0: no pings
+	pongTimeout  time.Duration // 0: a peer that never answers pings is kept
+}
+
+// wsCloseError is a failed connection: the close code we sent and why.
+type wsCloseError struct {
+	code   int
+	reason string
+}
+
+func (e *wsCloseError) Error() string {
+	return fmt.Sprintf("websocket closed %d: %s", e.code, e.reason)
+}
+
+// wsConn is one websocket connection. One goroutine reads; writes are serialised inside.
+type wsConn struct {
+	nc     net.Conn
+	br     *bufio.Reader
+	client bool // we are the client: we mask, and the peer must not
+	opts   wsOptions
+
+	wmu sync.Mutex // guards bw and frame writes
+	bw  *bufio.Writer
+
+	msg       []byte // reassembly buffer, reused between messages
+	hdr       [14]byte
+	closeSent atomic.Bool
+	tcpOnce   sync.Once
+	done      chan struct{} // closed with the TCP connection
+	lastPong  atomic.Int64  // unix nanoseconds
+}
+
+func newWSConn(nc net.Conn, br *bufio.Reader, client bool, opts wsOptions) *wsConn {
+	if opts.maxFrame == 0 {
+		opts.maxFrame = wsMaxFrame
+	}
+	if opts.maxMessage == 0 {
+		opts.maxMessage = wsMaxMessage
+	}
+	c := &wsConn{nc: nc, br: br, client: client, opts: opts, bw: bufio.NewWriterSize(nc, wsWriteBufferSize), done: make(chan struct{})}
+	c.lastPong.Store(time.Now().UnixNano())
+	if opts.pingInterval > 0 {
+		go c.pingLoop()
+	}
+	return c
+}
+
+// pingLoop pings the peer until the connection ends, and drops a peer that stopped answering
+// when a pong timeout is set.
+func (c *wsConn) pingLoop() {
+	t := time.NewTicker(c.opts.pingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case now := <-t.C:
+			if c.opts.pongTimeout > 0 && now.Sub(time.Unix(0, c.lastPong.Load())) > c.opts.pongTimeout {
+				c.closeTCP()
+				return
+			}
+			if err := c.writeFrame(wsOpPing, nil); err != nil {
+				c.closeTCP()
+				return
+			}
+		}
+	}
+}
+
+func (c *wsConn) closeTCP() {
+	c.tcpOnce.Do(func() {
+		close(c.done)
+		c.nc.Close()
+	})
+}
+
+// readMessage returns the next text or binary message (msgTransport).
+func (c *wsConn) readMessage() ([]byte, error) {
+	_, b, err := c.readFrameMessage()
+	return b, err
+}
+
+// readFrameMessage returns the next whole data message and its opcode, answering pings and
+// the close handshake on the way. data is valid until the next call.
+func (c *wsConn) readFrameMessage() (op byte, data []byte, err error) {
+	op, data, err = c.nextMessage()
+	if err != nil {
+		var ce *wsCloseError
+		if errors.As(err, &ce) {
+			c.failWith(ce)
+		} else {
+			c.closeTCP()
+		}
+	}
+	return op, data, err
+}
+
+// failWith sends our close frame and waits briefly for the peer's, discarding what comes.
+func (c *wsConn) failWith(ce *wsCloseError) {
+	c.sendClose(ce.code, ce.reason)
+	c.nc.SetReadDeadline(time.Now().Add(wsCloseWait))
+	for {
+		op, payload, _, err := c.readFrame(wsMaxControl)
+		if err != nil || op == wsOpClose {
+			break
+		}
+		_ = payload
+	}
+	c.closeTCP()
+}
+
+func (c *wsConn) nextMessage() (byte, []byte, error) {
+	c.msg = c.msg[:0]
+	var msgOp byte
+	validated := 0 // bytes of c.msg known to be valid UTF-8
+	for {
+		op, payload, fin, err := c.readFrame(min(c.opts.maxFrame, c.opts.maxMessage-len(c.msg)))
+		if err != nil {
+			return 0, nil, err
+		}
+		switch op {
+		case wsOpPing:
+			if err := c.writeFrame(wsOpPong, payload); err != nil {
+				return 0, nil, err
+			}
+			continue
+		case wsOpPong:
+			c.lastPong.Store(time.Now().UnixNano())
+			continue
+		case wsOpClose:
+			return 0, nil, c.peerClosed(payload)
+		case wsOpText, wsOpBinary:
+			if msgOp != 0 {
+				return 0, nil, &wsCloseError{wsCloseProtocolError, "new message inside a fragmented message"}
+			}
+			msgOp = op
+		case wsOpContinuation:
+			if msgOp == 0 {
+				return 0, nil, &wsCloseError{wsCloseProtocolError, "continuation frame without a message"}
+			}
+		}
+		c.msg = append(c.msg, payload...)
+		if msgOp == wsOpText {
+			n, ok := validUTF8Prefix(c.msg[validated:])
+			validated += n
+			if !ok || (fin && validated != len(c.msg)) {
+				return 0, nil, &wsCloseError{wsCloseInvalidUTF8, "invalid UTF-8 in a text message"}
+			}
+		}
+		if fin {
+			return msgOp, c.msg, nil
+		}
+	}
+}
+
+// peerClosed answers the peer's close frame with our own (the same code) and ends TCP.
+func (c *wsConn) peerClosed(payload []byte) error {
+	code := wsCloseNoStatus
+	switch {
+	case len(payload) == 1:
+		return &wsCloseError{wsCloseProtocolError, "close payload of one byte"}
+	case len(payload) >= 2:
+		code = int(binary.BigEndian.Uint16(payload))
+		if !validCloseCode(code) {
+			return &wsCloseError{wsCloseProtocolError, fmt.Sprintf("invalid close code %d", code)}
+		}
+		if !utf8.Valid(payload[2:]) {
+			return &wsCloseError{wsCloseInvalidUTF8, "invalid UTF-8 in a close reason"}
+		}
+	}
+	if code == wsCloseNoStatus {
+		c.sendClose(0, "")
+	} else {
+		c.sendClose(code, "")
+	}
+	c.closeTCP()
+	return io.EOF
+}
+
+// validCloseCode reports whether a peer may send code (RFC 6455 §7.4).
+func validCloseCode(code int) bool {
+	switch {
+	case code >= 1000 && code <= 1003, code >= 1007 && code <= 1014:
+		return true
+	case code >= 3000 && code <= 4999:
+		return true
+	}
+	return false
+}
+
+// readFrame reads one frame, checking its header before allocating anything. Control frames
+// are limited to 125 bytes by the protocol; data frames to limit.
+func (c *wsConn) readFrame(limit int) (op byte, payload []byte, fin bool, err error) {
+	h := c.hdr[:2]
+	if _, err := io.ReadFull(c.br, h); err != nil {
+		return 0, nil, false, err
+	}
+	fin = h[0]&0x80 != 0
+	op = h[0] & 0x0f
+	masked := h[1]&0x80 != 0
+	n := uint64(h[1] & 0x7f)
+	switch {
+	case h[0]&0x70 != 0:
+		return 0, nil, false, &wsCloseError{wsCloseProtocolError, "reserved bits set"}
+	case op > wsOpBinary && op < wsOpClose, op > wsOpPong:
+		return 0, nil, false, &wsCloseError{wsCloseProtocolError, fmt.Sprintf("unknown opcode %d", op)}
+	case op >= wsOpClose && (!fin || n > wsMaxControl):
+		return 0, nil, false, &wsCloseError{wsCloseProtocolError, "fragmented or oversized control frame"}
+	case masked == c.client:
+		return 0, nil, false, &wsCloseError{wsCloseProtocolError, "wrong masking for this side"}
+	}
+	switch n {
+	case 126:
+		if _, err := io.ReadFull(c.br, c.hdr[2:4]); err != nil {
+			return 0, nil, false, err
+		}
+		n = uint64(binary.BigEndian.Uint16(c.hdr[2:4]))
+	case 127:
+		if _, err := io.ReadFull(c.br, c.hdr[2:10]); err != nil {
+			return 0, nil, false, err
+		}
+		n = binary.BigEndian.Uint64(c.hdr[2:10])
+		if n>>63 != 0 {
+			return 0, nil, false, &wsCloseError{wsCloseProtocolError, "frame length has its high bit set"}
+		}
+	}
+	if op < wsOpClose && n > uint64(limit) {
+		return 0, nil, false, &wsCloseError{wsCloseTooBig, "frame or message too big"}
+	}
+	var key [4]byte
+	if masked {
+		if _, err := io.ReadFull(c.br, key[:]); err != nil {
+			return 0, nil, false, err
+		}
+	}
+	if op >= wsOpClose {
+		payload = make([]byte, n)
+	} else {
+		// Data frames are read straight into the reassembly buffer's spare capacity.
+		start := len(c.msg)
+		c.msg = growBytes(c.msg, int(n))
+		payload = c.msg[start : start+int(n)]
+		c.msg = c.msg[:start]
+	}
+	if _, err := io.ReadFull(c.br, payload); err != nil {
+		return 0, nil, false, err
+	}
+	if masked {
+		maskBytes(key, payload)
+	}
+	return op, payload, fin, nil
+}
+
+// growBytes makes room for n more bytes after len(b).
+func growBytes(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	nb := make([]byte, len(b), len(b)+n+len(b)/4)
+	copy(nb, b)
+	return nb
+}
+
+// maskBytes XORs b with the masking key, eight bytes at a time where it can.
+func maskBytes(key [4]byte, b []byte) {
+	k32 := binary.LittleEndian.Uint32(key[:])
+	k64 := uint64(k32) | uint64(k32)<<32
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		v := binary.LittleEndian.Uint64(b[i:])
+		binary.LittleEndian.PutUint64(b[i:], v^k64)
+	}
+	for ; i < len(b); i++ {
+		b[i] ^= key[i&3]
+	}
+}
+
+// validUTF8Prefix returns how many leading bytes of b are complete valid UTF-8, and false if
+// what follows them can never become valid (fail fast, Autobahn 6.4). A true result with a
+// short count means b ends inside a code point that the next fragment may complete.
+func validUTF8Prefix(b []byte) (int, bool) {
+	i := 0
+	for i < len(b) {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r != utf8.RuneError || size > 1 {
+			i += size
+			continue
+		}
+		return i, !utf8.FullRune(b[i:])
+	}
+	return i, true
+}
+
+// writeMessage sends a text message (msgTransport). The server always sends text.
+func (c *wsConn) writeMessage(b []byte) error { return c.writeFrame(wsOpText, b) }
+
+// writeMessageOp sends one whole message with the given opcode.
+func (c *wsConn) writeMessageOp(op byte, b []byte) error { return c.writeFrame(op, b) }
+
+// writeFrame writes one final frame.
+func (c *wsConn) writeFrame(op byte, payload []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if op != wsOpClose && c.closeSent.Load() {
+		return net.ErrClosed
+	}
+	h := c.appendHeader(make([]byte, 0, 14), op, len(payload))
+	if !c.client {
+		if _, err := c.bw.Write(h); err != nil {
+			return err
+		}
+		if _, err := c.bw.Write(payload); err != nil {
+			return err
+		}
+		return c.bw.Flush()
+	}
+	var key [4]byte
+	rand.Read(key[:])
+	h = append(h, key[:]...)
+	if _, err := c.bw.Write(h); err != nil {
+		return err
+	}
+	// Mask through the write buffer, never touching the caller's bytes.
+	for len(payload) > 0 {
+		if c.bw.Available() == 0 {
+			if err := c.bw.Flush(); err != nil {
+				return err
+			}
+		}
+		buf := c.bw.AvailableBuffer()[:min(c.bw.Available(), len(payload))]
+		copy(buf, payload)
+		maskBytes(key, buf)
+		c.bw.Write(buf)
+		payload = payload[len(buf):]
+		key = bits32Rotate(key, len(buf))
+	}
+	return c.bw.Flush()
+}
+
+// bits32Rotate advances a masking key by n bytes, so masking can continue mid-payload.
+func bits32Rotate(key [4]byte, n int) [4]byte {
+	k := bits.RotateLeft32(binary.BigEndian.Uint32(key[:]), (n&3)*8)
+	var out [4]byte
+	binary.BigEndian.PutUint32(out[:], k)
+	return out
+}
+
+func (c *wsConn) appendHeader(h []byte, op byte, n int) []byte {
+	maskBit := byte(0)
+	if c.client {
+		maskBit = 0x80
+	}
+	h = append(h, 0x80|op)
+	switch {
+	case n <= 125:
+		h = append(h, maskBit|byte(n))
+	case n <= 0xffff:
+		h = append(h, maskBit|126)
+		h = binary.BigEndian.AppendUint16(h, uint16(n))
+	default:
+		h = append(h, maskBit|127)
+		h = binary.BigEndian.AppendUint64(h, uint64(n))
+	}
+	return h
+}
+
+// sendClose sends our close frame once (code 0: an empty payload) and makes sure TCP is
+// closed within wsCloseWait even if the peer never echoes it or stops reading.
+func (c *wsConn) sendClose(code int, reason string) {
+	if c.closeSent.Swap(true) {
+		return
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(wsCloseWait))
+	var p []byte
+	if code != 0 {
+		p = binary.BigEndian.AppendUint16(nil, uint16(code))
+		p = append(p, reason[:min(len(reason), wsMaxControl-2)]...)
+	}
+	c.writeFrame(wsOpClose, p)
+	time.AfterFunc(wsCloseWait, c.closeTCP)
+}
+
+// close starts the closing handshake (msgTransport). The reader, if one is running, sees the
+// peer's echo and ends; TCP is closed within wsCloseWait in any case.
+func (c *wsConn) close(reason error) error {
+	code, text := wsCloseNormal, ""
+	var ce *wsCloseError
+	switch {
+	case reason == nil:
+	case errors.As(reason, &ce):
+		code, text = ce.code, ce.reason
+	case errors.Is(reason, errSlowClient):
+		code, text = wsClosePolicy, "client too slow"
+	case errors.Is(reason, context.Canceled):
+		code, text = wsCloseGoingAway, "server shutting down"
+	default:
+		code, text = wsCloseInternal, ""
+	}
+	select {
+	case <-c.done:
+		return nil
+	default:
+	}
+	c.sendClose(code, text)
+	return nil
+}
+
+// wsServer serves the websocket endpoint and the HTTP routes of protocol.md §2.1.
+type wsServer struct {
+	srv  *server
+	http *http.Server
+}
+
+func newWSServer(srv *server) *wsServer {
+	w := &wsServer{srv: srv}
+	w.http = &http.Server{
+		Handler:           w,
+		ReadHeaderTimeout: wsHandshakeLimit,
+		MaxHeaderBytes:    wsMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(srv.log.Handler(), slog.LevelDebug),
+	}
+	return w
+}
+
+func (w *wsServer) serve(ln net.Listener) error {
+	err := w.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// close stops accepting. Upgraded connections end through the server's context.
+func (w *wsServer) close() { w.http.Close() }
+
+func plainError(rw http.ResponseWriter, code int, body string) {
+	if body == "" {
+		rw.Header().Set("Content-Length", "0")
+		rw.WriteHeader(code)
+		return
+	}
+	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	rw.WriteHeader(code)
+	io.WriteString(rw, body)
+}
+
+// ServeHTTP routes /readyz and the upgrade on /.
+func (w *wsServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == readyzPath {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			rw.Header().Set("Allow", "GET,HEAD")
+			plainError(rw, http.StatusMethodNotAllowed, "")
+			return
+		}
+		plainError(rw, http.StatusOK, "")
+		return
+	}
+	if r.URL.Path != "/" {
+		plainError(rw, http.StatusNotFound, "")
+		return
+	}
+	if r.Method != http.MethodGet {
+		plainError(rw, http.StatusMethodNotAllowed, "Request method must be `GET`")
+		return
+	}
+	if _, ok := r.Header["Origin"]; ok {
+		plainError(rw, http.StatusForbidden, "")
+		return
+	}
+	if !headerHasToken(r.Header, "Connection", "upgrade") {
+		plainError(rw, http.StatusBadRequest, "Connection header did not include 'upgrade'")
+		return
+	}
+	if !headerHasToken(r.Header, "Upgrade", "websocket") {
+		plainError(rw, http.StatusBadRequest, "`Upgrade` header did not include 'websocket'")
+		return
+	}
+	if r.Header.Get("Sec-WebSocket-Version") != "13" {
+		rw.Header().Set("Sec-WebSocket-Version", "13")
+		plainError(rw, http.StatusBadRequest, "`Sec-WebSocket-Version` header did not include '13'")
+		return
+	}
+	key := r.Header.Get("Sec-WebSocket-Key")
+	if key == "" {
+		plainError(rw, http.StatusBadRequest, "`Sec-WebSocket-Key` header missing")
+		return
+	}
+	if body, ok := w.srv.auth.check(r.Header.Get("Authorization"), time.Now()); !ok {
+		plainError(rw, http.StatusUnauthorized, body)
+		return
+	}
+	hj, ok := rw.(http.Hijacker)
+	if !ok {
+		plainError(rw, http.StatusInternalServerError, "")
+		return
+	}
+	nc, brw, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	nc.SetDeadline(time.Time{})
+	resp := "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: websocket\r\nsec-websocket-accept: " +
+		acceptKey(key) + "\r\ndate: " + time.Now().UTC().Format(http.TimeFormat) + "\r\n\r\n"
+	if _, err := io.WriteString(nc, resp); err != nil {
+		nc.Close()
+		return
+	}
+	c := newWSConn(nc, brw.Reader, false, wsOptions{pingInterval: wsPingInterval})
+	w.srv.conns.Add(1)
+	defer w.srv.conns.Done()
+	w.srv.serveConn(c, fmt.Sprintf(websocketParsePrefixFm, nc.RemoteAddr()))
+}
+
+// headerHasToken reports whether a comma-separated header holds token, case-insensitively.
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func acceptKey(key string) string {
+	h := sha1.Sum([]byte(key + wsGUID))
+	return base64.StdEncoding.EncodeToString(h[:])
+}
+
+// dialWebsocket opens a client websocket to a ws:// or wss:// URL. On an answer other than
+// 101 it returns the response (body read, up to 64 KiB) with an error, so callers can act on
+// the status.
+func dialWebsocket(ctx context.Context, rawURL string, header http.Header, tlsConf *tls.Config, opts wsOptions) (*wsConn, *http.Response, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("websocket dial: %w", err)
+	}
+	host := u.Host
+	switch u.Scheme {
+	case "ws":
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), "80")
+		}
+	case "wss":
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), "443")
+		}
+	default:
+		return nil, nil, fmt.Errorf("websocket dial %s: scheme must be ws or wss", u.Redacted())
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return nil, nil, fmt.Errorf("websocket dial %s: %w", u.Redacted(), err)
+	}
+	if u.Scheme == "wss" {
+		conf := &tls.Config{}
+		if tlsConf != nil {
+			conf = tlsConf.Clone()
+		}
+		if conf.ServerName == "" {
+			conf.ServerName = u.Hostname()
+		}
+		tc := tls.Client(nc, conf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, nil, fmt.Errorf("websocket dial %s: %w", u.Redacted(), err)
+		}
+		nc = tc
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	} else {
+		nc.SetDeadline(time.Now().Add(wsHandshakeLimit))
+	}
+	var rawKey [16]byte
+	rand.Read(rawKey[:])
+	key := base64.StdEncoding.EncodeToString(rawKey[:])
+	req := &http.Request{Method: http.MethodGet, URL: u, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Sec-WebSocket-Key", key)
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	if err := req.Write(nc); err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("websocket dial %s: %w", u.Redacted(), err)
+	}
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("websocket dial %s: %w", u.Redacted(), err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols ||
+		!headerHasToken(resp.Header, "Upgrade", "websocket") ||
+		resp.Header.Get("Sec-WebSocket-Accept") != acceptKey(key) {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		resp.Body = io.NopCloser(strings.NewReader(string(body)))
+		nc.Close()
+		return nil, resp, fmt.Errorf("websocket dial %s: upgrade refused: %s", u.Redacted(), resp.Status)
+	}
+	nc.SetDeadline(time.Time{})
+	return newWSConn(nc, br, true, opts), resp, nil
+}
