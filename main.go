@@ -95,7 +95,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		wsAudience       = fs.String("ws-audience", "", "required JWT audience")
 		wsSkew           = fs.Int("ws-max-clock-skew-seconds", int(defaultWSMaxClockSkew/time.Second), "allowed JWT clock skew in seconds")
 	)
-	remote := newRemoteFlags(fs)
+	remote := &remoteConfig{}
+	remote.registerFlags(fs)
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "exec-server: %v\n", err)
 		var ue *usageError

@@ -563,11 +563,13 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 			break
 		}
 	}
+	// The reader is done: the transport needs no unblocking, and what is queued still
+	// goes out before the transport closes (stdio's stdout outlives stdin's EOF).
+	stop()
 	cancel()
 	c.work.Wait()
 	c.out.close()
 	<-writerDone
-	stop()
 	t.close(c.reason())
 	c.finish()
 }

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRPCVectors replays the scripted sessions of testdata/rpc/*.txt, each on a fresh
+// websocket connection, and checks every server message in order.
+func TestRPCVectors(t *testing.T) {
+	files, _ := filepath.Glob("testdata/rpc/*.txt")
+	if len(files) == 0 {
+		t.Fatal("no vectors in testdata/rpc")
+	}
+	ts := startTestServer(t)
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			f, err := os.Open(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			ws, _, err := dialWebsocket(context.Background(), ts.url, nil, nil, wsOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.close(nil)
+			sc := bufio.NewScanner(f)
+			for n := 1; sc.Scan(); n++ {
+				line := sc.Text()
+				if len(line) < 3 || line[0] == '#' {
+					continue
+				}
+				kind, body := line[:3], line[3:]
+				switch kind {
+				case ">> ":
+					if err := ws.writeMessageOp(wsOpText, []byte(body)); err != nil {
+						t.Fatalf("line %d: send: %v", n, err)
+					}
+				case "<< ", "<~ ":
+					ws.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+					got, err := ws.readMessage()
+					if err != nil {
+						t.Fatalf("line %d: want %s, read error %v", n, body, err)
+					}
+					if kind == "<< " && string(got) != body {
+						t.Errorf("line %d:\n got %s\nwant %s", n, got, body)
+					}
+					if kind == "<~ " && !regexp.MustCompile("^(?s:"+body+")$").Match(got) {
+						t.Errorf("line %d:\n got %s\nwant match of %s", n, got, body)
+					}
+				default:
+					t.Fatalf("line %d: unknown line kind %q", n, kind)
+				}
+			}
+		})
+	}
+}
