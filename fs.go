@@ -1,5 +1,807 @@
 package main
 
-// Stub: replaced by the filesystem work (issue 3).
+// Filesystem methods (protocol.md §5.7; gate family "filesystem"). Every path is a file:
+// URI or a native absolute path (uri.go), normalised lexically before the filesystem sees it,
+// so "link/../x" names the x beside link, never the one beside link's target (the reference
+// does the same).
+//
+//	method              params (optional in [])                           result
+//	fs/readFile         path [sandbox]                                    {dataBase64}
+//	fs/writeFile        path dataBase64 [sandbox]                         {}
+//	fs/createDirectory  path [recursive=true sandbox]                     {}
+//	fs/getMetadata      path [sandbox]                                    {isDirectory,isFile,isSymlink,size,createdAtMs,modifiedAtMs}
+//	fs/canonicalize     path [sandbox]                                    {path}
+//	fs/readDirectory    path [sandbox]                                    {entries:[{fileName,isDirectory,isFile}]}
+//	fs/remove           path [recursive=true force=true sandbox]          {}
+//	fs/copy             sourcePath destinationPath recursive [sandbox]    {}
+//	fs/open, fs/readBlock, fs/writeBlock, fs/close   see fshandle.go
+//	fs/walk             see fswalk.go
+//	fs/watchMissing     see fswatch.go
+//
+// Errors from the OS keep the reference's text, "<description> (os error N)", and code:
+// ENOENT -32004; EACCES, EPERM, EINVAL -32600; anything else -32603 (fsError).
+//
+// Scheduling: every method that touches the disk returns a later. Path methods run
+// concurrently (key ""); handle methods run in order per handle (key "fh/"+handleId), so a
+// pipelined open, writeBlock…, close keeps its order. Nothing here blocks on a FIFO: files are
+// opened O_NONBLOCK and checked with fstat before use.
+//
+// Writes (fs/writeFile, and each file fs/copy creates) replace a lone regular file atomically
+// (a temporary file in the same directory, then rename), keeping its mode and owner. They
+// write in place, as the reference always does, where a rename would change what other names
+// see: a file with several hard links (the shared inode keeps the new bytes), a symlink (its
+// target is written, or created if dangling), a device or FIFO, and a file whose owner we
+// cannot give to the temporary file. A temporary file that cannot be created (no write access
+// to the directory) falls back to writing in place too. Nothing is fsynced, as in the reference.
+//
+// Deviations from 0.169: fs/copy of a file onto itself (or onto another hard link of it) leaves
+// it intact instead of truncating it; createdAtMs is 0 on every OS (0.169's Linux build
+// reports 0); a sandbox that restricts the filesystem is refused ("filesystem sandbox cannot be
+// enforced on this executor"), where 0.169 runs the operation in its bubblewrap helper.
 
-func fsMethods(t methodTable) {}
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// maxReadFileBytes is the largest file fs/readFile returns whole (the reference's limit).
+// Larger files are read with fs/open and fs/readBlock.
+const maxReadFileBytes = 512 << 20
+
+// fsMethods registers the filesystem methods.
+func fsMethods(t methodTable) {
+	t["fs/readFile"] = handle("filesystem", (*conn).fsReadFile)
+	t["fs/writeFile"] = handle("filesystem", (*conn).fsWriteFile)
+	t["fs/createDirectory"] = handle("filesystem", (*conn).fsCreateDirectory)
+	t["fs/getMetadata"] = handle("filesystem", (*conn).fsGetMetadata)
+	t["fs/canonicalize"] = handle("filesystem", (*conn).fsCanonicalize)
+	t["fs/readDirectory"] = handle("filesystem", (*conn).fsReadDirectory)
+	t["fs/remove"] = handle("filesystem", (*conn).fsRemove)
+	t["fs/copy"] = handle("filesystem", (*conn).fsCopy)
+	t["fs/open"] = handle("filesystem", (*conn).fsOpen)
+	t["fs/readBlock"] = handle("filesystem", (*conn).fsReadBlock)
+	t["fs/writeBlock"] = handle("filesystem", (*conn).fsWriteBlock)
+	t["fs/close"] = handle("filesystem", (*conn).fsClose)
+	t["fs/walk"] = handle("filesystem", (*conn).fsWalk)
+	t["fs/watchMissing"] = handle("filesystem", (*conn).fsWatchMissing)
+}
+
+// fsPathOp is the shape of most filesystem methods: check the path and the sandbox now, then
+// do the I/O on a goroutine of its own.
+func fsPathOp(raw string, sb *fsSandbox, write bool, op func(ctx context.Context, path string) (any, error)) (any, error) {
+	p, err := paramPath(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := sb.check(write); err != nil {
+		return nil, err
+	}
+	return later{run: func(ctx context.Context) (any, error) {
+		res, err := op(ctx, p)
+		if err != nil {
+			return nil, fsError(err)
+		}
+		return res, nil
+	}}, nil
+}
+
+// pathParams are the params of the methods that take only a path.
+type pathParams struct {
+	Path    string     `json:"path"`
+	Sandbox *fsSandbox `json:"sandbox"`
+}
+
+type readFileResult struct {
+	DataBase64 []byte `json:"dataBase64"` // encoding/json writes []byte as padded standard base64
+}
+
+func (c *conn) fsReadFile(p *pathParams) (any, error) {
+	return fsPathOp(p.Path, p.Sandbox, false, func(_ context.Context, path string) (any, error) {
+		data, err := readWholeFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return readFileResult{data}, nil
+	})
+}
+
+// readWholeFile reads a regular file of at most maxReadFileBytes. Files whose size the kernel
+// does not know in advance (/proc) are read until EOF under the same limit.
+func readWholeFile(path string) ([]byte, error) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > maxReadFileBytes {
+		return nil, errTooLarge()
+	}
+	buf := make([]byte, 0, fi.Size()+1) // +1: EOF is seen without growing the buffer
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > maxReadFileBytes {
+			return nil, errTooLarge()
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+}
+
+func errTooLarge() error {
+	return errInvalidRequest("file is too large to read: limit is %d bytes", maxReadFileBytes)
+}
+
+// openRegular opens path and fails unless it is a regular file. O_NONBLOCK keeps a FIFO from
+// blocking the open; it changes nothing for a regular file.
+func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK|syscall.O_CLOEXEC, perm)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errNotAFile(path)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func errNotAFile(path string) error {
+	return errInvalidRequest("path `%s` is not a file", path)
+}
+
+type writeFileParams struct {
+	Path       string     `json:"path"`
+	DataBase64 string     `json:"dataBase64"`
+	Sandbox    *fsSandbox `json:"sandbox"`
+}
+
+// fsWriteFile decodes dataBase64 late, as the reference does (a bad one is -32600, not -32602).
+func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
+	return fsPathOp(p.Path, p.Sandbox, true, func(ctx context.Context, path string) (any, error) {
+		data, err := decodeBase64(p.DataBase64)
+		if err != nil {
+			return nil, errInvalidRequest("fs/writeFile requires valid base64 dataBase64: %s", err)
+		}
+		err = writeFileContents(ctx, path, nil, func(f *os.File) error {
+			_, err := f.Write(data)
+			return err
+		})
+		return struct{}{}, err
+	})
+}
+
+// writeFileContents creates or replaces the file at path with what fill writes; see the file
+// comment for when it replaces atomically and when it writes in place. fill may run twice (a
+// rename that fails is retried in place), each time on a fresh file. perm, when set, is the
+// mode the file gets (fs/copy gives the source's); otherwise an existing file keeps its mode
+// and a new one gets 0666 less the umask.
+func writeFileContents(ctx context.Context, path string, perm *os.FileMode, fill func(*os.File) error) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case err != nil && !errors.Is(err, syscall.ENOENT):
+		return err
+	case err != nil: // a new file
+		if err := replaceAtomically(path, nil, perm, fill); !errors.Is(err, errNoAtomicReplace) {
+			return err
+		}
+	case fi.IsDir():
+		return &os.PathError{Op: "open", Path: path, Err: syscall.EISDIR}
+	case fi.Mode().IsRegular() && linkCount(fi) == 1:
+		if err := replaceAtomically(path, fi, perm, fill); !errors.Is(err, errNoAtomicReplace) {
+			return err
+		}
+	}
+	return writeInPlace(ctx, path, perm, fill)
+}
+
+// errNoAtomicReplace says a temporary file could not stand in for the original (no write access
+// to the directory, or an owner we cannot give it): the caller writes in place instead.
+var errNoAtomicReplace = errors.New("cannot replace the file atomically")
+
+// replaceAtomically writes a temporary file beside path and renames it over path. old is the
+// file being replaced (nil for a new one) whose mode and owner the new file keeps.
+func replaceAtomically(path string, old os.FileInfo, perm *os.FileMode, fill func(*os.File) error) error {
+	dir, base := filepath.Split(path)
+	if len(base) > 100 {
+		base = base[:100]
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := dir + "." + base + ".exec-server-" + hex.EncodeToString(rnd[:])
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, 0o666)
+	if err != nil {
+		return errNoAtomicReplace
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if old != nil {
+		if st, isStat := old.Sys().(*syscall.Stat_t); isStat && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
+			if f.Chown(int(st.Uid), int(st.Gid)) != nil {
+				return errNoAtomicReplace
+			}
+		}
+	}
+	switch {
+	case perm != nil:
+		err = f.Chmod(*perm)
+	case old != nil:
+		err = f.Chmod(permBits(old.Mode()))
+	}
+	if err != nil {
+		return err
+	}
+	if err := fill(f); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return errNoAtomicReplace // a sticky directory, a bind-mounted file: write in place
+	}
+	ok = true
+	return nil
+}
+
+// writeInPlace opens path with create and truncate, following a symlink, as the reference
+// does. A FIFO without a reader fails (ENXIO) instead of blocking; one whose reader stalls is
+// given up when the connection ends.
+func writeInPlace(ctx context.Context, path string, perm *os.FileMode, fill func(*os.File) error) error {
+	mode := os.FileMode(0o666)
+	if perm != nil {
+		mode = *perm
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK|syscall.O_CLOEXEC, mode)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	stop := context.AfterFunc(ctx, func() { f.SetWriteDeadline(time.Now()) })
+	defer stop()
+	if perm != nil {
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			if err := f.Chmod(*perm); err != nil {
+				return err
+			}
+		}
+	}
+	if err := fill(f); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// permBits is what chmod sets of a mode: permissions, setuid, setgid, sticky.
+func permBits(m os.FileMode) os.FileMode {
+	return m & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
+}
+
+func linkCount(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}
+
+type createDirectoryParams struct {
+	Path      string     `json:"path"`
+	Recursive *bool      `json:"recursive"`
+	Sandbox   *fsSandbox `json:"sandbox"`
+}
+
+func (c *conn) fsCreateDirectory(p *createDirectoryParams) (any, error) {
+	return fsPathOp(p.Path, p.Sandbox, true, func(_ context.Context, path string) (any, error) {
+		if p.Recursive == nil || *p.Recursive {
+			return struct{}{}, mkdirAll(path)
+		}
+		return struct{}{}, os.Mkdir(path, 0o777)
+	})
+}
+
+// mkdirAll is mkdir -p with the reference's answers: an existing directory is fine, an existing
+// file is EEXIST (os.MkdirAll would say ENOTDIR).
+func mkdirAll(path string) error {
+	err := os.Mkdir(path, 0o777)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.ENOENT):
+		if parent := filepath.Dir(path); parent != path {
+			if err := mkdirAll(parent); err != nil {
+				return err
+			}
+			err = os.Mkdir(path, 0o777)
+		}
+	}
+	if err != nil && isDir(path) {
+		return nil
+	}
+	return err
+}
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
+type metadataResult struct {
+	IsDirectory  bool  `json:"isDirectory"`
+	IsFile       bool  `json:"isFile"`
+	IsSymlink    bool  `json:"isSymlink"`
+	Size         int64 `json:"size"`
+	CreatedAtMs  int64 `json:"createdAtMs"`
+	ModifiedAtMs int64 `json:"modifiedAtMs"`
+}
+
+// fsGetMetadata follows symlinks for everything but isSymlink; a dangling symlink is -32004.
+func (c *conn) fsGetMetadata(p *pathParams) (any, error) {
+	return fsPathOp(p.Path, p.Sandbox, false, func(_ context.Context, path string) (any, error) {
+		fi, isLink, err := statFollowing(path)
+		if err != nil {
+			return nil, err
+		}
+		return metadataResult{
+			IsDirectory:  fi.IsDir(),
+			IsFile:       fi.Mode().IsRegular(),
+			IsSymlink:    isLink,
+			Size:         fi.Size(),
+			ModifiedAtMs: max(fi.ModTime().UnixMilli(), 0),
+		}, nil
+	})
+}
+
+// statFollowing stats path following symlinks, and says whether path itself is a symlink.
+func statFollowing(path string) (os.FileInfo, bool, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, false, err
+	}
+	li, err := os.Lstat(path)
+	if err != nil {
+		return nil, false, err
+	}
+	return fi, li.Mode()&os.ModeSymlink != 0, nil
+}
+
+type canonicalizeResult struct {
+	Path string `json:"path"`
+}
+
+func (c *conn) fsCanonicalize(p *pathParams) (any, error) {
+	return fsPathOp(p.Path, p.Sandbox, false, func(_ context.Context, path string) (any, error) {
+		real, err := realPath(path)
+		if err != nil {
+			return nil, err
+		}
+		return canonicalizeResult{fileURI(real)}, nil
+	})
+}
+
+// realPath resolves every symlink in path, which must exist, as realpath(3) does.
+func realPath(path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path) // lstats every component: the result exists
+	var errno syscall.Errno
+	if err != nil && !errors.As(err, &errno) && strings.Contains(err.Error(), "too many links") {
+		err = &os.PathError{Op: "realpath", Path: path, Err: syscall.ELOOP}
+	}
+	return real, err
+}
+
+type dirEntry struct {
+	FileName    string `json:"fileName"`
+	IsDirectory bool   `json:"isDirectory"`
+	IsFile      bool   `json:"isFile"`
+}
+
+type readDirectoryResult struct {
+	Entries []dirEntry `json:"entries"`
+}
+
+// fsReadDirectory lists a directory in the kernel's order. Types follow symlinks, and an entry
+// whose type cannot be read (a dangling symlink) is left out, as the reference does.
+func (c *conn) fsReadDirectory(p *pathParams) (any, error) {
+	return fsPathOp(p.Path, p.Sandbox, false, func(_ context.Context, path string) (any, error) {
+		ents, err := readDirUnsorted(path)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]dirEntry, 0, len(ents))
+		for _, e := range ents {
+			mode, ok := followedType(path, e)
+			if !ok {
+				continue
+			}
+			out = append(out, dirEntry{FileName: e.Name(), IsDirectory: mode.IsDir(), IsFile: mode.IsRegular()})
+		}
+		return readDirectoryResult{out}, nil
+	})
+}
+
+// readDirUnsorted reads a directory in the kernel's order. O_DIRECTORY fails at once on
+// anything else (a FIFO would otherwise block the open).
+func readDirUnsorted(path string) ([]os.DirEntry, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
+}
+
+// followedType is the type of a directory entry after following a symlink; false when it
+// cannot be read.
+func followedType(dir string, e os.DirEntry) (os.FileMode, bool) {
+	if e.Type()&os.ModeSymlink == 0 {
+		return e.Type(), true
+	}
+	fi, err := os.Stat(filepath.Join(dir, e.Name()))
+	if err != nil {
+		return 0, false
+	}
+	return fi.Mode().Type(), true
+}
+
+type removeParams struct {
+	Path      string     `json:"path"`
+	Recursive *bool      `json:"recursive"`
+	Force     *bool      `json:"force"`
+	Sandbox   *fsSandbox `json:"sandbox"`
+}
+
+// fsRemove removes a file, a symlink (never its target) or a directory; recursive and force
+// default to true.
+func (c *conn) fsRemove(p *removeParams) (any, error) {
+	return fsPathOp(p.Path, p.Sandbox, true, func(_ context.Context, path string) (any, error) {
+		fi, err := os.Lstat(path)
+		switch {
+		case err != nil && errors.Is(err, syscall.ENOENT) && (p.Force == nil || *p.Force):
+			return struct{}{}, nil
+		case err != nil:
+			return nil, err
+		case !fi.IsDir():
+			return struct{}{}, syscall.Unlink(path)
+		case p.Recursive == nil || *p.Recursive:
+			return struct{}{}, os.RemoveAll(path)
+		}
+		return struct{}{}, syscall.Rmdir(path)
+	})
+}
+
+type copyParams struct {
+	SourcePath      string     `json:"sourcePath"`
+	DestinationPath string     `json:"destinationPath"`
+	Recursive       bool       `json:"recursive"`
+	Sandbox         *fsSandbox `json:"sandbox"`
+}
+
+// fsCopy copies a file, a symlink (as a symlink) or, with recursive, a directory tree, merging
+// into an existing directory.
+func (c *conn) fsCopy(p *copyParams) (any, error) {
+	src, err := paramPath(p.SourcePath)
+	if err != nil {
+		return nil, err
+	}
+	return fsPathOp(p.DestinationPath, p.Sandbox, true, func(ctx context.Context, dst string) (any, error) {
+		fi, err := os.Lstat(src)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case fi.IsDir():
+			if !p.Recursive {
+				return nil, errInvalidRequest("fs/copy requires recursive: true when sourcePath is a directory")
+			}
+			inside, err := isSameOrBelow(src, dst)
+			if err != nil {
+				return nil, err
+			}
+			if inside {
+				return nil, errInvalidRequest("fs/copy cannot copy a directory to itself or one of its descendants")
+			}
+			return struct{}{}, copyTree(ctx, src, dst)
+		case fi.Mode()&os.ModeSymlink != 0:
+			return struct{}{}, copySymlink(src, dst)
+		case fi.Mode().IsRegular():
+			return struct{}{}, copyFile(ctx, src, dst)
+		}
+		return nil, errInvalidRequest("fs/copy only supports regular files, directories, and symlinks")
+	})
+}
+
+// isSameOrBelow says whether dst, once its existing part is resolved, is src or lies inside it.
+func isSameOrBelow(src, dst string) (bool, error) {
+	realSrc, err := realPath(src)
+	if err != nil {
+		return false, err
+	}
+	existing, rest := dst, ""
+	for {
+		if _, err := os.Lstat(existing); err == nil {
+			break
+		}
+		parent := filepath.Dir(existing)
+		if parent == existing {
+			break
+		}
+		rest = filepath.Join(filepath.Base(existing), rest)
+		existing = parent
+	}
+	realDst, err := realPath(existing)
+	if err != nil {
+		return false, err
+	}
+	realDst = filepath.Join(realDst, rest)
+	return realDst == realSrc || strings.HasPrefix(realDst, strings.TrimSuffix(realSrc, "/")+"/"), nil
+}
+
+// copyTree copies the directory src into dst: directories, regular files and symlinks; other
+// entries (FIFOs, sockets, devices) are skipped, as the reference does.
+func copyTree(ctx context.Context, src, dst string) error {
+	if err := mkdirAll(dst); err != nil {
+		return err
+	}
+	ents, err := readDirUnsorted(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		from, to := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+		switch t := e.Type(); {
+		case t.IsDir():
+			err = copyTree(ctx, from, to)
+		case t.IsRegular():
+			err = copyFile(ctx, from, to)
+		case t&os.ModeSymlink != 0:
+			err = copySymlink(from, to)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyFile copies a regular file's bytes and permission bits. A destination that is the source
+// itself (the same path, a symlink to it, another hard link) is left untouched.
+func copyFile(ctx context.Context, src, dst string) error {
+	in, err := openRegular(src, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	sfi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	if dfi, err := os.Stat(dst); err == nil && os.SameFile(sfi, dfi) {
+		return nil
+	}
+	perm := permBits(sfi.Mode())
+	return writeFileContents(ctx, dst, &perm, func(out *os.File) error {
+		if _, err := in.Seek(0, io.SeekStart); err != nil { // fill may run twice
+			return err
+		}
+		_, err := io.Copy(out, in)
+		return err
+	})
+}
+
+func copySymlink(src, dst string) error {
+	target, err := os.Readlink(src)
+	if err != nil {
+		return err
+	}
+	return os.Symlink(target, dst)
+}
+
+// fsSandbox is the optional sandbox of the fs methods (protocol.md §6.3). Filesystem access
+// runs as the server's user; a policy that restricts it cannot be honoured here and is
+// refused rather than ignored (sandbox.md §8.1, fail closed).
+type fsSandbox struct {
+	Permissions         fsPermissions `json:"permissions"`
+	WindowsSandboxLevel string        `json:"windowsSandboxLevel"`
+}
+
+type fsPermissions struct {
+	Type       string `json:"type"`
+	FileSystem *struct {
+		Type    string `json:"type"`
+		Entries []struct {
+			Path struct {
+				Type  string `json:"type"`
+				Value struct {
+					Kind string `json:"kind"`
+				} `json:"value"`
+			} `json:"path"`
+			Access string `json:"access"`
+		} `json:"entries"`
+	} `json:"file_system"`
+}
+
+func (s *fsSandbox) UnmarshalJSON(raw []byte) error {
+	type FileSystemSandboxContext fsSandbox
+	if err := decodeParams(raw, (*FileSystemSandboxContext)(s)); err != nil {
+		return err
+	}
+	switch s.Permissions.Type {
+	case "disabled", "external":
+	case "managed":
+		if s.Permissions.FileSystem == nil {
+			return errInvalidParams("missing field `file_system`")
+		}
+		if t := s.Permissions.FileSystem.Type; t != "restricted" && t != "unrestricted" {
+			return errUnknownVariant(t, "restricted", "unrestricted")
+		}
+	case "":
+		return errInvalidParams("missing field `type`")
+	default:
+		return errUnknownVariant(s.Permissions.Type, "managed", "disabled", "external")
+	}
+	return nil
+}
+
+// decodeVariant decodes a JSON string that must be one of variants, as serde decodes an enum.
+func decodeVariant(raw []byte, variants ...string) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", errInvalidParams("invalid type: %s, expected a string", jsonKind(raw))
+	}
+	if !slices.Contains(variants, s) {
+		return "", errUnknownVariant(s, variants...)
+	}
+	return s, nil
+}
+
+// errUnknownVariant is serde's error for a value that names no variant of an enum.
+func errUnknownVariant(got string, variants ...string) error {
+	if len(variants) == 2 {
+		return errInvalidParams("unknown variant `%s`, expected `%s` or `%s`", got, variants[0], variants[1])
+	}
+	return errInvalidParams("unknown variant `%s`, expected one of `%s`", got, strings.Join(variants, "`, `"))
+}
+
+// check refuses a sandbox that restricts what an operation needs. As in the reference, a
+// restricted policy that grants the whole disk (root, with nothing denied) is direct access.
+func (s *fsSandbox) check(write bool) error {
+	if s == nil || s.Permissions.Type != "managed" || s.Permissions.FileSystem.Type == "unrestricted" {
+		return nil
+	}
+	rootAccess := ""
+	for _, e := range s.Permissions.FileSystem.Entries {
+		switch {
+		case e.Access == "deny" || e.Access == "none":
+			return errFSSandbox()
+		case e.Path.Type == "special" && e.Path.Value.Kind == "root" && rootAccess != "write":
+			rootAccess = e.Access
+		}
+	}
+	if rootAccess == "write" || rootAccess == "read" && !write {
+		return nil
+	}
+	return errFSSandbox()
+}
+
+func errFSSandbox() error {
+	return errInvalidRequest("filesystem sandbox cannot be enforced on this executor")
+}
+
+// fsError turns an error into the JSON-RPC error the reference sends for it (protocol.md §5.7).
+func fsError(err error) error {
+	var re *rpcError
+	if errors.As(err, &re) {
+		return re
+	}
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return errInternal("%s", err)
+	}
+	msg := rustIOErrorText(errno)
+	switch errno {
+	case syscall.ENOENT:
+		return errNotFound("%s", msg)
+	case syscall.EACCES, syscall.EPERM, syscall.EINVAL:
+		return errInvalidRequest("%s", msg)
+	}
+	return errInternal("%s", msg)
+}
+
+// rustIOErrorText renders errno as Rust's io::Error does: "<strerror> (os error N)". The
+// reference's Linux build links musl, whose strerror texts differ from glibc's ("I/O error",
+// not "Input/output error"); elsewhere the platform's own text is used.
+func rustIOErrorText(errno syscall.Errno) string {
+	text, ok := "", false
+	if runtime.GOOS == "linux" {
+		text, ok = muslErrorText[errno]
+	}
+	if !ok {
+		text = errno.Error()
+		if text != "" {
+			text = strings.ToUpper(text[:1]) + text[1:]
+		}
+	}
+	return fmt.Sprintf("%s (os error %d)", text, int(errno))
+}
+
+// muslErrorText holds musl's strerror texts for the errors filesystem and network calls give.
+var muslErrorText = map[syscall.Errno]string{
+	syscall.EPERM:        "Operation not permitted",
+	syscall.ENOENT:       "No such file or directory",
+	syscall.ESRCH:        "No such process",
+	syscall.EINTR:        "Interrupted system call",
+	syscall.EIO:          "I/O error",
+	syscall.ENXIO:        "No such device or address",
+	syscall.E2BIG:        "Argument list too long",
+	syscall.ENOEXEC:      "Exec format error",
+	syscall.EBADF:        "Bad file descriptor",
+	syscall.ECHILD:       "No child process",
+	syscall.EAGAIN:       "Resource temporarily unavailable",
+	syscall.ENOMEM:       "Out of memory",
+	syscall.EACCES:       "Permission denied",
+	syscall.EFAULT:       "Bad address",
+	syscall.ENOTBLK:      "Block device required",
+	syscall.EBUSY:        "Resource busy",
+	syscall.EEXIST:       "File exists",
+	syscall.EXDEV:        "Cross-device link",
+	syscall.ENODEV:       "No such device",
+	syscall.ENOTDIR:      "Not a directory",
+	syscall.EISDIR:       "Is a directory",
+	syscall.EINVAL:       "Invalid argument",
+	syscall.ENFILE:       "Too many open files in system",
+	syscall.EMFILE:       "No file descriptors available",
+	syscall.ENOTTY:       "Not a tty",
+	syscall.ETXTBSY:      "Text file busy",
+	syscall.EFBIG:        "File too large",
+	syscall.ENOSPC:       "No space left on device",
+	syscall.ESPIPE:       "Invalid seek",
+	syscall.EROFS:        "Read-only file system",
+	syscall.EMLINK:       "Too many links",
+	syscall.EPIPE:        "Broken pipe",
+	syscall.ENAMETOOLONG: "Filename too long",
+	syscall.ENOSYS:       "Function not implemented",
+	syscall.ENOTEMPTY:    "Directory not empty",
+	syscall.ELOOP:        "Symbolic link loop",
+	syscall.EOVERFLOW:    "Value too large for data type",
+	syscall.ENOTSUP:      "Not supported",
+	syscall.ETIMEDOUT:    "Operation timed out",
+	syscall.ECONNREFUSED: "Connection refused",
+	syscall.ECONNRESET:   "Connection reset by peer",
+	syscall.ESTALE:       "Stale file handle",
+	syscall.EDQUOT:       "Quota exceeded",
+	syscall.ECANCELED:    "Operation canceled",
+}

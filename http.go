@@ -1,5 +1,437 @@
 package main
 
-// Stub: replaced by the HTTP work (issue 3).
+// http/request and http/request/bodyDelta (protocol.md §5.11; gate family "http"): an HTTP
+// request made from this host on the client's behalf.
+//
+//	params        method url requestId [headers:[{name,value}] bodyBase64 timeoutMs
+//	              streamResponse=false redirectPolicy="follow"|"stop"]
+//	result        {status, headers:[{name,value}], bodyBase64}
+//	notification  http/request/bodyDelta {requestId, seq, deltaBase64, done, error}
+//
+// A buffered request answers with the whole body, at most maxHTTPBufferedBody bytes. A
+// streamed one (streamResponse) answers as soon as the headers arrive, with an empty body, then
+// sends the body in deltas numbered from 1; the last has done:true and an empty delta, or an
+// error. timeoutMs bounds the whole exchange, streamed body included (absent: no limit; 0: fails
+// at once). Everything is cancelled when the connection ends.
+//
+// Errors: a bad method, URL, header or redirectPolicy, and a requestId still streaming, are
+// -32602; a failed exchange is -32603 "http/request failed: ..."; any status is a result.
+//
+// Credentials: the client's headers go to the URL it named. On a redirect to another origin
+// (scheme, host or port), Authorization, Proxy-Authorization, Cookie and WWW-Authenticate are
+// dropped: stricter than Go's own rule, which keeps them for subdomains and other ports. No
+// cookie jar. Proxies: HTTP_PROXY, HTTPS_PROXY and NO_PROXY (or their lower-case forms) are
+// honoured, as the reference's client does; they are read once, at the server's first request
+// (net/http's ProxyFromEnvironment); requests to localhost and loopback addresses never use a
+// proxy; ALL_PROXY is not read.
+//
+// Deviations from 0.169: response headers come sorted by name (values of one name in the order
+// received), because Go's client does not keep the order of distinct names; request headers of
+// distinct names are likewise sent in Go's order. A buffered body over maxHTTPBufferedBody is an
+// error instead of an unbounded read.
 
-func httpMethods(t methodTable) {}
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Limits of http/request.
+const (
+	// maxHTTPBufferedBody bounds a response body returned whole. 32 MiB is about 43 MiB of
+	// base64, which still fits a relay's 64 MiB message; larger bodies need streamResponse.
+	maxHTTPBufferedBody = 32 << 20
+	// maxHTTPRedirects is how many redirects are followed, as reqwest's default.
+	maxHTTPRedirects = 10
+	// httpDeltaBytes bounds the body bytes of one bodyDelta notification.
+	httpDeltaBytes = 64 << 10
+)
+
+func httpMethods(t methodTable) {
+	t["http/request"] = handle("http", (*conn).httpRequest)
+}
+
+type httpHeader struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// UnmarshalJSON applies the params rules (required fields) to each header.
+func (h *httpHeader) UnmarshalJSON(raw []byte) error {
+	type HttpHeader httpHeader
+	return decodeParams(raw, (*HttpHeader)(h))
+}
+
+// redirectPolicy is "follow" (the default) or "stop".
+type redirectPolicy string
+
+func (r *redirectPolicy) UnmarshalJSON(raw []byte) error {
+	s, err := decodeVariant(raw, "follow", "stop")
+	*r = redirectPolicy(s)
+	return err
+}
+
+type httpRequestParams struct {
+	Method         string          `json:"method"`
+	URL            string          `json:"url"`
+	RequestID      string          `json:"requestId"`
+	Headers        []httpHeader    `json:"headers,omitempty"`
+	BodyBase64     *base64Bytes    `json:"bodyBase64"`
+	TimeoutMs      *uint64         `json:"timeoutMs"`
+	StreamResponse bool            `json:"streamResponse,omitempty"`
+	RedirectPolicy *redirectPolicy `json:"redirectPolicy"`
+}
+
+type httpResponseResult struct {
+	Status     int          `json:"status"`
+	Headers    []httpHeader `json:"headers"`
+	BodyBase64 []byte       `json:"bodyBase64"`
+}
+
+type bodyDeltaParams struct {
+	RequestID   string  `json:"requestId"`
+	Seq         uint64  `json:"seq"`
+	DeltaBase64 []byte  `json:"deltaBase64"`
+	Done        bool    `json:"done"`
+	Error       *string `json:"error"`
+}
+
+// httpState is a connection's HTTP client and its streams in flight.
+type httpState struct {
+	client *http.Client
+	mu     sync.Mutex
+	active map[string]bool // requestIds streaming
+	wg     sync.WaitGroup  // stream goroutines
+}
+
+func (c *conn) httpState() *httpState {
+	return c.scopedState("http", func() any {
+		// A clone of the default transport takes proxies from the environment. Bodies go to
+		// the client as the server sent them: no transparent gzip.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DisableCompression = true
+		s := &httpState{client: &http.Client{Transport: tr}, active: map[string]bool{}}
+		c.onClose(func() {
+			s.wg.Wait() // the connection's context is done: every stream is ending
+			tr.CloseIdleConnections()
+		})
+		return s
+	}).(*httpState)
+}
+
+// reserve marks requestId as streaming, or says it already is.
+func (s *httpState) reserve(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active[id] {
+		return errInvalidParams("http/request streamResponse requestId `%s` is already active", id)
+	}
+	s.active[id] = true
+	return nil
+}
+
+func (s *httpState) release(id string) {
+	s.mu.Lock()
+	delete(s.active, id)
+	s.mu.Unlock()
+}
+
+func (c *conn) httpRequest(p *httpRequestParams) (any, error) {
+	req, err := newHTTPRequest(p)
+	if err != nil {
+		return nil, err
+	}
+	if p.TimeoutMs != nil && *p.TimeoutMs == 0 {
+		return nil, errHTTPTimeout()
+	}
+	s := c.httpState()
+	if p.StreamResponse {
+		if err := s.reserve(p.RequestID); err != nil {
+			return nil, err
+		}
+	}
+	cl := *s.client
+	cl.CheckRedirect = checkRedirect(p.RedirectPolicy == nil || *p.RedirectPolicy == "follow")
+	return later{run: func(ctx context.Context) (any, error) {
+		var cancel context.CancelFunc
+		if p.TimeoutMs != nil {
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(min(*p.TimeoutMs, math.MaxInt64/uint64(time.Millisecond)))*time.Millisecond)
+		} else {
+			ctx, cancel = context.WithCancel(ctx)
+		}
+		resp, err := cl.Do(req.WithContext(ctx))
+		if err != nil {
+			cancel()
+			if p.StreamResponse {
+				s.release(p.RequestID)
+			}
+			return nil, httpFailure(ctx, req.URL, err)
+		}
+		res := httpResponseResult{Status: resp.StatusCode, Headers: responseHeaders(resp), BodyBase64: []byte{}}
+		if p.StreamResponse {
+			st := &bodyStream{c: c, s: s, id: p.RequestID, resp: resp, cancel: cancel, replied: make(chan struct{})}
+			s.wg.Add(1)
+			go st.run()
+			return &streamedResponse{httpResponseResult: res, st: st}, nil
+		}
+		defer cancel()
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPBufferedBody+1))
+		if err != nil {
+			return nil, errInternal("failed to read http/request response body: error decoding response body")
+		}
+		if len(body) > maxHTTPBufferedBody {
+			return nil, errInternal("http/request response body exceeds %d bytes: use streamResponse to read it", maxHTTPBufferedBody)
+		}
+		res.BodyBase64 = body
+		return res, nil
+	}}, nil
+}
+
+// newHTTPRequest checks the params and builds the request, without a context yet.
+func newHTTPRequest(p *httpRequestParams) (*http.Request, error) {
+	if !isToken(p.Method) {
+		return nil, errInvalidParams("http/request method is invalid: invalid HTTP method")
+	}
+	if err := checkHTTPURL(p.URL); err != nil {
+		return nil, err
+	}
+	var body io.Reader
+	if p.BodyBase64 != nil {
+		body = bytes.NewReader(*p.BodyBase64)
+	}
+	req, err := http.NewRequest(p.Method, p.URL, body)
+	if err != nil {
+		return nil, errInvalidParams("http/request url is invalid: %s", err)
+	}
+	req.Header["User-Agent"] = []string{""} // none unless the client sends one, as the reference
+	for _, h := range p.Headers {
+		if !isToken(h.Name) {
+			return nil, errInvalidParams("http/request header name is invalid: invalid HTTP header name")
+		}
+		if !validHeaderValue(h.Value) {
+			return nil, errInvalidParams("http/request header value is invalid for %s: failed to parse header value", h.Name)
+		}
+		switch k := http.CanonicalHeaderKey(h.Name); {
+		case k == "Host":
+			req.Host = h.Value
+		case k == "User-Agent" && req.Header.Get(k) == "":
+			req.Header.Set(k, h.Value)
+		default:
+			req.Header.Add(k, h.Value)
+		}
+	}
+	return req, nil
+}
+
+// checkHTTPURL accepts an absolute http or https URL, naming what is wrong as the reference's
+// URL parser does.
+func checkHTTPURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "invalid port"):
+		return errInvalidParams("http/request url is invalid: invalid port number")
+	case err != nil:
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return errInvalidParams("http/request url is invalid: %s", err)
+	case u.Scheme == "":
+		return errInvalidParams("http/request url is invalid: relative URL without a base")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errInvalidParams("http/request only supports http and https URLs, got %s", u.Scheme)
+	case u.Hostname() == "":
+		return errInvalidParams("http/request url is invalid: empty host")
+	}
+	if p := u.Port(); p != "" {
+		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
+			return errInvalidParams("http/request url is invalid: invalid port number")
+		}
+	}
+	return nil
+}
+
+// displayURL renders u as the reference's URL type does: an empty path is "/".
+func displayURL(u *url.URL) string {
+	if u.Path == "" && u.Opaque == "" {
+		v := *u
+		v.Path = "/"
+		return v.String()
+	}
+	return u.String()
+}
+
+// checkRedirect stops at the first response (policy "stop") or follows up to maxHTTPRedirects,
+// dropping the client's credentials when a redirect leaves the original origin.
+func checkRedirect(follow bool) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if !follow {
+			return http.ErrUseLastResponse
+		}
+		if len(via) >= maxHTTPRedirects {
+			return errTooManyRedirects
+		}
+		if !sameOrigin(req.URL, via[0].URL) {
+			for _, k := range []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2", "Www-Authenticate"} {
+				req.Header.Del(k)
+			}
+		}
+		return nil
+	}
+}
+
+var errTooManyRedirects = errors.New("too many redirects")
+
+func sameOrigin(a, b *url.URL) bool {
+	return a.Scheme == b.Scheme && strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a) == portOf(b)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
+
+// httpFailure describes a failed exchange as the reference does.
+func httpFailure(ctx context.Context, u *url.URL, err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return errHTTPTimeout()
+	case errors.Is(err, errTooManyRedirects):
+		return errInternal("http/request failed: error following redirect for url (%s)", displayURL(u))
+	}
+	return errInternal("http/request failed: error sending request for url (%s)", displayURL(u))
+}
+
+func errHTTPTimeout() error {
+	return errInternal("http/request failed: route-aware request timed out")
+}
+
+// responseHeaders lists the response's headers with lower-case names, sorted by name. Values
+// that are not visible ASCII are left out, as the reference does.
+func responseHeaders(resp *http.Response) []httpHeader {
+	names := make([]string, 0, len(resp.Header)+1)
+	for k := range resp.Header {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	out := make([]httpHeader, 0, len(names))
+	for _, k := range names {
+		for _, v := range resp.Header[k] {
+			if isVisibleASCII(v) {
+				out = append(out, httpHeader{Name: strings.ToLower(k), Value: v})
+			}
+		}
+	}
+	if len(resp.TransferEncoding) > 0 { // Go moves it out of Header
+		out = append(out, httpHeader{Name: "transfer-encoding", Value: strings.Join(resp.TransferEncoding, ", ")})
+	}
+	return out
+}
+
+// isToken says whether s is an RFC 9110 token (a method or a header name).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue accepts what the reference's HTTP library accepts: no control characters
+// but tab.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func isVisibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 && c != '\t') || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// streamedResponse is the result of a streamed request. Its body deltas must reach the client
+// after it, so the stream sends nothing until the dispatcher has queued the reply.
+type streamedResponse struct {
+	httpResponseResult
+	st   *bodyStream
+	once sync.Once
+}
+
+func (r *streamedResponse) afterReply() { r.once.Do(func() { close(r.st.replied) }) }
+
+// bodyStream sends one response body as bodyDelta notifications.
+type bodyStream struct {
+	c       *conn
+	s       *httpState
+	id      string
+	resp    *http.Response
+	cancel  context.CancelFunc
+	replied chan struct{} // closed once the reply carrying the headers is queued
+}
+
+func (b *bodyStream) run() {
+	defer b.s.wg.Done()
+	defer b.s.release(b.id)
+	defer b.cancel()
+	defer b.resp.Body.Close()
+	select {
+	case <-b.replied:
+	case <-b.c.ctx.Done():
+		return
+	}
+	buf := make([]byte, httpDeltaBytes)
+	seq := uint64(1)
+	for {
+		n, err := b.resp.Body.Read(buf)
+		if n > 0 {
+			b.send(bodyDeltaParams{RequestID: b.id, Seq: seq, DeltaBase64: buf[:n]})
+			seq++
+		}
+		switch {
+		case err == io.EOF:
+			b.send(bodyDeltaParams{RequestID: b.id, Seq: seq, DeltaBase64: []byte{}, Done: true})
+			return
+		case err != nil && b.c.ctx.Err() != nil: // the connection is gone: nobody to tell
+			return
+		case err != nil:
+			msg := "error decoding response body"
+			b.send(bodyDeltaParams{RequestID: b.id, Seq: seq, DeltaBase64: []byte{}, Done: true, Error: &msg})
+			return
+		}
+	}
+}
+
+// send queues one delta, waiting while the client is slow: the body read pauses with it.
+func (b *bodyStream) send(d bodyDeltaParams) {
+	if msg, err := appendNotification(nil, "http/request/bodyDelta", d); err == nil {
+		b.c.notifyWait(b.c.ctx, msg)
+	}
+}

@@ -1,13 +1,383 @@
 package main
 
-// Stub: replaced by the processes work (issue 2).
+// Processes (protocol.md §4, §5.1–§5.6): the methods that run what the client asks and stream
+// every byte back in order.
+//
+// Methods (family "exec"; params → result):
+//
+//	process/start      processId argv cwd env tty [pipeStdin arg0 envPolicy sandbox rows* cols*]
+//	                   → {processId, sandboxType:"none"}
+//	process/read       processId [afterSeq maxBytes waitMs]
+//	                   → {chunks:[{seq,stream,chunk}], nextSeq, exited, exitCode, closed, failure:null, sandboxDenied:false}
+//	process/write      processId chunk(base64) writeId → {status: accepted|unknownProcess|stdinClosed|starting}
+//	process/signal     processId signal:"interrupt" → {}
+//	process/terminate  processId → {running}
+//	process/resize*    processId rows cols → {}                         (TIOCSWINSZ; the kernel sends SIGWINCH)
+//	process/closeStdin* processId → {status: accepted|unknownProcess|stdinClosed}   (EOF after queued writes)
+//
+//	* extensions no reference has (README "Protocol extensions"); old clients never send them.
+//
+// Notifications, sent to the connection attached to the owning session (dropped while detached):
+//
+//	process/output  {processId, seq, stream:"stdout"|"stderr"|"pty", chunk:base64}
+//	process/exited  {processId, seq, exitCode, sandboxDenied:false}
+//	process/closed  {processId, seq}
+//
+// One seq counter per process, starting at 1, numbers output chunks, exited and closed alike.
+// exited is sent when the exit status is collected, once what the child left buffered in its
+// streams has been read (proc_stream.go): output may still follow it, from a grandchild holding
+// a stream open. closed is sent exactly once, after exit and EOF on every stream (a PTY master
+// is read until EIO).
+// Notifications may reach the client before the process/start response.
+//
+// Deviations from 0.169, on purpose: a death by signal N reports 128+N in PTY mode too (0.169
+// reports 1); process/signal on a PTY signals the terminal's foreground process group rather
+// than writing ^C; sandboxType is "none" for a disabled or external sandbox (0.169 says
+// "linuxSeccomp" because it always routes through its launcher); native absolute cwd paths are
+// accepted (SEED).
 
-// procTable is a session's processes.
-type procTable struct{ s *session }
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+)
 
-func newProcTable(s *session) *procTable { return &procTable{s: s} }
+// Limits and timings of processes.
+const (
+	// retainedOutputLimit bounds the output kept per process for process/read (§4.4). Whole
+	// chunks are evicted, oldest first, once the total passes it.
+	retainedOutputLimit = 1 << 20
+	// readChunkMin and readChunkMax bound one read from a pipe or PTY, hence one
+	// process/output chunk. A reader starts small (an idle shell costs little) and doubles its
+	// buffer each time a read fills it. 64 KiB chunks make ~87 KB notifications, far under the
+	// 1 MiB a Codex client accepts (lessons R3); see BenchmarkPipeThroughput.
+	readChunkMin = 8 << 10
+	readChunkMax = 64 << 10
+	// exitDrainGrace is how long the exit report waits for EOF on a stream that cannot be
+	// drained on demand (no read deadlines: darwin's blocking PTY master), so that output the
+	// child left in it usually precedes exited.
+	exitDrainGrace = 25 * time.Millisecond
+	// stdinQueueLimit bounds the bytes queued for a child's stdin that it has not read yet.
+	stdinQueueLimit = 8 << 20
+	// writeIDMemory is how many accepted writeIds a process remembers for idempotency.
+	writeIDMemory = 4096
+	// killReapTimeout bounds how long killAll waits for killed processes to close.
+	killReapTimeout = 3 * time.Second
+	// defaultPTYRows and defaultPTYCols are the reference's terminal size (sandbox.md §5).
+	defaultPTYRows = 24
+	defaultPTYCols = 80
+)
 
-// killAll kills every process group of the table.
-func (t *procTable) killAll() {}
+// procMethods registers the process methods.
+func procMethods(t methodTable) {
+	t["process/start"] = handle("exec", (*conn).processStart)
+	t["process/read"] = handle("exec", (*conn).processRead)
+	t["process/write"] = handle("exec", (*conn).processWrite)
+	t["process/signal"] = handle("exec", (*conn).processSignal)
+	t["process/terminate"] = handle("exec", (*conn).processTerminate)
+	t["process/resize"] = handle("exec", (*conn).processResize)
+	t["process/closeStdin"] = handle("exec", (*conn).processCloseStdin)
+}
 
-func procMethods(t methodTable) {}
+// procTable is a session's processes, by client-chosen id.
+type procTable struct {
+	s *session
+
+	mu    sync.Mutex
+	procs map[string]*process
+	gone  bool // killAll ran: the session is over
+}
+
+func newProcTable(s *session) *procTable {
+	return &procTable{s: s, procs: map[string]*process{}}
+}
+
+// get returns the process id, or nil.
+func (t *procTable) get(id string) *process {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.procs[id]
+}
+
+// reserve claims id for a process being started.
+func (t *procTable) reserve(p *process) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.gone {
+		return errInvalidRequest("session is shutting down")
+	}
+	if _, ok := t.procs[p.id]; ok {
+		return errInvalidRequest("process %s already exists", p.id)
+	}
+	t.procs[p.id] = p
+	return nil
+}
+
+// isGone reports whether killAll ran.
+func (t *procTable) isGone() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.gone
+}
+
+// remove forgets p, if id still names it: a failed start, or the retention window ended.
+func (t *procTable) remove(p *process) {
+	t.mu.Lock()
+	if t.procs[p.id] == p {
+		delete(t.procs, p.id)
+	}
+	t.mu.Unlock()
+}
+
+// killAll ends the session's processes: SIGKILL to every process group, then a bounded wait
+// for each to close; streams still open after that (a child that left the group holds them)
+// are closed by force, so no reader goroutine outlives the session.
+func (t *procTable) killAll() {
+	t.mu.Lock()
+	t.gone = true
+	procs := make([]*process, 0, len(t.procs))
+	for _, p := range t.procs {
+		procs = append(procs, p)
+	}
+	t.procs = map[string]*process{}
+	t.mu.Unlock()
+	for _, p := range procs {
+		p.kill(true)
+	}
+	deadline := time.NewTimer(killReapTimeout)
+	defer deadline.Stop()
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-deadline.C:
+			deadline.Reset(0)
+		}
+		p.forceClose()
+	}
+}
+
+// procs returns the process table of the session this connection is attached to (the exec
+// gate guarantees one).
+func (c *conn) procs() *procTable {
+	s := c.currentSession()
+	if s == nil {
+		return nil
+	}
+	return s.procs
+}
+
+// startParams are the params of process/start (§5.1). Fields without omitempty are required.
+type startParams struct {
+	ProcessID string            `json:"processId"`
+	Argv      []string          `json:"argv"`
+	Cwd       string            `json:"cwd"`
+	Env       map[string]string `json:"env"`
+	TTY       bool              `json:"tty"`
+	PipeStdin bool              `json:"pipeStdin,omitempty"`
+	Arg0      *string           `json:"arg0"`
+	EnvPolicy json.RawMessage   `json:"envPolicy,omitempty"`
+	Sandbox   json.RawMessage   `json:"sandbox,omitempty"`
+	Rows      *uint16           `json:"rows"` // extension: initial PTY size
+	Cols      *uint16           `json:"cols"`
+	// Accepted and ignored (managed networking, credential masking, shell snapshots are
+	// Codex-side features this server does not offer): enforceManagedNetwork,
+	// managedNetwork, networkProxy, credentialProviders, shellSnapshot.
+}
+
+type startResult struct {
+	ProcessID   string `json:"processId"`
+	SandboxType string `json:"sandboxType"`
+}
+
+func (c *conn) processStart(p *startParams) (any, error) {
+	if len(p.Argv) == 0 {
+		return nil, errInvalidParams("argv must not be empty")
+	}
+	cwd, err := parsePath(p.Cwd)
+	if err != nil {
+		if err.(*pathError).atUse {
+			return nil, errInvalidParams("cwd URI `%s` is not valid on this exec-server host: %s", p.Cwd, err)
+		}
+		return nil, errInvalidParams("%s", err)
+	}
+	sandbox, err := parseProcessSandbox(p.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := parseEnvPolicy(p.EnvPolicy)
+	if err != nil {
+		return nil, err
+	}
+	rows, cols := uint16(defaultPTYRows), uint16(defaultPTYCols)
+	if p.Rows != nil && *p.Rows > 0 {
+		rows = *p.Rows
+	}
+	if p.Cols != nil && *p.Cols > 0 {
+		cols = *p.Cols
+	}
+	table := c.procs()
+	proc := newProcess(table, p.ProcessID, p.TTY, c.srv.cfg.retention)
+	if err := table.reserve(proc); err != nil {
+		return nil, err
+	}
+	spec, err := newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols)
+	if err == nil {
+		err = applySandbox(spec, sandbox)
+	}
+	if err == nil {
+		err = proc.spawn(spec)
+	}
+	if err != nil {
+		table.remove(proc)
+		return nil, err
+	}
+	if table.isGone() { // killAll ran while this process was spawning
+		proc.kill(true)
+		return nil, errInvalidRequest("session is shutting down")
+	}
+	return startResult{ProcessID: p.ProcessID, SandboxType: "none"}, nil
+}
+
+// readParams are the params of process/read (§5.2).
+type readParams struct {
+	ProcessID string  `json:"processId"`
+	AfterSeq  *uint64 `json:"afterSeq"`
+	MaxBytes  *uint64 `json:"maxBytes"`
+	WaitMs    *uint64 `json:"waitMs"`
+}
+
+// processRead answers at once when it can; a long poll waits on its own goroutine, so it never
+// delays the connection's other requests.
+func (c *conn) processRead(p *readParams) (any, error) {
+	proc := c.procs().get(p.ProcessID)
+	if proc == nil {
+		return nil, errInvalidRequest("unknown process id %s", p.ProcessID)
+	}
+	var after uint64
+	if p.AfterSeq != nil {
+		after = *p.AfterSeq
+	}
+	res, wake := proc.read(after, p.MaxBytes)
+	if wake == nil || p.WaitMs == nil || *p.WaitMs == 0 {
+		return res, nil
+	}
+	deadline := time.Now().Add(time.Duration(min(*p.WaitMs, uint64(365*24*time.Hour/time.Millisecond))) * time.Millisecond)
+	return later{run: func(ctx context.Context) (any, error) {
+		timer := time.NewTimer(time.Until(deadline))
+		defer timer.Stop()
+		for {
+			select {
+			case <-wake:
+			case <-timer.C:
+				res, _ := proc.read(after, p.MaxBytes)
+				return res, nil
+			case <-ctx.Done():
+				return nil, errInternal("connection closed")
+			}
+			if res, wake = proc.read(after, p.MaxBytes); wake == nil {
+				return res, nil
+			}
+		}
+	}}, nil
+}
+
+// writeParams are the params of process/write (§5.3).
+type writeParams struct {
+	ProcessID string      `json:"processId"`
+	Chunk     base64Bytes `json:"chunk"`
+	WriteID   string      `json:"writeId"`
+}
+
+type statusResult struct {
+	Status string `json:"status"`
+}
+
+// processWrite queues bytes for the child's stdin; it never waits for the child to read them.
+func (c *conn) processWrite(p *writeParams) (any, error) {
+	if p.WriteID == "" {
+		return nil, errInvalidParams("writeId must not be empty")
+	}
+	proc := c.procs().get(p.ProcessID)
+	if proc == nil {
+		return statusResult{"unknownProcess"}, nil
+	}
+	status, err := proc.write(p.WriteID, p.Chunk)
+	if err != nil {
+		return nil, err
+	}
+	return statusResult{status}, nil
+}
+
+// signalParams are the params of process/signal (§5.4).
+type signalParams struct {
+	ProcessID string `json:"processId"`
+	Signal    string `json:"signal"`
+}
+
+func (c *conn) processSignal(p *signalParams) (any, error) {
+	if p.Signal != "interrupt" {
+		return nil, errInvalidParams("unknown variant `%s`, expected `interrupt`", p.Signal)
+	}
+	if proc := c.procs().get(p.ProcessID); proc != nil {
+		if err := proc.interrupt(); err != nil {
+			return nil, errInternal("failed to signal process: %v", err)
+		}
+	}
+	return struct{}{}, nil
+}
+
+// idParams are the params of the methods that take only a process id.
+type idParams struct {
+	ProcessID string `json:"processId"`
+}
+
+type terminateResult struct {
+	Running bool `json:"running"`
+}
+
+// processTerminate kills the process group at once (§5.5): no SIGTERM, no grace period.
+func (c *conn) processTerminate(p *idParams) (any, error) {
+	proc := c.procs().get(p.ProcessID)
+	if proc == nil {
+		return terminateResult{false}, nil
+	}
+	return terminateResult{proc.kill(false)}, nil
+}
+
+// resizeParams are the params of the process/resize extension.
+type resizeParams struct {
+	ProcessID string `json:"processId"`
+	Rows      uint16 `json:"rows"`
+	Cols      uint16 `json:"cols"`
+}
+
+func (c *conn) processResize(p *resizeParams) (any, error) {
+	if p.Rows == 0 || p.Cols == 0 {
+		return nil, errInvalidParams("rows and cols must be at least 1")
+	}
+	proc := c.procs().get(p.ProcessID)
+	if proc == nil {
+		return nil, errInvalidRequest("unknown process id %s", p.ProcessID)
+	}
+	if !proc.tty {
+		return nil, errInvalidParams("process %s has no PTY to resize", p.ProcessID)
+	}
+	if err := proc.resize(p.Rows, p.Cols); err != nil {
+		return nil, errInternal("process/resize %s: %v", p.ProcessID, err)
+	}
+	return struct{}{}, nil
+}
+
+// processCloseStdin closes a pipeStdin child's stdin once the queued writes are written, so
+// the child reads EOF (lessons R11).
+func (c *conn) processCloseStdin(p *idParams) (any, error) {
+	proc := c.procs().get(p.ProcessID)
+	if proc == nil {
+		return statusResult{"unknownProcess"}, nil
+	}
+	if proc.tty {
+		return nil, errInvalidParams("process %s has a PTY: write the terminal's EOF character (\"\\u0004\") instead", p.ProcessID)
+	}
+	return statusResult{proc.closeStdin()}, nil
+}

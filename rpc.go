@@ -83,6 +83,14 @@ type later struct {
 	run func(ctx context.Context) (any, error)
 }
 
+// afterReplier is a result whose follow-up must reach the client after the reply itself,
+// such as the body deltas of a streamed http/request: afterReply runs once the reply is queued.
+type afterReplier interface{ afterReply() }
+
+// rawJSON is a result already encoded as JSON; it is sent as is, without a second pass over a
+// large payload.
+type rawJSON []byte
+
 // method is one entry of a server's method table.
 type method struct {
 	family string // the gate text of protocol.md §3.4; "" for methods without a gate
@@ -225,6 +233,21 @@ func validID(raw json.RawMessage) bool {
 	return false
 }
 
+// kindWord maps encoding/json's name of a JSON type to jsonKind's first word.
+func kindWord(goValue string) string {
+	switch goValue {
+	case "number":
+		return "integer"
+	case "bool":
+		return "boolean"
+	case "array":
+		return "sequence"
+	case "object":
+		return "map"
+	}
+	return goValue
+}
+
 // jsonKind names the JSON type of a raw value, as serde's "invalid type" messages do.
 func jsonKind(raw []byte) string {
 	t := bytes.TrimSpace(raw)
@@ -248,9 +271,17 @@ func jsonKind(raw []byte) string {
 
 // appendResponse appends {"id":ID,"result":R} to dst.
 func appendResponse(dst []byte, id json.RawMessage, result any) ([]byte, error) {
-	r, err := json.Marshal(result)
-	if err != nil {
-		return dst, err
+	var r []byte
+	switch v := result.(type) {
+	case rawJSON:
+		r = v
+	case json.RawMessage: // built by a handler, not taken from the client
+		r = v
+	default:
+		var err error
+		if r, err = json.Marshal(result); err != nil {
+			return dst, err
+		}
 	}
 	dst = append(dst, `{"id":`...)
 	dst = append(dst, id...)
@@ -323,11 +354,11 @@ func decodeBase64(s string) ([]byte, error) {
 	if err == nil {
 		return out, nil
 	}
-	var ce base64.CorruptInputError
-	if errors.As(err, &ce) {
-		i := int(ce)
-		if i < len(s) && s[i] != '=' && s[i] != '\r' && s[i] != '\n' {
-			return nil, fmt.Errorf("Invalid symbol %d, offset %d.", s[i], i)
+	// The first byte outside the alphabet is named; anything else is a padding or length error.
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return nil, fmt.Errorf("Invalid symbol %d, offset %d.", c, i)
 		}
 	}
 	return nil, errors.New("Invalid padding")
@@ -373,7 +404,11 @@ func decodeParams(raw json.RawMessage, v any) error {
 			if strings.HasPrefix(te.Value, "number") && isUnsigned(te.Type) {
 				return errInvalidParams("invalid number for field `%s`", te.Field)
 			}
-			return errInvalidParams("invalid type: %s, expected %s for field `%s`", te.Value, goTypeName(te.Type), te.Field)
+			got := te.Value
+			if raw := topLevelValue(t, te.Field); raw != nil && strings.HasPrefix(jsonKind(raw), kindWord(te.Value)) {
+				got = jsonKind(raw) // with the value, as serde says it
+			}
+			return errInvalidParams("invalid type: %s, expected %s for field `%s`", got, goTypeName(te.Type), te.Field)
 		}
 		var re *rpcError
 		if errors.As(err, &re) {
@@ -415,15 +450,38 @@ func goTypeName(t reflect.Type) string {
 	return t.String()
 }
 
+// topLevelValue returns the raw value of key in a valid JSON object, or nil.
+func topLevelValue(obj []byte, key string) []byte {
+	var found []byte
+	walkTopLevel(obj, func(k string, v []byte) bool {
+		if k == key {
+			found = v
+			return false
+		}
+		return true
+	})
+	return found
+}
+
 // topLevelKeys lists the keys of a valid JSON object and whether each value is null, without
 // decoding the values (a 32 MiB base64 string is skipped, not copied).
 func topLevelKeys(obj []byte) map[string]bool {
 	keys := make(map[string]bool, 8)
+	walkTopLevel(obj, func(k string, v []byte) bool {
+		keys[k] = bytes.Equal(v, []byte("null"))
+		return true
+	})
+	return keys
+}
+
+// walkTopLevel calls fn with each key and raw value of a valid JSON object until fn returns
+// false.
+func walkTopLevel(obj []byte, fn func(key string, value []byte) bool) {
 	i := 1
 	for i < len(obj) {
 		i = skipSpace(obj, i)
 		if i >= len(obj) || obj[i] != '"' {
-			break
+			return
 		}
 		end := skipString(obj, i)
 		key := string(obj[i+1 : end-1])
@@ -432,12 +490,13 @@ func topLevelKeys(obj []byte) map[string]bool {
 		}
 		i = skipSpace(obj, end)
 		i = skipSpace(obj, i+1) // ':'
-		keys[key] = bytes.HasPrefix(obj[i:], []byte("null"))
-		i = skipValue(obj, i)
-		i = skipSpace(obj, i)
+		vend := skipValue(obj, i)
+		if !fn(key, obj[i:vend]) {
+			return
+		}
+		i = skipSpace(obj, vend)
 		i++ // ',' or '}'
 	}
-	return keys
 }
 
 func skipSpace(b []byte, i int) int {
@@ -527,7 +586,8 @@ type msgTransport interface {
 	// readMessage returns the next message; the slice is valid until the next call. It
 	// returns an error (io.EOF for a clean end) once the transport is closed.
 	readMessage() ([]byte, error)
-	// writeMessage sends one message. Only the connection's writer goroutine calls it.
+	// writeMessage sends one message. Only the connection's writer goroutine calls it, and it
+	// must not modify b: process notifications share their bytes with the retained output.
 	writeMessage(b []byte) error
 	// close ends the transport; reason says why (nil for a normal end). It unblocks
 	// readMessage and is safe to call more than once and from any goroutine.
@@ -738,6 +798,7 @@ func (c *conn) schedule(id json.RawMessage, l later) {
 			<-prev
 		}
 		res, err := c.runLater(l)
+		c.reply(id, res, err) // before the lane opens: replies on one lane keep their order
 		if done != nil {
 			c.mu.Lock()
 			if c.lanes[l.key] == done {
@@ -746,7 +807,6 @@ func (c *conn) schedule(id json.RawMessage, l later) {
 			c.mu.Unlock()
 			close(done)
 		}
-		c.reply(id, res, err)
 	}()
 }
 
@@ -762,11 +822,14 @@ func (c *conn) runLater(l later) (res any, err error) {
 
 // reply sends the response to a request.
 func (c *conn) reply(id json.RawMessage, res any, err error) {
+	if a, ok := res.(afterReplier); ok {
+		defer a.afterReply()
+	}
 	if err != nil {
 		c.sendError(id, toRPCError(err))
 		return
 	}
-	b, merr := appendResponse(nil, id, res)
+	b, merr := appendResponse(make([]byte, 0, 64), id, res)
 	if merr != nil {
 		c.sendError(id, errInternal("encode result: %v", merr))
 		return
@@ -785,6 +848,13 @@ func (c *conn) notify(b []byte) {
 	if !c.out.push(b, true) {
 		c.fail(errSlowClient)
 	}
+}
+
+// notifyWait sends a notification whose producer can wait (a streamed HTTP body): it blocks
+// while the outgoing queue is full instead of dropping the connection. It fails when ctx
+// ends or the connection closes.
+func (c *conn) notifyWait(ctx context.Context, b []byte) error {
+	return c.out.pushWait(ctx, b)
 }
 
 // writeLoop is the connection's only writer.

@@ -21,44 +21,58 @@ func TestRPCVectors(t *testing.T) {
 	ts := startTestServer(t)
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			f, err := os.Open(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			ws, _, err := dialWebsocket(context.Background(), ts.url, nil, nil, wsOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ws.close(nil)
-			sc := bufio.NewScanner(f)
-			for n := 1; sc.Scan(); n++ {
-				line := sc.Text()
-				if len(line) < 3 || line[0] == '#' {
-					continue
-				}
-				kind, body := line[:3], line[3:]
-				switch kind {
-				case ">> ":
-					if err := ws.writeMessageOp(wsOpText, []byte(body)); err != nil {
-						t.Fatalf("line %d: send: %v", n, err)
-					}
-				case "<< ", "<~ ":
-					ws.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-					got, err := ws.readMessage()
-					if err != nil {
-						t.Fatalf("line %d: want %s, read error %v", n, body, err)
-					}
-					if kind == "<< " && string(got) != body {
-						t.Errorf("line %d:\n got %s\nwant %s", n, got, body)
-					}
-					if kind == "<~ " && !regexp.MustCompile("^(?s:"+body+")$").Match(got) {
-						t.Errorf("line %d:\n got %s\nwant match of %s", n, got, body)
-					}
-				default:
-					t.Fatalf("line %d: unknown line kind %q", n, kind)
-				}
-			}
+			playVectors(t, ts.url, file, nil)
 		})
+	}
+}
+
+// playVectors replays one vector file on a fresh websocket connection to url. Each key of vars
+// is replaced by its value in sent and expected lines (quoted for regular expressions).
+func playVectors(t *testing.T, url, file string, vars map[string]string) {
+	t.Helper()
+	var plain, quoted []string
+	for k, v := range vars {
+		plain = append(plain, k, v)
+		quoted = append(quoted, k, regexp.QuoteMeta(v))
+	}
+	plainR, quotedR := strings.NewReplacer(plain...), strings.NewReplacer(quoted...)
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ws, _, err := dialWebsocket(context.Background(), url, nil, nil, wsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.close(nil)
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if len(line) < 3 || line[0] == '#' {
+			continue
+		}
+		kind, body := line[:3], line[3:]
+		switch kind {
+		case ">> ":
+			if err := ws.writeMessageOp(wsOpText, []byte(plainR.Replace(body))); err != nil {
+				t.Fatalf("line %d: send: %v", n, err)
+			}
+		case "<< ", "<~ ":
+			ws.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+			got, err := ws.readMessage()
+			if err != nil {
+				t.Fatalf("line %d: want %s, read error %v", n, body, err)
+			}
+			if want := plainR.Replace(body); kind == "<< " && string(got) != want {
+				t.Errorf("line %d:\n got %s\nwant %s", n, got, want)
+			}
+			if kind == "<~ " && !regexp.MustCompile("^(?s:"+quotedR.Replace(body)+")$").Match(got) {
+				t.Errorf("line %d:\n got %s\nwant match of %s", n, got, body)
+			}
+		default:
+			t.Fatalf("line %d: unknown line kind %q", n, kind)
+		}
 	}
 }

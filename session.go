@@ -6,9 +6,11 @@ package main
 // detached TTL runs out, when every process group of the session is killed.
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 )
@@ -27,17 +29,19 @@ var errSlowClient = errors.New("client is too slow to take notifications: connec
 // queued (they are bounded by the requests the client sent); notifications are refused once
 // the queued bytes pass the limit.
 type outQueue struct {
-	mu     sync.Mutex
-	msgs   [][]byte
-	head   int
-	bytes  int
-	limit  int
-	closed bool
-	ready  chan struct{} // holds a token while msgs is non-empty or closed
+	mu      sync.Mutex
+	msgs    [][]byte
+	head    int
+	bytes   int
+	limit   int
+	closed  bool
+	ready   chan struct{} // holds a token while msgs is non-empty or closed
+	space   chan struct{} // closed and replaced when a message leaves while pushWait waits
+	waiting int           // pushWait callers waiting on space
 }
 
 func newOutQueue(limit int) *outQueue {
-	return &outQueue{limit: limit, ready: make(chan struct{}, 1)}
+	return &outQueue{limit: limit, ready: make(chan struct{}, 1), space: make(chan struct{})}
 }
 
 // push queues b; false means a notification was refused because the queue is full.
@@ -59,6 +63,45 @@ func (q *outQueue) push(b []byte, notification bool) bool {
 	return true
 }
 
+// pushWait queues a notification, waiting while the queue is over its limit.
+func (q *outQueue) pushWait(ctx context.Context, b []byte) error {
+	for {
+		q.mu.Lock()
+		if q.closed {
+			q.mu.Unlock()
+			return net.ErrClosed
+		}
+		if q.bytes == 0 || q.bytes+len(b) <= q.limit {
+			q.mu.Unlock()
+			q.push(b, false)
+			return nil
+		}
+		space := q.space
+		q.waiting++
+		q.mu.Unlock()
+		var err error
+		select {
+		case <-space:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		q.mu.Lock()
+		q.waiting--
+		q.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// signalSpace wakes pushWait callers; q.mu is held.
+func (q *outQueue) signalSpace() {
+	if q.waiting > 0 {
+		close(q.space)
+		q.space = make(chan struct{})
+	}
+}
+
 // pop waits for the next message; false once the queue is closed and drained.
 func (q *outQueue) pop() ([]byte, bool) {
 	for {
@@ -71,6 +114,7 @@ func (q *outQueue) pop() ([]byte, bool) {
 				q.msgs, q.head = q.msgs[:0], 0
 			}
 			q.bytes -= len(b)
+			q.signalSpace()
 			q.mu.Unlock()
 			return b, true
 		}
@@ -87,6 +131,7 @@ func (q *outQueue) pop() ([]byte, bool) {
 func (q *outQueue) close() {
 	q.mu.Lock()
 	q.closed = true
+	q.signalSpace()
 	q.mu.Unlock()
 	select {
 	case q.ready <- struct{}{}:

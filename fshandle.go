@@ -1,0 +1,241 @@
+package main
+
+// File handles (protocol.md §5.8; the methods are listed in fs.go): a file opened once and read
+// or written in blocks, so that no file is too large to move. Handles belong to the connection:
+// at most maxOpenHandles, all closed when it ends, never seen by another connection (a resumed
+// session included). Requests on one handle run in order (later key "fh/"+handleId).
+//
+//	fs/open        handleId (≤32 bytes, "" allowed) path [mode sandbox]   {handleId}
+//	               mode "read" (default): a regular file, for fs/readBlock
+//	               mode "replace": created or truncated in place, for fs/writeBlock
+//	fs/readBlock   handleId offset len (1..1048576)   {chunk, eof}: eof when fewer than len came
+//	fs/writeBlock  handleId offset chunk              {}: a gap past the end reads back as zeros
+//	fs/close       handleId                           {}: an unknown handle is not an error
+//
+// Reading through the wrong kind of handle fails as the OS says (EBADF, -32603), as in 0.169.
+
+import (
+	"context"
+	"io"
+	"math"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// Limits of file handles.
+const (
+	maxReadBlockBytes = 1 << 20 // one fs/readBlock (protocol.md §5.8)
+	maxHandleIDBytes  = 32      // a client-chosen handle id (protocol.md §5.8)
+	maxOpenHandles    = 128     // the handles one connection may hold open
+)
+
+// fileHandles is a connection's open files, by client-chosen id.
+type fileHandles struct {
+	mu     sync.Mutex
+	files  map[string]*os.File
+	closed bool
+}
+
+func (c *conn) fileHandles() *fileHandles {
+	return c.scopedState("fs/handles", func() any {
+		h := &fileHandles{files: map[string]*os.File{}}
+		c.onClose(h.closeAll)
+		return h
+	}).(*fileHandles)
+}
+
+// add files f under id, or says why it cannot.
+func (h *fileHandles) add(id string, f *os.File) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.closed:
+		return errInternal("connection closed")
+	case h.files[id] != nil:
+		return errInvalidRequest("file handle `%s` already exists", id)
+	case len(h.files) >= maxOpenHandles:
+		return errInvalidRequest("at most %d file handles may be open per connection", maxOpenHandles)
+	}
+	h.files[id] = f
+	return nil
+}
+
+func (h *fileHandles) get(id string) (*os.File, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if f := h.files[id]; f != nil {
+		return f, nil
+	}
+	return nil, errNotFound("unknown file handle `%s`", id)
+}
+
+func (h *fileHandles) remove(id string) *os.File {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.files[id]
+	delete(h.files, id)
+	return f
+}
+
+func (h *fileHandles) closeAll() {
+	h.mu.Lock()
+	files := h.files
+	h.files, h.closed = nil, true
+	h.mu.Unlock()
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+func checkHandleID(id string) error {
+	if len(id) > maxHandleIDBytes {
+		return errInvalidRequest("file handle ID must not exceed %d bytes", maxHandleIDBytes)
+	}
+	return nil
+}
+
+// handleLane orders the requests on one handle.
+func handleLane(id string) string { return "fh/" + id }
+
+// openMode is fs/open's mode: "read" (the default) or "replace".
+type openMode string
+
+func (m *openMode) UnmarshalJSON(raw []byte) error {
+	s, err := decodeVariant(raw, "read", "replace")
+	*m = openMode(s)
+	return err
+}
+
+type openParams struct {
+	HandleID string     `json:"handleId"`
+	Path     string     `json:"path"`
+	Mode     *openMode  `json:"mode"`
+	Sandbox  *fsSandbox `json:"sandbox"`
+}
+
+type openResult struct {
+	HandleID string `json:"handleId"`
+}
+
+// fsOpen opens a regular file for fs/readBlock, or with mode "replace" creates or truncates it
+// in place for fs/writeBlock.
+func (c *conn) fsOpen(p *openParams) (any, error) {
+	if err := checkHandleID(p.HandleID); err != nil {
+		return nil, err
+	}
+	path, err := paramPath(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	replace := p.Mode != nil && *p.Mode == "replace"
+	if err := p.Sandbox.check(replace); err != nil {
+		return nil, err
+	}
+	h := c.fileHandles()
+	return later{key: handleLane(p.HandleID), run: func(context.Context) (any, error) {
+		if _, err := h.get(p.HandleID); err == nil {
+			return nil, errInvalidRequest("file handle `%s` already exists", p.HandleID)
+		}
+		flag := os.O_RDONLY
+		if replace {
+			if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+				return nil, errNotAFile(path)
+			}
+			flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+		}
+		f, err := openRegular(path, flag, 0o666)
+		if err != nil {
+			return nil, fsError(err)
+		}
+		if err := h.add(p.HandleID, f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return openResult{p.HandleID}, nil
+	}}, nil
+}
+
+type readBlockParams struct {
+	HandleID string `json:"handleId"`
+	Offset   uint64 `json:"offset"`
+	Len      uint64 `json:"len"`
+}
+
+type readBlockResult struct {
+	Chunk []byte `json:"chunk"`
+	EOF   bool   `json:"eof"`
+}
+
+// fsReadBlock reads up to len bytes at offset; eof is true when fewer came back.
+func (c *conn) fsReadBlock(p *readBlockParams) (any, error) {
+	if err := checkHandleID(p.HandleID); err != nil {
+		return nil, err
+	}
+	if p.Len < 1 || p.Len > maxReadBlockBytes {
+		return nil, errInvalidRequest("file read block length must be between 1 and %d", maxReadBlockBytes)
+	}
+	h := c.fileHandles()
+	return later{key: handleLane(p.HandleID), run: func(context.Context) (any, error) {
+		f, err := h.get(p.HandleID)
+		if err != nil {
+			return nil, err
+		}
+		if p.Offset > math.MaxInt64 {
+			return nil, fsError(syscall.EINVAL)
+		}
+		buf := make([]byte, p.Len)
+		n, err := f.ReadAt(buf, int64(p.Offset))
+		if err != nil && err != io.EOF {
+			return nil, fsError(err)
+		}
+		return readBlockResult{Chunk: buf[:n], EOF: n < len(buf)}, nil
+	}}, nil
+}
+
+type writeBlockParams struct {
+	HandleID string      `json:"handleId"`
+	Offset   uint64      `json:"offset"`
+	Chunk    base64Bytes `json:"chunk"`
+}
+
+// fsWriteBlock writes chunk at offset; a gap past the end reads back as zeros.
+func (c *conn) fsWriteBlock(p *writeBlockParams) (any, error) {
+	if err := checkHandleID(p.HandleID); err != nil {
+		return nil, err
+	}
+	h := c.fileHandles()
+	return later{key: handleLane(p.HandleID), run: func(context.Context) (any, error) {
+		f, err := h.get(p.HandleID)
+		if err != nil {
+			return nil, err
+		}
+		if p.Offset > math.MaxInt64-uint64(len(p.Chunk)) {
+			return nil, fsError(syscall.EINVAL)
+		}
+		if _, err := f.WriteAt(p.Chunk, int64(p.Offset)); err != nil {
+			return nil, fsError(err)
+		}
+		return struct{}{}, nil
+	}}, nil
+}
+
+type closeParams struct {
+	HandleID string `json:"handleId"`
+}
+
+// fsClose closes a handle; an unknown one is not an error.
+func (c *conn) fsClose(p *closeParams) (any, error) {
+	if err := checkHandleID(p.HandleID); err != nil {
+		return nil, err
+	}
+	h := c.fileHandles()
+	return later{key: handleLane(p.HandleID), run: func(context.Context) (any, error) {
+		if f := h.remove(p.HandleID); f != nil {
+			if err := f.Close(); err != nil {
+				return nil, fsError(err)
+			}
+		}
+		return struct{}{}, nil
+	}}, nil
+}

@@ -1,0 +1,200 @@
+package main
+
+// fs/walk (protocol.md §5.9): a bounded breadth-first listing of a directory tree.
+//
+//	params  path, options{maxDepth, maxDirectories, maxEntries, followDirectorySymlinks,
+//	        [pruneHiddenDirectories=false]}, [sandbox]
+//	result  {entries:[{path: URI, kind: "file"|"directory"}], errors:[{path: URI, message}], truncated}
+//
+// Directories are read level by level, each one's entries sorted by name; the root itself is
+// not listed. maxDepth 0 lists the root's children only. Symlinks are left out unless
+// followDirectorySymlinks, and then only those to directories are listed (as directories) and
+// descended, each real directory once. FIFOs, sockets, devices and dangling symlinks are left
+// out. pruneHiddenDirectories lists dot-directories without descending them. A directory that
+// cannot be read becomes an entry of errors. truncated says a limit stopped the walk: maxEntries
+// (entries examined), maxDirectories (directories read, root included) or the size the answer
+// may reach. A missing root is -32004; a root that is not a directory (or is a symlink, when
+// not following them) gives an empty answer.
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Walk limits: the largest a client may ask for, and the most an answer may carry.
+const (
+	maxWalkDepth         = 64
+	maxWalkDirectories   = 10_000
+	maxWalkEntries       = 50_000
+	maxWalkResponseBytes = 4 << 20
+	walkItemOverhead     = 64 // JSON around one entry's path, for maxWalkResponseBytes
+)
+
+type walkParams struct {
+	Path    string      `json:"path"`
+	Options walkOptions `json:"options"`
+	Sandbox *fsSandbox  `json:"sandbox"`
+}
+
+type walkOptions struct {
+	MaxDepth                uint64 `json:"maxDepth"`
+	MaxDirectories          uint64 `json:"maxDirectories"`
+	MaxEntries              uint64 `json:"maxEntries"`
+	FollowDirectorySymlinks bool   `json:"followDirectorySymlinks"`
+	PruneHiddenDirectories  bool   `json:"pruneHiddenDirectories,omitempty"`
+}
+
+// UnmarshalJSON applies the params rules (required fields) to the nested options object.
+func (o *walkOptions) UnmarshalJSON(raw []byte) error {
+	type WalkOptions walkOptions
+	return decodeParams(raw, (*WalkOptions)(o))
+}
+
+type walkEntry struct {
+	Path string `json:"path"`
+	Kind string `json:"kind"`
+}
+
+type walkError struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+type walkResult struct {
+	Entries   []walkEntry `json:"entries"`
+	Errors    []walkError `json:"errors"`
+	Truncated bool        `json:"truncated"`
+}
+
+func (c *conn) fsWalk(p *walkParams) (any, error) {
+	o := p.Options
+	if o.MaxDirectories == 0 || o.MaxEntries == 0 {
+		return nil, errInvalidRequest("filesystem walk limits must be greater than zero")
+	}
+	if o.MaxDepth > maxWalkDepth || o.MaxDirectories > maxWalkDirectories || o.MaxEntries > maxWalkEntries {
+		return nil, errInvalidRequest("filesystem walk limits exceed maximums: depth=%d, directories=%d, entries=%d",
+			maxWalkDepth, maxWalkDirectories, maxWalkEntries)
+	}
+	return fsPathOp(p.Path, p.Sandbox, false, func(ctx context.Context, root string) (any, error) {
+		return walkTree(ctx, root, o)
+	})
+}
+
+// walker is the state of one fs/walk.
+type walker struct {
+	opts    walkOptions
+	res     walkResult
+	bytes   int             // the answer's size so far, roughly
+	visited map[string]bool // directories queued, by real path when following symlinks
+}
+
+type walkDir struct {
+	path  string
+	depth uint64
+}
+
+func walkTree(ctx context.Context, root string, o walkOptions) (*walkResult, error) {
+	w := &walker{opts: o, res: walkResult{Entries: []walkEntry{}, Errors: []walkError{}}}
+	fi, isLink, err := statFollowing(root)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() || isLink && !o.FollowDirectorySymlinks {
+		return &w.res, nil
+	}
+	rootID := root
+	if o.FollowDirectorySymlinks {
+		if rootID, err = realPath(root); err != nil {
+			return nil, err
+		}
+	}
+	w.visited = map[string]bool{rootID: true}
+	queue := []walkDir{{root, 0}}
+	dirs, entries := uint64(1), uint64(0)
+	for len(queue) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		dir := queue[0]
+		queue = queue[1:]
+		ents, err := readDirUnsorted(dir.path)
+		if err != nil {
+			if !w.addError(dir.path, err) {
+				return &w.res, nil
+			}
+			continue
+		}
+		slices.SortFunc(ents, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+		for _, e := range ents {
+			if entries == o.MaxEntries {
+				w.res.Truncated = true
+				return &w.res, nil
+			}
+			entries++
+			path := filepath.Join(dir.path, e.Name())
+			mode, ok := followedType(dir.path, e)
+			isLink := e.Type()&os.ModeSymlink != 0
+			if !ok || isLink && (!o.FollowDirectorySymlinks || !mode.IsDir()) {
+				continue
+			}
+			kind := "file"
+			switch {
+			case mode.IsDir():
+				kind = "directory"
+			case !mode.IsRegular():
+				continue
+			}
+			uri := fileURI(path)
+			if !w.reserve(len(uri)) {
+				return &w.res, nil
+			}
+			w.res.Entries = append(w.res.Entries, walkEntry{Path: uri, Kind: kind})
+			if kind != "directory" || dir.depth >= o.MaxDepth || o.PruneHiddenDirectories && strings.HasPrefix(e.Name(), ".") {
+				continue
+			}
+			id := path
+			if o.FollowDirectorySymlinks {
+				if id, err = realPath(path); err != nil {
+					if !w.addError(path, err) {
+						return &w.res, nil
+					}
+					continue
+				}
+			}
+			if w.visited[id] {
+				continue
+			}
+			w.visited[id] = true
+			if dirs == o.MaxDirectories {
+				w.res.Truncated = true
+				continue
+			}
+			dirs++
+			queue = append(queue, walkDir{path, dir.depth + 1})
+		}
+	}
+	return &w.res, nil
+}
+
+// reserve accounts for an item of n bytes; false (and truncated) when the answer is full.
+func (w *walker) reserve(n int) bool {
+	if w.bytes+n+walkItemOverhead > maxWalkResponseBytes {
+		w.res.Truncated = true
+		return false
+	}
+	w.bytes += n + walkItemOverhead
+	return true
+}
+
+func (w *walker) addError(path string, err error) bool {
+	uri := fileURI(path)
+	msg := fsError(err).Error()
+	if !w.reserve(len(uri) + len(msg)) {
+		return false
+	}
+	w.res.Errors = append(w.res.Errors, walkError{Path: uri, Message: msg})
+	return true
+}

@@ -1,0 +1,380 @@
+package main
+
+// fs/watchMissing and fs/missingChanged (protocol.md §5.10): tell the client, once, that a path
+// it waits for has appeared.
+//
+//	params        watchId (u64), missing (URI[]), [sandbox]
+//	result        {watching}: false when no path is missing or watchId is already in use
+//	notification  fs/missingChanged {watchId}: a missing path, or a missing parent of one,
+//	              appeared; the watch is then gone
+//
+// Mechanism. A missing path is armed on its nearest existing ancestor directory, and fires when
+// the next component of the path appears there: the path itself or a missing parent of it. On
+// Linux the ancestor is watched with inotify (IN_CREATE, IN_MOVED_TO); when the ancestor itself
+// goes (deleted, moved away, unmounted) the path is re-armed higher up. A path inotify cannot
+// take (the per-user instance or watch limits are reached), and every path on other systems,
+// is polled every missingPollInterval instead: it fires when the part of it that exists grows.
+// Watches belong to the connection. One goroutine per connection serves them, started by its
+// first watch and ended with the connection.
+//
+// A path counts as missing when lstat says ENOENT or ENOTDIR; a dangling symlink exists.
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// missingPollInterval is how often polled paths are checked.
+const missingPollInterval = 500 * time.Millisecond
+
+type watchMissingParams struct {
+	WatchID uint64     `json:"watchId"`
+	Missing []string   `json:"missing"`
+	Sandbox *fsSandbox `json:"sandbox"`
+}
+
+type watchMissingResult struct {
+	Watching bool `json:"watching"`
+}
+
+type missingChangedParams struct {
+	WatchID uint64 `json:"watchId"`
+}
+
+func (c *conn) fsWatchMissing(p *watchMissingParams) (any, error) {
+	paths := make([]string, 0, len(p.Missing))
+	for _, raw := range p.Missing {
+		path, err := paramPath(raw)
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, path)
+	}
+	if err := p.Sandbox.check(false); err != nil {
+		return nil, err
+	}
+	ws := c.scopedState("fs/watchMissing", func() any {
+		ws := newMissingWatches(missingPollInterval, true, func(id uint64) {
+			if b, err := appendNotification(nil, "fs/missingChanged", missingChangedParams{id}); err == nil {
+				c.notify(b)
+			}
+		})
+		c.onClose(ws.close)
+		return ws
+	}).(*missingWatches)
+	return later{run: func(context.Context) (any, error) {
+		return watchMissingResult{ws.add(p.WatchID, paths)}, nil
+	}}, nil
+}
+
+// missingWatches is a connection's watches for missing paths.
+type missingWatches struct {
+	interval time.Duration
+	kernel   bool // try the kernel's notifier (inotify) before polling
+	notify   func(watchID uint64)
+
+	mu       sync.Mutex
+	watches  map[uint64]*missingWatch
+	armed    map[int32][]*missingArm // paths armed with the notifier, by watch descriptor
+	polled   []*missingArm
+	notifier dirNotifier // nil: polling only
+	started  bool
+	closed   bool
+	stop     chan struct{} // closed by close when polling only
+	done     chan struct{} // closed when the goroutine ends
+}
+
+// missingWatch is one fs/watchMissing request.
+type missingWatch struct {
+	id   uint64
+	arms []*missingArm
+}
+
+// missingArm is one missing path of a watch, and where it is armed.
+type missingArm struct {
+	w     *missingWatch
+	path  string
+	wd    int32  // the notifier's watch on the nearest existing ancestor, or -1 when polled
+	dir   string // that ancestor
+	child string // the component of path expected in it
+	depth int    // polled: how many leading components of path existed when last checked
+}
+
+func newMissingWatches(interval time.Duration, kernel bool, notify func(uint64)) *missingWatches {
+	return &missingWatches{
+		interval: interval,
+		kernel:   kernel,
+		notify:   notify,
+		watches:  map[uint64]*missingWatch{},
+		armed:    map[int32][]*missingArm{},
+	}
+}
+
+// add arms watch id for the paths that are missing now. It returns false, arming nothing, when
+// none is or id is in use.
+func (ws *missingWatches) add(id uint64, paths []string) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.closed || ws.watches[id] != nil {
+		return false
+	}
+	ws.start()
+	w := &missingWatch{id: id}
+	fire := false
+	for _, p := range paths {
+		if slices.ContainsFunc(w.arms, func(a *missingArm) bool { return a.path == p }) || !isMissing(p) {
+			continue
+		}
+		a := &missingArm{w: w, path: p}
+		w.arms = append(w.arms, a)
+		fire = !ws.arm(a) || fire
+	}
+	if len(w.arms) == 0 {
+		return false
+	}
+	ws.watches[id] = w
+	if fire {
+		ws.fire(w)
+	}
+	return true
+}
+
+// start starts the goroutine that serves the watches, once.
+func (ws *missingWatches) start() {
+	if ws.started {
+		return
+	}
+	ws.started = true
+	ws.done = make(chan struct{})
+	if ws.kernel {
+		if n, err := newDirNotifier(); err == nil {
+			ws.notifier = n
+			go ws.serveNotifier()
+			return
+		}
+	}
+	ws.stop = make(chan struct{})
+	go ws.servePolling()
+}
+
+// arm places a on the nearest existing ancestor of its path. It returns false when a should
+// fire now: its path exists, or a component of it appeared while it was being armed.
+func (ws *missingWatches) arm(a *missingArm) bool {
+	if !isMissing(a.path) {
+		return false
+	}
+	if ws.notifier != nil {
+		dir, child := filepath.Dir(a.path), filepath.Base(a.path)
+		childWasMissing := true // a.path is missing
+		for {
+			wd, err := ws.notifier.watchDir(dir)
+			if err == nil {
+				a.wd, a.dir, a.child = wd, dir, child
+				ws.armed[wd] = append(ws.armed[wd], a)
+				return !childWasMissing || isMissing(filepath.Join(dir, child))
+			}
+			if dir == "/" || isResourceLimit(err) {
+				break
+			}
+			childWasMissing = errors.Is(err, syscall.ENOENT)
+			dir, child = filepath.Dir(dir), filepath.Base(dir)
+		}
+	}
+	a.wd = -1
+	a.depth = existingDepth(a.path)
+	ws.polled = append(ws.polled, a)
+	if ws.notifier != nil {
+		ws.notifier.setDeadline(time.Now().Add(ws.interval))
+	}
+	return true
+}
+
+// disarm forgets where a is armed.
+func (ws *missingWatches) disarm(a *missingArm) {
+	if a.wd < 0 {
+		ws.polled = slices.DeleteFunc(ws.polled, func(b *missingArm) bool { return b == a })
+		return
+	}
+	arms := slices.DeleteFunc(ws.armed[a.wd], func(b *missingArm) bool { return b == a })
+	if len(arms) > 0 {
+		ws.armed[a.wd] = arms
+		return
+	}
+	delete(ws.armed, a.wd)
+	ws.notifier.unwatchDir(a.wd)
+}
+
+// fire ends watch w and tells the client.
+func (ws *missingWatches) fire(w *missingWatch) {
+	if ws.watches[w.id] != w {
+		return
+	}
+	delete(ws.watches, w.id)
+	for _, a := range w.arms {
+		ws.disarm(a)
+	}
+	ws.notify(w.id)
+}
+
+// serveNotifier reads the notifier's events until it is closed, polling the paths it could not
+// take in between.
+func (ws *missingWatches) serveNotifier() {
+	defer close(ws.done)
+	for {
+		ws.mu.Lock()
+		if len(ws.polled) > 0 {
+			ws.notifier.setDeadline(time.Now().Add(ws.interval))
+		} else {
+			ws.notifier.setDeadline(time.Time{})
+		}
+		ws.mu.Unlock()
+		evs, err := ws.notifier.next()
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			ws.poll()
+		case err != nil:
+			return
+		default:
+			ws.handle(evs)
+		}
+	}
+}
+
+func (ws *missingWatches) servePolling() {
+	defer close(ws.done)
+	t := time.NewTicker(ws.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			ws.poll()
+		case <-ws.stop:
+			return
+		}
+	}
+}
+
+// handle applies the notifier's events.
+func (ws *missingWatches) handle(evs []dirEvent) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, ev := range evs {
+		switch ev.kind {
+		case entryCreated:
+			for _, a := range slices.Clone(ws.armed[ev.wd]) {
+				if a.child == ev.name {
+					ws.fire(a.w)
+				}
+			}
+		case dirMoved, dirGone:
+			arms := ws.armed[ev.wd]
+			delete(ws.armed, ev.wd)
+			if ev.kind == dirMoved && len(arms) > 0 {
+				ws.notifier.unwatchDir(ev.wd)
+			}
+			for _, a := range arms {
+				// The ancestor went: the path is armed higher up. If it is armed as deep as
+				// before, the ancestor came back in the meantime: that is an appearance.
+				old := a.dir
+				if ws.watches[a.w.id] == a.w && (!ws.arm(a) || a.wd >= 0 && len(a.dir) >= len(old)) {
+					ws.fire(a.w)
+				}
+			}
+		case eventsLost: // anything may have appeared
+			for _, w := range ws.watches {
+				ws.fire(w)
+			}
+		}
+	}
+}
+
+// poll checks the polled paths.
+func (ws *missingWatches) poll() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, a := range slices.Clone(ws.polled) {
+		switch d := existingDepth(a.path); {
+		case d > a.depth:
+			ws.fire(a.w)
+		case d < a.depth:
+			a.depth = d
+		}
+	}
+}
+
+// close ends every watch and the goroutine.
+func (ws *missingWatches) close() {
+	ws.mu.Lock()
+	ws.closed = true
+	ws.watches, ws.armed, ws.polled = nil, nil, nil
+	started := ws.started
+	ws.mu.Unlock()
+	if !started {
+		return
+	}
+	if ws.notifier != nil {
+		ws.notifier.close()
+	} else {
+		close(ws.stop)
+	}
+	<-ws.done
+}
+
+// isMissing says whether nothing is at path.
+func isMissing(path string) bool {
+	_, err := os.Lstat(path)
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// existingDepth counts the leading components of path that exist.
+func existingDepth(path string) int {
+	depth := 0
+	for i := 1; i <= len(path); i++ {
+		if i < len(path) && path[i] != '/' {
+			continue
+		}
+		if isMissing(path[:i]) {
+			break
+		}
+		depth++
+	}
+	return depth
+}
+
+func isResourceLimit(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EMFILE)
+}
+
+// dirNotifier is the kernel's report of entries appearing in watched directories (inotify).
+// watchDir and unwatchDir may be called while next waits.
+type dirNotifier interface {
+	// watchDir watches the directory dir (following a symlink); the same directory gives
+	// the same descriptor.
+	watchDir(dir string) (int32, error)
+	unwatchDir(wd int32)
+	// next waits for events, until the deadline (os.ErrDeadlineExceeded) or close.
+	next() ([]dirEvent, error)
+	setDeadline(t time.Time)
+	close()
+}
+
+type dirEventKind int
+
+const (
+	entryCreated dirEventKind = iota // name appeared in the directory (created or moved in)
+	dirMoved                         // the directory was moved away: its watch follows it
+	dirGone                          // the directory's watch ended (deleted, unmounted)
+	eventsLost                       // the kernel's queue overflowed
+)
+
+type dirEvent struct {
+	wd   int32
+	kind dirEventKind
+	name string
+}

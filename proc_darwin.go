@@ -1,0 +1,28 @@
+package main
+
+// darwin specifics of starting children. There is no PR_SET_PDEATHSIG: children of a server
+// killed with SIGKILL are not taken down with it (SIGTERM and stdin EOF still kill them). The
+// reaper's Wait blocks a thread per running child.
+
+import (
+	"os"
+	"syscall"
+)
+
+// childSysProcAttr makes the child a session and group leader, with the PTY (its fd 0) as
+// controlling terminal in tty mode.
+func childSysProcAttr(tty bool) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setsid: true, Setctty: tty, Ctty: 0}
+}
+
+// childExit would watch a child's exit without reaping it; darwin has no waitid binding in
+// x/sys, so the reaper learns of the exit from Wait itself.
+type childExit struct{}
+
+func startProcess(path string, argv []string, attr *os.ProcAttr) (*os.Process, *childExit, error) {
+	p, err := os.StartProcess(path, argv, attr)
+	return p, nil, err
+}
+
+func (*childExit) wait(pid int) bool { return false }
+func (*childExit) close()            {}

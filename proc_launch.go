@@ -1,0 +1,319 @@
+package main
+
+// What to launch for a process/start (protocol.md §4.1, §5.1): the child's environment, the
+// program found on PATH, the argv it sees, and the sandbox seam.
+//
+//	env            envPolicy absent: exactly `env`. Present: the policy's environment, then
+//	               `env` on top. A PTY child gets SHELL=<user shell> when it has none.
+//	envPolicy      inherit all|core|none → drop *KEY* *SECRET* *TOKEN* (unless
+//	               ignoreDefaultExcludes) → drop `exclude` → add `set` → keep only `includeOnly`
+//	               (when non-empty). Patterns: case-insensitive, * and ? wildcards.
+//	program        argv[0], or arg0 in PTY mode. With a slash: relative to cwd. Without: the
+//	               child's PATH; in pipe mode the server's PATH when the child has none.
+//	argv[0] seen   arg0 when given, else argv[0].
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// launchSpec is a fully resolved launch: what spawn executes. A sandbox policy rewrites it
+// (applySandbox) before spawn sees it.
+type launchSpec struct {
+	path      string   // the program, resolved
+	argv      []string // as the program sees it
+	env       []string // KEY=value, exactly the child's environment
+	dir       string
+	tty       bool
+	pipeStdin bool
+	rows      uint16
+	cols      uint16
+}
+
+// coreEnvVars are what envPolicy inherit:"core" keeps of the server's environment (Codex's
+// core set, plus LANG which 0.169 was observed to pass).
+var coreEnvVars = []string{"HOME", "LOGNAME", "PATH", "SHELL", "USER", "USERNAME", "TMPDIR", "TEMP", "TMP", "LANG"}
+
+// defaultEnvExcludes are dropped unless ignoreDefaultExcludes: names that look like secrets
+// (lessons R13).
+var defaultEnvExcludes = []string{"*KEY*", "*SECRET*", "*TOKEN*"}
+
+// serverOnlyEnvVars never reach a child, whatever the policy: they configure this server.
+var serverOnlyEnvVars = []string{"CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE"}
+
+// envPolicyParams is process/start's envPolicy; every field is required when it is present.
+type envPolicyParams struct {
+	Inherit               string            `json:"inherit"`
+	IgnoreDefaultExcludes bool              `json:"ignoreDefaultExcludes"`
+	Exclude               []string          `json:"exclude"`
+	Set                   map[string]string `json:"set"`
+	IncludeOnly           []string          `json:"includeOnly"`
+}
+
+func procParamAbsent(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// parseEnvPolicy decodes an envPolicy param; nil when absent or null.
+func parseEnvPolicy(raw json.RawMessage) (*envPolicyParams, error) {
+	if procParamAbsent(raw) {
+		return nil, nil
+	}
+	var p envPolicyParams
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	switch p.Inherit {
+	case "all", "core", "none":
+	default:
+		return nil, errInvalidParams("unknown variant `%s`, expected one of `all`, `core`, `none`", p.Inherit)
+	}
+	return &p, nil
+}
+
+// build returns the environment the policy makes of the server's environment host.
+func (p *envPolicyParams) build(host []string, prependPath []string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range host {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			continue
+		}
+		switch p.Inherit {
+		case "all":
+			env[k] = v
+		case "core":
+			for _, c := range coreEnvVars {
+				if k == c {
+					env[k] = v
+				}
+			}
+		}
+	}
+	if path, ok := env["PATH"]; ok && len(prependPath) > 0 {
+		env["PATH"] = strings.Join(append(append([]string(nil), prependPath...), path), string(os.PathListSeparator))
+	}
+	for _, k := range serverOnlyEnvVars {
+		delete(env, k)
+	}
+	drop := func(patterns []string) {
+		for k := range env {
+			if matchAnyEnvPattern(patterns, k) {
+				delete(env, k)
+			}
+		}
+	}
+	if !p.IgnoreDefaultExcludes {
+		drop(defaultEnvExcludes)
+	}
+	drop(p.Exclude)
+	for k, v := range p.Set {
+		env[k] = v
+	}
+	if len(p.IncludeOnly) > 0 {
+		for k := range env {
+			if !matchAnyEnvPattern(p.IncludeOnly, k) {
+				delete(env, k)
+			}
+		}
+	}
+	return env
+}
+
+func matchAnyEnvPattern(patterns []string, name string) bool {
+	for _, pat := range patterns {
+		if envPatternMatch(strings.ToUpper(pat), strings.ToUpper(name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// envPatternMatch matches s against a pattern of literal bytes, '*' (any run) and '?' (any one
+// byte), by the usual backtracking over the last star.
+func envPatternMatch(pat, s string) bool {
+	p, i, star, mark := 0, 0, -1, 0
+	for i < len(s) {
+		switch {
+		case p < len(pat) && (pat[p] == '?' || pat[p] == s[i]):
+			p++
+			i++
+		case p < len(pat) && pat[p] == '*':
+			star, mark = p, i
+			p++
+		case star >= 0:
+			p = star + 1
+			mark++
+			i = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pat) && pat[p] == '*' {
+		p++
+	}
+	return p == len(pat)
+}
+
+// newLaunchSpec resolves a process/start into what to execute (§4.1).
+func newLaunchSpec(p *startParams, cwd string, policy *envPolicyParams, info *environmentInfo, rows, cols uint16) (*launchSpec, error) {
+	env := map[string]string{}
+	if policy != nil {
+		var prepend []string
+		for _, u := range info.PrependPathDirs {
+			if dir, err := parsePath(u); err == nil {
+				prepend = append(prepend, dir)
+			}
+		}
+		env = policy.build(os.Environ(), prepend)
+	}
+	for k, v := range p.Env {
+		env[k] = v
+	}
+	if _, ok := env["SHELL"]; p.TTY && !ok {
+		env["SHELL"] = info.Shell.Path
+	}
+	argv := append([]string(nil), p.Argv...)
+	program := argv[0]
+	if p.Arg0 != nil {
+		argv[0] = *p.Arg0
+		if p.TTY {
+			program = *p.Arg0
+		}
+	}
+	path, err := lookProgram(program, cwd, env, p.TTY)
+	if err != nil {
+		return nil, err
+	}
+	envList := make([]string, 0, len(env))
+	for k, v := range env {
+		envList = append(envList, k+"="+v)
+	}
+	sort.Strings(envList)
+	return &launchSpec{path: path, argv: argv, env: envList, dir: cwd, tty: p.TTY, pipeStdin: p.PipeStdin && !p.TTY, rows: rows, cols: cols}, nil
+}
+
+// lookProgram finds the program to execute (§4.1). PTY mode searches only the child's PATH
+// and words its errors as the reference's PTY launcher does.
+func lookProgram(program, cwd string, env map[string]string, tty bool) (string, error) {
+	if strings.Contains(program, "/") {
+		if !filepath.IsAbs(program) {
+			program = filepath.Join(cwd, program)
+		}
+		return program, nil
+	}
+	pathList, ok := env["PATH"]
+	if !ok && !tty {
+		pathList = os.Getenv("PATH")
+	}
+	if !ok && tty {
+		return "", errInternal("Unable to spawn %s because:\nUnable to resolve the PATH", program)
+	}
+	denied := false
+	if program != "" {
+		for _, dir := range filepath.SplitList(pathList) {
+			if dir == "" {
+				dir = "."
+			}
+			if !filepath.IsAbs(dir) {
+				dir = filepath.Join(cwd, dir)
+			}
+			candidate := filepath.Join(dir, program)
+			fi, err := os.Stat(candidate)
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			if fi.Mode()&0o111 == 0 {
+				denied = true
+				continue
+			}
+			return candidate, nil
+		}
+	}
+	if tty {
+		return "", errInternal("Unable to spawn %s because:\nNo viable candidates found in PATH %q", program, pathList)
+	}
+	if denied {
+		return "", errInternal("%s", spawnErrorText(syscall.EACCES))
+	}
+	return "", errInternal("%s", spawnErrorText(syscall.ENOENT))
+}
+
+// spawnErrorText words an OS error as the reference does: "No such file or directory (os error 2)".
+func spawnErrorText(err error) string {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return err.Error()
+	}
+	s := errno.Error()
+	if s != "" {
+		s = strings.ToUpper(s[:1]) + s[1:]
+	}
+	return fmt.Sprintf("%s (os error %d)", s, int(errno))
+}
+
+// sandboxContextParams is the FileSystemSandboxContext of process/start (sandbox.md §1.1).
+// Only what decides whether we can run the process is read here.
+type sandboxContextParams struct {
+	Permissions         json.RawMessage `json:"permissions"`
+	WindowsSandboxLevel string          `json:"windowsSandboxLevel"`
+}
+
+type sandboxPermissionsParams struct {
+	Type string `json:"type"`
+}
+
+// processSandbox is what a process/start sandbox object asks for.
+type processSandbox struct {
+	kind string // "disabled" or "external": no platform sandbox
+}
+
+// parseProcessSandbox decodes process/start's sandbox; nil when absent or null. A managed
+// policy is refused (fail closed, sandbox.md §8.1) until this server can enforce it.
+func parseProcessSandbox(raw json.RawMessage) (*processSandbox, error) {
+	if procParamAbsent(raw) {
+		return nil, nil
+	}
+	var ctx sandboxContextParams
+	if err := decodeParams(raw, &ctx); err != nil {
+		return nil, err
+	}
+	switch ctx.WindowsSandboxLevel {
+	case "disabled", "restricted-token", "elevated", "mxc":
+	default:
+		return nil, errInvalidParams("unknown variant `%s`, expected one of `disabled`, `restricted-token`, `elevated`, `mxc`", ctx.WindowsSandboxLevel)
+	}
+	var perm sandboxPermissionsParams
+	if err := decodeParams(ctx.Permissions, &perm); err != nil {
+		return nil, err
+	}
+	switch perm.Type {
+	case "disabled", "external":
+		return &processSandbox{kind: perm.Type}, nil
+	case "managed":
+		return nil, errInvalidParams("sandbox intent cannot be enforced on this executor: a managed sandbox is not available in this exec-server yet")
+	}
+	return nil, errInvalidParams("unknown variant `%s`, expected one of `managed`, `disabled`, `external`", perm.Type)
+}
+
+// applySandbox is the one seam where a sandbox policy wraps a launch: a future sandbox
+// rewrites spec here (for example into a re-exec of this binary that confines itself and then
+// execs spec.path). Disabled and external sandboxes launch as is.
+func applySandbox(spec *launchSpec, sb *processSandbox) error {
+	if sb == nil {
+		return nil
+	}
+	switch sb.kind {
+	case "disabled", "external":
+		return nil
+	}
+	return errInvalidParams("sandbox intent cannot be enforced on this executor")
+}

@@ -1,0 +1,111 @@
+package main
+
+// Linux specifics of starting children: they die with the server (PR_SET_PDEATHSIG), and
+// their exit is awaited through a pidfd in Go's poller, without a thread per child and
+// without reaping, so the pid stays reserved until the reaper is ready for it to go.
+
+import (
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// childSysProcAttr makes the child a session and group leader, with the PTY (its fd 0) as
+// controlling terminal in tty mode, and has the kernel SIGKILL it when its parent dies.
+func childSysProcAttr(tty bool) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setsid: true, Setctty: tty, Ctty: 0, Pdeathsig: syscall.SIGKILL}
+}
+
+// spawnThread runs every fork on one OS thread that lives as long as the server. The kernel
+// ties PR_SET_PDEATHSIG to the forking *thread*, not the process: were a child forked on a
+// thread that later exits (the Go runtime ends a thread whose goroutine exits while locked
+// to it, whoever forked on it before), the child would be killed early. A goroutine that
+// locks its thread and never returns keeps the thread, so children die exactly when the
+// server does. It is process-wide state because the hazard is process-wide.
+var spawnThread struct {
+	once  sync.Once
+	calls chan func()
+}
+
+// childExit is a child's pidfd, polled by Go's netpoller; nil where the kernel has none.
+type childExit struct{ f *os.File }
+
+// startProcess is os.StartProcess on the spawn thread. It also returns a watch on the
+// child's exit.
+func startProcess(path string, argv []string, attr *os.ProcAttr) (*os.Process, *childExit, error) {
+	spawnThread.once.Do(func() {
+		spawnThread.calls = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked: see spawnThread
+			for f := range spawnThread.calls {
+				f()
+			}
+		}()
+	})
+	pidfd := -1
+	if attr.Sys != nil {
+		attr.Sys.PidFD = &pidfd
+	}
+	var (
+		proc *os.Process
+		err  error
+	)
+	done := make(chan struct{})
+	spawnThread.calls <- func() {
+		proc, err = os.StartProcess(path, argv, attr)
+		close(done)
+	}
+	<-done
+	if err != nil || pidfd < 0 {
+		return proc, nil, err
+	}
+	if unix.SetNonblock(pidfd, true) != nil {
+		unix.Close(pidfd)
+		return proc, nil, nil
+	}
+	return proc, &childExit{f: os.NewFile(uintptr(pidfd), "pidfd")}, nil
+}
+
+// wait blocks until the child pid has exited, leaving it unreaped so that its pid, and with
+// it its process group's number, stays reserved. It reports whether it could.
+func (w *childExit) wait(pid int) bool {
+	if w == nil {
+		return waitid(unix.P_PID, pid, unix.WEXITED|unix.WNOWAIT) == nil
+	}
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var werr error
+	exited := false
+	err = rc.Read(func(fd uintptr) bool {
+		var info unix.Siginfo
+		werr = waitidInfo(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG)
+		exited = werr == nil && info.Signo == int32(unix.SIGCHLD)
+		return werr != nil || exited // otherwise wait until the pidfd is readable: it has exited
+	})
+	return err == nil && exited
+}
+
+// close releases the pidfd.
+func (w *childExit) close() {
+	if w != nil {
+		w.f.Close()
+	}
+}
+
+func waitid(idType, id, options int) error {
+	var info unix.Siginfo
+	return waitidInfo(idType, id, &info, options)
+}
+
+func waitidInfo(idType, id int, info *unix.Siginfo, options int) error {
+	for {
+		if err := unix.Waitid(idType, id, info, options, nil); err != unix.EINTR {
+			return err
+		}
+	}
+}

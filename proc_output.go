@@ -1,0 +1,255 @@
+package main
+
+// A process's event stream: sequence numbers, the retained output buffer, the notifications
+// and process/read (protocol.md §4.2–§4.4, §5.2, §5.6).
+//
+// Every event is numbered and sent under the process's lock, so notifications leave in seq
+// order. An output notification is built once, straight into one buffer, and that same
+// buffer is what the retained buffer keeps: process/read copies its base64 text out of it.
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// streamKind names an output stream on the wire.
+type streamKind uint8
+
+const (
+	streamStdout streamKind = iota
+	streamStderr
+	streamPTY
+)
+
+var streamNames = [...]string{streamStdout: "stdout", streamStderr: "stderr", streamPTY: "pty"}
+
+// process is one child of a session and everything the protocol remembers about it.
+type process struct {
+	table     *procTable
+	id        string
+	idJSON    []byte // id as a JSON string, encoded once for every notification
+	tty       bool
+	retention time.Duration
+	done      chan struct{} // closed with process/closed
+
+	// Set by spawn before the process is visible as started, then read-only.
+	pid    int
+	osProc *os.Process
+	master *os.File     // PTY master (tty only)
+	stdin  *stdinWriter // nil when the child's stdin is /dev/null
+	outs   []*outStream // the read ends
+
+	mu         sync.Mutex
+	started    bool   // spawn finished; until then writes answer "starting"
+	nextSeq    uint64 // the seq of the next event
+	chunks     []retainedChunk
+	retained   int           // raw bytes in chunks
+	open       int           // streams not yet at EOF
+	streamsEOF chan struct{} // closed when open reaches 0
+	drained    chan struct{} // closed when every stream asked to drain at exit has drained
+	draining   int           // streams asked to drain that have not yet
+	exited     bool
+	exitCode   int
+	reaped     bool // the exit status was collected: the pid may name another process now
+	closed     bool
+	wake       chan struct{} // non-nil while a long poll waits; closed by the next event
+	removal    *time.Timer   // forgets the process when the retention window ends
+	writeIDs   writeIDSet
+}
+
+// retainedChunk is one output chunk kept for process/read: the notification that carried it
+// and where its base64 text starts.
+type retainedChunk struct {
+	seq    uint64
+	stream streamKind
+	msg    []byte // the process/output notification
+	b64    int    // offset of the base64 text in msg; it ends 3 bytes before msg does (`"}}`)
+	n      int    // raw length
+}
+
+func (c *retainedChunk) base64() []byte { return c.msg[c.b64 : len(c.msg)-3] }
+
+func newProcess(t *procTable, id string, tty bool, retention time.Duration) *process {
+	return &process{
+		table:      t,
+		id:         id,
+		idJSON:     appendJSONString(nil, id),
+		tty:        tty,
+		retention:  retention,
+		done:       make(chan struct{}),
+		nextSeq:    1,
+		streamsEOF: make(chan struct{}),
+	}
+}
+
+// output numbers, retains and sends one chunk read from a stream.
+func (p *process) output(stream streamKind, data []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seq := p.nextSeq
+	p.nextSeq++
+	msg, b64 := appendOutputNotification(nil, p.idJSON, seq, stream, data)
+	p.chunks = append(p.chunks, retainedChunk{seq: seq, stream: stream, msg: msg, b64: b64, n: len(data)})
+	p.retained += len(data)
+	for p.retained > retainedOutputLimit && len(p.chunks) > 1 {
+		p.retained -= p.chunks[0].n
+		p.chunks[0] = retainedChunk{} // let the evicted notification be collected
+		p.chunks = p.chunks[1:]
+	}
+	p.table.s.notify(msg)
+	p.wakeLocked()
+}
+
+// closeLocked sends closed, exactly once, and starts the retention window.
+func (p *process) closeLocked() {
+	p.closed = true
+	seq := p.nextSeq
+	p.nextSeq++
+	p.table.s.notify(appendClosedNotification(nil, p.idJSON, seq))
+	p.wakeLocked()
+	close(p.done)
+	if p.stdin != nil {
+		p.stdin.shutdown()
+	}
+	if p.master != nil {
+		p.master.Close()
+	}
+	p.removal = time.AfterFunc(p.retention, func() { p.table.remove(p) })
+}
+
+// wakeLocked wakes the long polls waiting on this process.
+func (p *process) wakeLocked() {
+	if p.wake != nil {
+		close(p.wake)
+		p.wake = nil
+	}
+}
+
+// read evaluates process/read (§5.2) now. A nil wake means the answer is final; otherwise it
+// is the answer should the deadline pass, and wake is closed by the next event.
+func (p *process) read(after uint64, maxBytes *uint64) (json.RawMessage, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	first := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].seq > after })
+	end, total := first, uint64(0)
+	for end < len(p.chunks) {
+		n := uint64(p.chunks[end].n)
+		if maxBytes != nil && end > first && total+n > *maxBytes {
+			break
+		}
+		total += n
+		end++
+		if maxBytes != nil && total >= *maxBytes {
+			break
+		}
+	}
+	picked := p.chunks[first:end]
+	next := p.nextSeq
+	if maxBytes != nil && len(picked) > 0 {
+		next = picked[len(picked)-1].seq + 1
+	}
+	res := p.readResultLocked(picked, next)
+	if len(picked) > 0 || p.closed || (p.exited && after < next-1) {
+		return res, nil
+	}
+	if p.wake == nil {
+		p.wake = make(chan struct{})
+	}
+	return res, p.wake
+}
+
+// readResultLocked encodes a process/read result by hand: the chunks' base64 text is copied
+// from the retained notifications, never decoded and encoded again.
+func (p *process) readResultLocked(chunks []retainedChunk, next uint64) json.RawMessage {
+	size := 160
+	for i := range chunks {
+		size += len(chunks[i].msg) - chunks[i].b64 + 48
+	}
+	dst := make([]byte, 0, size)
+	dst = append(dst, `{"chunks":[`...)
+	for i := range chunks {
+		c := &chunks[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"seq":`...)
+		dst = strconv.AppendUint(dst, c.seq, 10)
+		dst = append(dst, `,"stream":"`...)
+		dst = append(dst, streamNames[c.stream]...)
+		dst = append(dst, `","chunk":"`...)
+		dst = append(dst, c.base64()...)
+		dst = append(dst, `"}`...)
+	}
+	dst = append(dst, `],"nextSeq":`...)
+	dst = strconv.AppendUint(dst, next, 10)
+	dst = append(dst, `,"exited":`...)
+	dst = strconv.AppendBool(dst, p.exited)
+	dst = append(dst, `,"exitCode":`...)
+	if p.exited {
+		dst = strconv.AppendInt(dst, int64(p.exitCode), 10)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"closed":`...)
+	dst = strconv.AppendBool(dst, p.closed)
+	return append(dst, `,"failure":null,"sandboxDenied":false}`...)
+}
+
+// Notification layouts (protocol.md §5.6), in the reference's field order.
+const (
+	outputHead  = `{"method":"process/output","params":{"processId":`
+	exitedHead  = `{"method":"process/exited","params":{"processId":`
+	closedHead  = `{"method":"process/closed","params":{"processId":`
+	seqField    = `,"seq":`
+	streamField = `,"stream":"`
+	chunkField  = `","chunk":"`
+	outputTail  = `"}}`
+)
+
+// appendOutputNotification appends a process/output notification to dst, base64-encoding
+// data straight into place; with a dst of too little room it allocates exactly once. It
+// returns the message and the offset of the base64 text.
+func appendOutputNotification(dst, idJSON []byte, seq uint64, stream streamKind, data []byte) ([]byte, int) {
+	name := streamNames[stream]
+	enc := base64.StdEncoding.EncodedLen(len(data))
+	size := len(outputHead) + len(idJSON) + len(seqField) + 20 + len(streamField) + len(name) + len(chunkField) + enc + len(outputTail)
+	if cap(dst)-len(dst) < size {
+		dst = append(make([]byte, 0, len(dst)+size), dst...)
+	}
+	dst = append(dst, outputHead...)
+	dst = append(dst, idJSON...)
+	dst = append(dst, seqField...)
+	dst = strconv.AppendUint(dst, seq, 10)
+	dst = append(dst, streamField...)
+	dst = append(dst, name...)
+	dst = append(dst, chunkField...)
+	off := len(dst)
+	dst = dst[:off+enc]
+	base64.StdEncoding.Encode(dst[off:], data)
+	return append(dst, outputTail...), off
+}
+
+// appendExitedNotification appends a process/exited notification to dst.
+func appendExitedNotification(dst, idJSON []byte, seq uint64, code int) []byte {
+	dst = append(dst, exitedHead...)
+	dst = append(dst, idJSON...)
+	dst = append(dst, seqField...)
+	dst = strconv.AppendUint(dst, seq, 10)
+	dst = append(dst, `,"exitCode":`...)
+	dst = strconv.AppendInt(dst, int64(code), 10)
+	return append(dst, `,"sandboxDenied":false}}`...)
+}
+
+// appendClosedNotification appends a process/closed notification to dst.
+func appendClosedNotification(dst, idJSON []byte, seq uint64) []byte {
+	dst = append(dst, closedHead...)
+	dst = append(dst, idJSON...)
+	dst = append(dst, seqField...)
+	dst = strconv.AppendUint(dst, seq, 10)
+	return append(dst, `}}`...)
+}

@@ -1,0 +1,163 @@
+package main
+
+// Reading a child's output streams, and draining them when it exits (lessons R1, R2).
+//
+// Each stream has one reader goroutine. When the child's exit status is collected, the reaper
+// asks every open stream to drain: it sets a read deadline in the past, the reader's pending
+// Read returns at once, and the reader reads what is buffered without waiting (until EAGAIN),
+// then acknowledges. Everything the child wrote before it died is therefore numbered before
+// exited, deterministically, while a grandchild that keeps the pipe open never holds exited
+// back. A stream without deadlines (darwin's blocking PTY master) falls back to a short grace.
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+)
+
+// exitDrainMax bounds what one exit drain reads from a stream, so that a grandchild writing
+// without pause cannot hold exited back.
+const exitDrainMax = retainedOutputLimit
+
+// outStream is one output stream of a child: a pipe's read end or the PTY master.
+type outStream struct {
+	f    *os.File
+	kind streamKind
+
+	// Guarded by the process's mu.
+	eof        bool
+	drainAsked bool
+}
+
+// readStream turns one stream into output chunks until EOF (a PTY master: EIO once every
+// slave descriptor is closed). The buffer doubles while reads fill it, so bulk output travels
+// in large chunks and an idle stream keeps a small buffer. A pipe is closed at EOF; a PTY
+// master only once the child has exited (closeLocked): closing it hangs the terminal up, and
+// a child that closed its descriptors but has not exited yet would die of SIGHUP.
+func (p *process) readStream(s *outStream) {
+	buf := make([]byte, readChunkMin)
+	for {
+		n, err := s.f.Read(buf)
+		if n > 0 {
+			p.output(s.kind, buf[:n])
+			if n == len(buf) && len(buf) < readChunkMax {
+				buf = make([]byte, 2*len(buf))
+			}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.f.SetReadDeadline(time.Time{})
+			p.drainNow(s, buf)
+			p.streamDrained(s)
+			continue
+		}
+		if err != nil {
+			break
+		}
+	}
+	if s.kind != streamPTY {
+		s.f.Close()
+	}
+	p.streamEOF(s)
+}
+
+// drainNow reads what s holds right now, without waiting for more.
+func (p *process) drainNow(s *outStream, buf []byte) {
+	rc, err := s.f.SyscallConn()
+	if err != nil {
+		return
+	}
+	for total := 0; total < exitDrainMax; {
+		var n int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, rerr = syscall.Read(int(fd), buf)
+			return true
+		}); err != nil || rerr != nil || n <= 0 {
+			return // EAGAIN: nothing more now; EOF or EIO: the next Read reports it
+		}
+		p.output(s.kind, buf[:n])
+		total += n
+	}
+}
+
+// askDrain asks every open stream to drain and returns a channel closed once all have, and
+// whether some stream cannot be asked (it has no read deadlines).
+func (p *process) askDrain() (<-chan struct{}, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drained = make(chan struct{})
+	unaskable := false
+	for _, s := range p.outs {
+		if s.eof {
+			continue
+		}
+		if err := s.f.SetReadDeadline(time.Now()); err != nil {
+			unaskable = unaskable || !errors.Is(err, os.ErrClosed)
+			continue
+		}
+		s.drainAsked = true
+		p.draining++
+	}
+	if p.draining == 0 {
+		close(p.drained)
+	}
+	return p.drained, unaskable
+}
+
+// streamDrained records that s answered the drain request.
+func (p *process) streamDrained(s *outStream) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.doneDrainingLocked(s)
+}
+
+func (p *process) doneDrainingLocked(s *outStream) {
+	if !s.drainAsked {
+		return
+	}
+	s.drainAsked = false
+	if p.draining--; p.draining == 0 {
+		close(p.drained)
+	}
+}
+
+// streamEOF records that a stream reached EOF; the last one closes an exited process.
+func (p *process) streamEOF(s *outStream) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s.eof = true
+	p.doneDrainingLocked(s)
+	if p.open--; p.open > 0 {
+		return
+	}
+	close(p.streamsEOF)
+	if p.exited && !p.closed {
+		p.closeLocked()
+	}
+}
+
+// reportExit sends exited once the exit status is known, after draining what the child left
+// in its streams; it never waits for EOF.
+func (p *process) reportExit(code int) {
+	drained, unaskable := p.askDrain()
+	<-drained
+	if unaskable {
+		grace := time.NewTimer(exitDrainGrace)
+		select {
+		case <-p.streamsEOF:
+		case <-grace.C:
+		}
+		grace.Stop()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.exited, p.exitCode = true, code
+	seq := p.nextSeq
+	p.nextSeq++
+	p.table.s.notify(appendExitedNotification(nil, p.idJSON, seq, code))
+	p.wakeLocked()
+	if p.open == 0 && !p.closed {
+		p.closeLocked()
+	}
+}
