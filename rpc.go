@@ -75,6 +75,11 @@ func toRPCError(err error) *rpcError {
 	return errInternal("%s", err.Error())
 }
 
+// maxDeferredPerConn bounds the deferred handlers running at once for one connection. Past
+// it the reader waits for one to finish, so a client that floods the server with slow
+// requests is slowed down through its own socket instead of growing the server's memory.
+const maxDeferredPerConn = 1024
+
 // later is what a handler returns when the rest of its work may block. run executes on its own
 // goroutine, after any earlier later with the same non-empty key has finished; an empty key
 // means no ordering at all. ctx is cancelled when the connection ends.
@@ -562,6 +567,7 @@ type conn struct {
 	cancel      context.CancelFunc
 	out         *outQueue
 	work        sync.WaitGroup // deferred handler work
+	slots       chan struct{}  // one token per running deferred handler
 
 	mu          sync.Mutex
 	state       connState
@@ -606,6 +612,7 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 		ctx:         ctx,
 		cancel:      cancel,
 		lanes:       map[string]chan struct{}{},
+		slots:       make(chan struct{}, maxDeferredPerConn),
 	}
 	c.out = newOutQueue(outQueueLimit)
 	writerDone := make(chan struct{})
@@ -783,6 +790,11 @@ func (c *conn) gate(family string) error {
 
 // schedule runs deferred work after earlier work with the same key, then replies.
 func (c *conn) schedule(id json.RawMessage, l later) {
+	select {
+	case c.slots <- struct{}{}:
+	case <-c.ctx.Done():
+		return
+	}
 	var prev, done chan struct{}
 	if l.key != "" {
 		done = make(chan struct{})
@@ -793,6 +805,7 @@ func (c *conn) schedule(id json.RawMessage, l later) {
 	}
 	c.work.Add(1)
 	go func() {
+		defer func() { <-c.slots }()
 		defer c.work.Done()
 		if prev != nil {
 			<-prev
