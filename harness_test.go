@@ -28,7 +28,7 @@ func startTestServer(t testing.TB, opts ...func(*server)) *testServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := newServer(ctx, serverConfig{sessionTTL: defaultSessionTTL, retention: defaultRetention}, log)
+	srv := newServer(ctx, serverConfig{sessionTTL: defaultSessionTTL, retention: defaultRetention, stallTimeout: defaultStallTimeout}, log)
 	for _, o := range opts {
 		o(srv)
 	}

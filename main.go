@@ -39,6 +39,9 @@ const (
 type serverConfig struct {
 	sessionTTL time.Duration // how long a detached session waits for a resume
 	retention  time.Duration // how long a closed process stays readable
+	// stallTimeout is how long a connection's full outgoing queue may make no progress
+	// before the client is disconnected (see outQueue).
+	stallTimeout time.Duration
 }
 
 // server is one exec-server: its sessions, its method table and its configuration. Every
@@ -136,7 +139,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	srv := newServer(ctx, serverConfig{sessionTTL: *sessionTTL, retention: *retention}, log)
+	srv := newServer(ctx, serverConfig{sessionTTL: *sessionTTL, retention: *retention, stallTimeout: defaultStallTimeout}, log)
 	srv.auth = auth
 	defer srv.shutdown()
 

@@ -620,7 +620,7 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 		defer close(writerDone)
 		c.writeLoop()
 	}()
-	stop := context.AfterFunc(ctx, func() { t.close(c.reason()) })
+	stop := context.AfterFunc(ctx, func() { t.close(c.endCause()) })
 	for {
 		msg, err := t.readMessage()
 		if err != nil {
@@ -647,6 +647,18 @@ func (c *conn) reason() error {
 	defer c.mu.Unlock()
 	return c.closeReason
 }
+
+// endCause is why the connection ends: the recorded reason, or the server's shutdown.
+func (c *conn) endCause() error {
+	if r := c.reason(); r != nil {
+		return r
+	}
+	return c.srv.ctx.Err()
+}
+
+// errClientProtocol is a client that broke the JSON-RPC lifecycle; transports close with a
+// policy code.
+var errClientProtocol = errors.New("client broke the JSON-RPC lifecycle")
 
 // fail ends the connection for reason.
 func (c *conn) fail(reason error) {
@@ -760,7 +772,7 @@ func (c *conn) handleNotification(name string) bool {
 	c.mu.Unlock()
 	switch {
 	case name == "initialized" && st == stateNew:
-		c.fail(errors.New("initialized sent before initialize"))
+		c.fail(fmt.Errorf("%w: initialized sent before initialize", errClientProtocol))
 		return false
 	case name == "initialized":
 		return true
@@ -847,27 +859,21 @@ func (c *conn) reply(id json.RawMessage, res any, err error) {
 		c.sendError(id, errInternal("encode result: %v", merr))
 		return
 	}
-	c.out.push(b, false)
+	c.out.push(b)
 }
 
 func (c *conn) sendError(id json.RawMessage, e *rpcError) {
-	c.out.push(appendError(nil, id, e), false)
+	c.out.push(appendError(nil, id, e))
 }
 
-// notify sends a notification built by appendNotification or by a hot path of its own. A
-// client too slow to take notifications loses its connection, never its output: the session
-// detaches and every byte stays readable with process/read (see outQueue).
+// notify sends a notification built by appendNotification or by a hot path of its own. It
+// waits while the outgoing queue is full (back-pressure on the producer); a client that
+// stopped reading loses its connection, never its output: the session detaches and every
+// byte stays readable with process/read (see outQueue).
 func (c *conn) notify(b []byte) {
-	if !c.out.push(b, true) {
-		c.fail(errSlowClient)
+	if err := c.out.pushWait(c.ctx, b, c.srv.cfg.stallTimeout); errors.Is(err, errSlowClient) {
+		c.fail(err)
 	}
-}
-
-// notifyWait sends a notification whose producer can wait (a streamed HTTP body): it blocks
-// while the outgoing queue is full instead of dropping the connection. It fails when ctx
-// ends or the connection closes.
-func (c *conn) notifyWait(ctx context.Context, b []byte) error {
-	return c.out.pushWait(ctx, b)
 }
 
 // writeLoop is the connection's only writer.

@@ -15,44 +15,46 @@ import (
 	"time"
 )
 
-// Limits of a connection's outgoing queue.
+// Back-pressure on a connection's outgoing queue. Past outQueueLimit queued bytes, a
+// notification waits for room: a client that reads slowly slows the processes of its own
+// session (as a pipe would), and nothing else. A client whose queue makes no progress for
+// defaultStallTimeout is disconnected; its session detaches and the processes go on, their
+// output kept in the retained buffer for process/read.
 const (
-	// outQueueLimit bounds the notification bytes waiting for a slow client. Past it the
-	// connection is closed and the session detaches, so a stalled reader never blocks a
-	// process or another connection and loses nothing: output stays in the retained buffer.
-	outQueueLimit = 16 << 20
+	outQueueLimit       = 16 << 20
+	defaultStallTimeout = 30 * time.Second
 )
 
-var errSlowClient = errors.New("client is too slow to take notifications: connection closed, session detached")
+var errSlowClient = errors.New("client stopped reading: connection closed, session detached")
 
 // outQueue is a connection's bounded queue of outgoing messages. Responses are always
-// queued (they are bounded by the requests the client sent); notifications are refused once
-// the queued bytes pass the limit.
+// queued (they are bounded by the requests the client sent); notifications wait for room.
 type outQueue struct {
-	mu      sync.Mutex
-	msgs    [][]byte
-	head    int
-	bytes   int
-	limit   int
-	closed  bool
-	ready   chan struct{} // holds a token while msgs is non-empty or closed
-	space   chan struct{} // closed and replaced when a message leaves while pushWait waits
-	waiting int           // pushWait callers waiting on space
+	mu       sync.Mutex
+	msgs     [][]byte
+	head     int
+	bytes    int
+	limit    int
+	closed   bool
+	ready    chan struct{} // holds a token while msgs is non-empty or closed
+	space    chan struct{} // closed and replaced when a message leaves while pushWait waits
+	waiting  int           // pushWait callers waiting on space
+	progress time.Time     // when a message last left, or the queue last became non-empty
 }
 
 func newOutQueue(limit int) *outQueue {
 	return &outQueue{limit: limit, ready: make(chan struct{}, 1), space: make(chan struct{})}
 }
 
-// push queues b; false means a notification was refused because the queue is full.
-func (q *outQueue) push(b []byte, notification bool) bool {
+// push queues b whatever the queue holds.
+func (q *outQueue) push(b []byte) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return true
+		return
 	}
-	if notification && q.bytes+len(b) > q.limit {
-		return false
+	if q.bytes == 0 {
+		q.progress = time.Now()
 	}
 	q.msgs = append(q.msgs, b)
 	q.bytes += len(b)
@@ -60,11 +62,11 @@ func (q *outQueue) push(b []byte, notification bool) bool {
 	case q.ready <- struct{}{}:
 	default:
 	}
-	return true
 }
 
-// pushWait queues a notification, waiting while the queue is over its limit.
-func (q *outQueue) pushWait(ctx context.Context, b []byte) error {
+// pushWait queues a notification, waiting while the queue is over its limit. It fails with
+// errSlowClient when nothing has left the queue for stall, and when ctx ends.
+func (q *outQueue) pushWait(ctx context.Context, b []byte, stall time.Duration) error {
 	for {
 		q.mu.Lock()
 		if q.closed {
@@ -73,18 +75,26 @@ func (q *outQueue) pushWait(ctx context.Context, b []byte) error {
 		}
 		if q.bytes == 0 || q.bytes+len(b) <= q.limit {
 			q.mu.Unlock()
-			q.push(b, false)
+			q.push(b)
 			return nil
+		}
+		wait := time.Until(q.progress.Add(stall))
+		if wait <= 0 {
+			q.mu.Unlock()
+			return errSlowClient
 		}
 		space := q.space
 		q.waiting++
 		q.mu.Unlock()
+		timer := time.NewTimer(wait)
 		var err error
 		select {
 		case <-space:
+		case <-timer.C:
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
+		timer.Stop()
 		q.mu.Lock()
 		q.waiting--
 		q.mu.Unlock()
@@ -114,6 +124,7 @@ func (q *outQueue) pop() ([]byte, bool) {
 				q.msgs, q.head = q.msgs[:0], 0
 			}
 			q.bytes -= len(b)
+			q.progress = time.Now()
 			q.signalSpace()
 			q.mu.Unlock()
 			return b, true

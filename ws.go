@@ -18,8 +18,17 @@ package main
 //	close payload: 2-byte big-endian code, then a UTF-8 reason
 //
 // Errors close the connection with a close frame: 1002 for a protocol error, 1007 for invalid
-// UTF-8 in a text message, 1009 past a size limit. The reference drops TCP without a close
-// frame in these cases; sending one is the allowed, cleaner deviation.
+// UTF-8 in a text message (checked fragment by fragment, so it fails on the first bad one),
+// 1009 past a size limit. The reference drops TCP without a close frame in these cases;
+// sending one is the allowed, cleaner deviation.
+//
+// Close handshake (RFC 6455 §7):
+//
+//	peer's close     → our close with its code (empty for empty), then TCP closed at once
+//	our close        → TCP kept until the peer's close arrives, at most closeWait (1 s);
+//	                   what comes meanwhile is read and dropped (a refused frame's payload is
+//	                   stepped over), so that no unread byte turns our close into a TCP reset
+//	after our close  → no pongs, no data messages handed up
 
 import (
 	"bufio"
@@ -33,6 +42,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/bits"
 	"net"
 	"net/http"
@@ -76,6 +86,8 @@ const (
 	wsHandshakeLimit  = 10 * time.Second
 	wsMaxHeaderBytes  = 16 << 10
 	wsWriteBufferSize = 64 << 10
+	wsReadStep        = 256 << 10 // the reassembly buffer grows by received bytes, at least this much at a time
+	wsKeepBuffer      = 1 << 20   // a reassembly buffer larger than this is dropped after its message
 )
 
 const wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -86,6 +98,7 @@ type wsOptions struct {
 	maxMessage   int
 	pingInterval time.Duration // 0: no pings
 	pongTimeout  time.Duration // 0: a peer that never answers pings is kept
+	closeWait    time.Duration // how long our close waits for the echo; 0: wsCloseWait
 }
 
 // wsCloseError is a failed connection: the close code we sent and why.
@@ -105,15 +118,24 @@ type wsConn struct {
 	client bool // we are the client: we mask, and the peer must not
 	opts   wsOptions
 
-	wmu sync.Mutex // guards bw and frame writes
-	bw  *bufio.Writer
+	// Reader state. rmu is held by whoever reads: the caller of readFrameMessage, or the
+	// linger that follows our close frame when no reader is left.
+	rmu  sync.Mutex
+	msg  []byte // reassembly buffer, reused between messages
+	hdr  [14]byte
+	ctrl [wsMaxControl]byte // a control frame's payload
+	skip int                // payload bytes of a refused frame, still unread
 
-	msg       []byte // reassembly buffer, reused between messages
-	hdr       [14]byte
-	closeSent atomic.Bool
-	tcpOnce   sync.Once
-	done      chan struct{} // closed with the TCP connection
-	lastPong  atomic.Int64  // unix nanoseconds
+	wmu  sync.Mutex // guards bw, whdr, wkey and frame writes
+	bw   *bufio.Writer
+	whdr [14]byte
+	wkey [4]byte
+
+	closeSent  atomic.Bool
+	closeTimer atomic.Pointer[time.Timer] // ends TCP if the peer never echoes our close
+	tcpOnce    sync.Once
+	done       chan struct{} // closed with the TCP connection
+	lastPong   atomic.Int64  // unix nanoseconds
 }
 
 func newWSConn(nc net.Conn, br *bufio.Reader, client bool, opts wsOptions) *wsConn {
@@ -122,6 +144,9 @@ func newWSConn(nc net.Conn, br *bufio.Reader, client bool, opts wsOptions) *wsCo
 	}
 	if opts.maxMessage == 0 {
 		opts.maxMessage = wsMaxMessage
+	}
+	if opts.closeWait == 0 {
+		opts.closeWait = wsCloseWait
 	}
 	c := &wsConn{nc: nc, br: br, client: client, opts: opts, bw: bufio.NewWriterSize(nc, wsWriteBufferSize), done: make(chan struct{})}
 	c.lastPong.Store(time.Now().UnixNano())
@@ -146,7 +171,9 @@ func (c *wsConn) pingLoop() {
 				return
 			}
 			if err := c.writeFrame(wsOpPing, nil); err != nil {
-				c.closeTCP()
+				if !c.closeSent.Load() { // else the close handshake owns the end
+					c.closeTCP()
+				}
 				return
 			}
 		}
@@ -155,6 +182,9 @@ func (c *wsConn) pingLoop() {
 
 func (c *wsConn) closeTCP() {
 	c.tcpOnce.Do(func() {
+		if t := c.closeTimer.Load(); t != nil {
+			t.Stop()
+		}
 		close(c.done)
 		c.nc.Close()
 	})
@@ -167,9 +197,17 @@ func (c *wsConn) readMessage() ([]byte, error) {
 }
 
 // readFrameMessage returns the next whole data message and its opcode, answering pings and
-// the close handshake on the way. data is valid until the next call.
+// the close handshake on the way. data is valid until the next call. Once our close frame is
+// out, data messages are dropped until the peer's close arrives.
 func (c *wsConn) readFrameMessage() (op byte, data []byte, err error) {
-	op, data, err = c.nextMessage()
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	for {
+		op, data, err = c.nextMessage()
+		if err != nil || !c.closeSent.Load() {
+			break
+		}
+	}
 	if err != nil {
 		var ce *wsCloseError
 		if errors.As(err, &ce) {
@@ -181,65 +219,196 @@ func (c *wsConn) readFrameMessage() (op byte, data []byte, err error) {
 	return op, data, err
 }
 
-// failWith sends our close frame and waits briefly for the peer's, discarding what comes.
+// failWith sends our close frame for a protocol failure, then lingers.
 func (c *wsConn) failWith(ce *wsCloseError) {
 	c.sendClose(ce.code, ce.reason)
-	c.nc.SetReadDeadline(time.Now().Add(wsCloseWait))
-	for {
-		op, payload, _, err := c.readFrame(wsMaxControl)
-		if err != nil || op == wsOpClose {
-			break
-		}
-		_ = payload
-	}
-	c.closeTCP()
+	c.linger()
 }
 
+// linger reads and discards what the peer still sends after our close frame, until its close
+// frame (the echo) or its end of TCP, for at most closeWait, and then closes TCP. Closing at
+// once with unread bytes would make the kernel reset the connection, and the reset can destroy
+// our close frame before the peer reads it. The caller holds rmu.
+func (c *wsConn) linger() {
+	defer c.closeTCP()
+	c.nc.SetReadDeadline(time.Now().Add(c.opts.closeWait))
+	for {
+		if _, err := c.br.Discard(c.skip); err != nil {
+			return
+		}
+		c.skip = 0
+		h, err := c.readHeader(math.MaxInt)
+		var ce *wsCloseError
+		switch {
+		case errors.As(err, &ce):
+			continue // refused, and its payload is in skip
+		case err != nil, h.op == wsOpClose:
+			return
+		}
+		c.skip = h.n
+	}
+}
+
+// lingerAfterClose runs linger once no reader is left: a reader that is still running sees
+// the echo itself, and this then finds TCP closed.
+func (c *wsConn) lingerAfterClose() {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	select {
+	case <-c.done:
+	default:
+		c.linger()
+	}
+}
+
+// wsHeader is one frame's header, as read.
+type wsHeader struct {
+	fin    bool
+	op     byte
+	masked bool
+	key    [4]byte
+	n      int
+}
+
+// readHeader reads one whole frame header and checks it. A data frame longer than limit is
+// refused before any of its payload is read. A refused frame's payload length is left in
+// skip, so linger can step over it and find the peer's close frame after it.
+func (c *wsConn) readHeader(limit int) (h wsHeader, err error) {
+	b := c.hdr[:2]
+	if _, err := io.ReadFull(c.br, b); err != nil {
+		return h, err
+	}
+	h.fin = b[0]&0x80 != 0
+	h.op = b[0] & 0x0f
+	h.masked = b[1]&0x80 != 0
+	n := uint64(b[1] & 0x7f)
+	switch n {
+	case 126:
+		if _, err := io.ReadFull(c.br, c.hdr[2:4]); err != nil {
+			return h, err
+		}
+		n = uint64(binary.BigEndian.Uint16(c.hdr[2:4]))
+	case 127:
+		if _, err := io.ReadFull(c.br, c.hdr[2:10]); err != nil {
+			return h, err
+		}
+		n = binary.BigEndian.Uint64(c.hdr[2:10])
+	}
+	if h.masked {
+		if _, err := io.ReadFull(c.br, c.hdr[10:14]); err != nil {
+			return h, err
+		}
+		h.key = [4]byte(c.hdr[10:14])
+	}
+	h.n = int(min(n, math.MaxInt))
+	var code int
+	var reason string
+	switch {
+	case b[0]&0x70 != 0:
+		code, reason = wsCloseProtocolError, "reserved bits set"
+	case h.op > wsOpBinary && h.op < wsOpClose, h.op > wsOpPong:
+		code, reason = wsCloseProtocolError, fmt.Sprintf("unknown opcode %d", h.op)
+	case h.op >= wsOpClose && (!h.fin || n > wsMaxControl):
+		code, reason = wsCloseProtocolError, "fragmented or oversized control frame"
+	case h.masked == c.client:
+		code, reason = wsCloseProtocolError, "wrong masking for this side"
+	case n>>63 != 0:
+		code, reason = wsCloseProtocolError, "frame length has its high bit set"
+	case h.op < wsOpClose && n > uint64(limit):
+		code, reason = wsCloseTooBig, "frame or message too big"
+	default:
+		return h, nil
+	}
+	c.skip = h.n
+	return h, &wsCloseError{code, reason}
+}
+
+// nextMessage reads frames until a data message is complete.
 func (c *wsConn) nextMessage() (byte, []byte, error) {
+	if cap(c.msg) > wsKeepBuffer {
+		c.msg = nil
+	}
 	c.msg = c.msg[:0]
 	var msgOp byte
 	validated := 0 // bytes of c.msg known to be valid UTF-8
 	for {
-		op, payload, fin, err := c.readFrame(min(c.opts.maxFrame, c.opts.maxMessage-len(c.msg)))
+		h, err := c.readHeader(min(c.opts.maxFrame, c.opts.maxMessage-len(c.msg)))
 		if err != nil {
 			return 0, nil, err
 		}
-		switch op {
-		case wsOpPing:
-			if err := c.writeFrame(wsOpPong, payload); err != nil {
+		if h.op >= wsOpClose {
+			payload := c.ctrl[:h.n]
+			if _, err := io.ReadFull(c.br, payload); err != nil {
 				return 0, nil, err
 			}
-			continue
-		case wsOpPong:
-			c.lastPong.Store(time.Now().UnixNano())
-			continue
-		case wsOpClose:
-			return 0, nil, c.peerClosed(payload)
-		case wsOpText, wsOpBinary:
-			if msgOp != 0 {
-				return 0, nil, &wsCloseError{wsCloseProtocolError, "new message inside a fragmented message"}
+			if h.masked {
+				maskBytes(h.key, payload)
 			}
-			msgOp = op
-		case wsOpContinuation:
-			if msgOp == 0 {
-				return 0, nil, &wsCloseError{wsCloseProtocolError, "continuation frame without a message"}
+			switch h.op {
+			case wsOpPing:
+				if c.closeSent.Load() {
+					continue // no pongs after our close (RFC 6455 §5.5.1)
+				}
+				if err := c.writeFrame(wsOpPong, payload); err != nil {
+					return 0, nil, err
+				}
+			case wsOpPong:
+				c.lastPong.Store(time.Now().UnixNano())
+			case wsOpClose:
+				return 0, nil, c.peerClosed(payload)
 			}
+			continue
 		}
-		c.msg = append(c.msg, payload...)
+		if err := c.readPayload(h); err != nil {
+			return 0, nil, err
+		}
+		// The frame is read whole, so a failure below leaves the stream in sync.
+		switch {
+		case h.op == wsOpContinuation && msgOp == 0:
+			return 0, nil, &wsCloseError{wsCloseProtocolError, "continuation frame without a message"}
+		case h.op != wsOpContinuation && msgOp != 0:
+			return 0, nil, &wsCloseError{wsCloseProtocolError, "new message inside a fragmented message"}
+		case h.op != wsOpContinuation:
+			msgOp = h.op
+		}
 		if msgOp == wsOpText {
+			// Incremental validation: each fragment is checked as it arrives (fail fast), and
+			// a code point split across fragments is completed by the next one.
 			n, ok := validUTF8Prefix(c.msg[validated:])
 			validated += n
-			if !ok || (fin && validated != len(c.msg)) {
+			if !ok || (h.fin && validated != len(c.msg)) {
 				return 0, nil, &wsCloseError{wsCloseInvalidUTF8, "invalid UTF-8 in a text message"}
 			}
 		}
-		if fin {
+		if h.fin {
 			return msgOp, c.msg, nil
 		}
 	}
 }
 
-// peerClosed answers the peer's close frame with our own (the same code) and ends TCP.
+// readPayload appends a data frame's payload to the reassembly buffer, unmasked. The buffer
+// grows with the bytes that actually arrive, never by the declared length alone, so a header
+// that promises 16 MiB costs nothing until the bytes come.
+func (c *wsConn) readPayload(h wsHeader) error {
+	start := len(c.msg)
+	for remaining := h.n; remaining > 0; {
+		step := min(remaining, max(cap(c.msg)-len(c.msg), wsReadStep))
+		c.msg = growBytes(c.msg, step, c.opts.maxMessage)
+		end := len(c.msg) + step
+		if _, err := io.ReadFull(c.br, c.msg[len(c.msg):end]); err != nil {
+			return err
+		}
+		c.msg = c.msg[:end]
+		remaining -= step
+	}
+	if h.masked && h.key != [4]byte{} { // a zero key masks nothing
+		maskBytes(h.key, c.msg[start:])
+	}
+	return nil
+}
+
+// peerClosed answers the peer's close frame with our own (the same code, or an empty payload
+// for an empty one) and ends TCP. When we sent ours first, this was its echo.
 func (c *wsConn) peerClosed(payload []byte) error {
 	code := wsCloseNoStatus
 	switch {
@@ -274,75 +443,13 @@ func validCloseCode(code int) bool {
 	return false
 }
 
-// readFrame reads one frame, checking its header before allocating anything. Control frames
-// are limited to 125 bytes by the protocol; data frames to limit.
-func (c *wsConn) readFrame(limit int) (op byte, payload []byte, fin bool, err error) {
-	h := c.hdr[:2]
-	if _, err := io.ReadFull(c.br, h); err != nil {
-		return 0, nil, false, err
-	}
-	fin = h[0]&0x80 != 0
-	op = h[0] & 0x0f
-	masked := h[1]&0x80 != 0
-	n := uint64(h[1] & 0x7f)
-	switch {
-	case h[0]&0x70 != 0:
-		return 0, nil, false, &wsCloseError{wsCloseProtocolError, "reserved bits set"}
-	case op > wsOpBinary && op < wsOpClose, op > wsOpPong:
-		return 0, nil, false, &wsCloseError{wsCloseProtocolError, fmt.Sprintf("unknown opcode %d", op)}
-	case op >= wsOpClose && (!fin || n > wsMaxControl):
-		return 0, nil, false, &wsCloseError{wsCloseProtocolError, "fragmented or oversized control frame"}
-	case masked == c.client:
-		return 0, nil, false, &wsCloseError{wsCloseProtocolError, "wrong masking for this side"}
-	}
-	switch n {
-	case 126:
-		if _, err := io.ReadFull(c.br, c.hdr[2:4]); err != nil {
-			return 0, nil, false, err
-		}
-		n = uint64(binary.BigEndian.Uint16(c.hdr[2:4]))
-	case 127:
-		if _, err := io.ReadFull(c.br, c.hdr[2:10]); err != nil {
-			return 0, nil, false, err
-		}
-		n = binary.BigEndian.Uint64(c.hdr[2:10])
-		if n>>63 != 0 {
-			return 0, nil, false, &wsCloseError{wsCloseProtocolError, "frame length has its high bit set"}
-		}
-	}
-	if op < wsOpClose && n > uint64(limit) {
-		return 0, nil, false, &wsCloseError{wsCloseTooBig, "frame or message too big"}
-	}
-	var key [4]byte
-	if masked {
-		if _, err := io.ReadFull(c.br, key[:]); err != nil {
-			return 0, nil, false, err
-		}
-	}
-	if op >= wsOpClose {
-		payload = make([]byte, n)
-	} else {
-		// Data frames are read straight into the reassembly buffer's spare capacity.
-		start := len(c.msg)
-		c.msg = growBytes(c.msg, int(n))
-		payload = c.msg[start : start+int(n)]
-		c.msg = c.msg[:start]
-	}
-	if _, err := io.ReadFull(c.br, payload); err != nil {
-		return 0, nil, false, err
-	}
-	if masked {
-		maskBytes(key, payload)
-	}
-	return op, payload, fin, nil
-}
-
-// growBytes makes room for n more bytes after len(b).
-func growBytes(b []byte, n int) []byte {
+// growBytes makes room for n more bytes after len(b), at least doubling the capacity but
+// not past limit unless n itself needs more.
+func growBytes(b []byte, n, limit int) []byte {
 	if cap(b)-len(b) >= n {
 		return b
 	}
-	nb := make([]byte, len(b), len(b)+n+len(b)/4)
+	nb := make([]byte, len(b), max(min(2*cap(b), limit), len(b)+n))
 	copy(nb, b)
 	return nb
 }
@@ -352,6 +459,13 @@ func maskBytes(key [4]byte, b []byte) {
 	k32 := binary.LittleEndian.Uint32(key[:])
 	k64 := uint64(k32) | uint64(k32)<<32
 	i := 0
+	for ; i+32 <= len(b); i += 32 {
+		p := b[i : i+32 : i+32]
+		binary.LittleEndian.PutUint64(p[0:], binary.LittleEndian.Uint64(p[0:])^k64)
+		binary.LittleEndian.PutUint64(p[8:], binary.LittleEndian.Uint64(p[8:])^k64)
+		binary.LittleEndian.PutUint64(p[16:], binary.LittleEndian.Uint64(p[16:])^k64)
+		binary.LittleEndian.PutUint64(p[24:], binary.LittleEndian.Uint64(p[24:])^k64)
+	}
 	for ; i+8 <= len(b); i += 8 {
 		v := binary.LittleEndian.Uint64(b[i:])
 		binary.LittleEndian.PutUint64(b[i:], v^k64)
@@ -361,24 +475,25 @@ func maskBytes(key [4]byte, b []byte) {
 	}
 }
 
-// validUTF8Prefix returns how many leading bytes of b are complete valid UTF-8, and false if
-// what follows them can never become valid (fail fast, Autobahn 6.4). A true result with a
-// short count means b ends inside a code point that the next fragment may complete.
-func validUTF8Prefix(b []byte) (int, bool) {
-	i := 0
-	for i < len(b) {
-		if b[i] < utf8.RuneSelf {
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRune(b[i:])
-		if r != utf8.RuneError || size > 1 {
-			i += size
-			continue
-		}
-		return i, !utf8.FullRune(b[i:])
+// validUTF8Prefix checks a text message received so far. It returns n and true when b[:n]
+// is valid UTF-8 and b[n:] is the start of a code point that more bytes may complete (a
+// fragment may end inside one), and false as soon as b can never become valid (fail fast,
+// Autobahn 6.4).
+func validUTF8Prefix(b []byte) (n int, ok bool) {
+	if utf8.Valid(b) {
+		return len(b), true
 	}
-	return i, true
+	// Find the start of the last code point: at most utf8.UTFMax-1 continuation bytes back.
+	for k := len(b) - 1; k >= 0 && k >= len(b)-utf8.UTFMax; k-- {
+		if b[k]&0xc0 != 0x80 {
+			// FullRune checks the lead byte and every continuation byte present.
+			if !utf8.FullRune(b[k:]) && utf8.Valid(b[:k]) {
+				return k, true
+			}
+			break
+		}
+	}
+	return 0, false
 }
 
 // writeMessage sends a text message (msgTransport). The server always sends text.
@@ -387,30 +502,44 @@ func (c *wsConn) writeMessage(b []byte) error { return c.writeFrame(wsOpText, b)
 // writeMessageOp sends one whole message with the given opcode.
 func (c *wsConn) writeMessageOp(op byte, b []byte) error { return c.writeFrame(op, b) }
 
-// writeFrame writes one final frame.
+// writeFrame writes one final frame. A client masks through the write buffer and never
+// touches the caller's bytes.
 func (c *wsConn) writeFrame(op byte, payload []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if op != wsOpClose && c.closeSent.Load() {
 		return net.ErrClosed
 	}
-	h := c.appendHeader(make([]byte, 0, 14), op, len(payload))
+	// A message larger than a frame may be goes out in fragments: peers such as tungstenite
+	// (the Codex client) refuse any single frame over 16 MiB.
+	for len(payload) > wsMaxFrame {
+		if err := c.writeOneFrame(op, false, payload[:wsMaxFrame]); err != nil {
+			return err
+		}
+		op, payload = wsOpContinuation, payload[wsMaxFrame:]
+	}
+	if err := c.writeOneFrame(op, true, payload); err != nil {
+		return err
+	}
+	return c.bw.Flush()
+}
+
+// writeOneFrame buffers one frame; c.wmu is held.
+func (c *wsConn) writeOneFrame(op byte, fin bool, payload []byte) error {
+	h := c.appendHeader(c.whdr[:0], op, fin, len(payload))
 	if !c.client {
 		if _, err := c.bw.Write(h); err != nil {
 			return err
 		}
-		if _, err := c.bw.Write(payload); err != nil {
-			return err
-		}
-		return c.bw.Flush()
+		_, err := c.bw.Write(payload)
+		return err
 	}
-	var key [4]byte
-	rand.Read(key[:])
+	rand.Read(c.wkey[:])
+	key := c.wkey
 	h = append(h, key[:]...)
 	if _, err := c.bw.Write(h); err != nil {
 		return err
 	}
-	// Mask through the write buffer, never touching the caller's bytes.
 	for len(payload) > 0 {
 		if c.bw.Available() == 0 {
 			if err := c.bw.Flush(); err != nil {
@@ -424,7 +553,7 @@ func (c *wsConn) writeFrame(op byte, payload []byte) error {
 		payload = payload[len(buf):]
 		key = bits32Rotate(key, len(buf))
 	}
-	return c.bw.Flush()
+	return nil
 }
 
 // bits32Rotate advances a masking key by n bytes, so masking can continue mid-payload.
@@ -435,12 +564,15 @@ func bits32Rotate(key [4]byte, n int) [4]byte {
 	return out
 }
 
-func (c *wsConn) appendHeader(h []byte, op byte, n int) []byte {
+func (c *wsConn) appendHeader(h []byte, op byte, fin bool, n int) []byte {
 	maskBit := byte(0)
 	if c.client {
 		maskBit = 0x80
 	}
-	h = append(h, 0x80|op)
+	if fin {
+		op |= 0x80
+	}
+	h = append(h, op)
 	switch {
 	case n <= 125:
 		h = append(h, maskBit|byte(n))
@@ -455,23 +587,36 @@ func (c *wsConn) appendHeader(h []byte, op byte, n int) []byte {
 }
 
 // sendClose sends our close frame once (code 0: an empty payload) and makes sure TCP is
-// closed within wsCloseWait even if the peer never echoes it or stops reading.
-func (c *wsConn) sendClose(code int, reason string) {
+// closed within closeWait even if the peer never echoes it or stops reading. It reports
+// whether this call sent it.
+func (c *wsConn) sendClose(code int, reason string) bool {
 	if c.closeSent.Swap(true) {
-		return
+		return false
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(wsCloseWait))
+	c.closeTimer.Store(time.AfterFunc(c.opts.closeWait, c.closeTCP))
+	select {
+	case <-c.done: // closeTCP ran first and could not see the timer
+		c.closeTimer.Load().Stop()
+		return false
+	default:
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(c.opts.closeWait))
 	var p []byte
 	if code != 0 {
-		p = binary.BigEndian.AppendUint16(nil, uint16(code))
-		p = append(p, reason[:min(len(reason), wsMaxControl-2)]...)
+		p = binary.BigEndian.AppendUint16(make([]byte, 0, wsMaxControl), uint16(code))
+		reason = reason[:min(len(reason), wsMaxControl-2)]
+		for !utf8.ValidString(reason) { // cut at a code point
+			reason = reason[:len(reason)-1]
+		}
+		p = append(p, reason...)
 	}
 	c.writeFrame(wsOpClose, p)
-	time.AfterFunc(wsCloseWait, c.closeTCP)
+	return true
 }
 
-// close starts the closing handshake (msgTransport). The reader, if one is running, sees the
-// peer's echo and ends; TCP is closed within wsCloseWait in any case.
+// close starts the closing handshake (msgTransport): our close frame, then the peer's echo is
+// awaited by the reader if one is running, else by a linger of our own; TCP is closed on the
+// echo, or after closeWait in any case.
 func (c *wsConn) close(reason error) error {
 	code, text := wsCloseNormal, ""
 	var ce *wsCloseError
@@ -479,6 +624,8 @@ func (c *wsConn) close(reason error) error {
 	case reason == nil:
 	case errors.As(reason, &ce):
 		code, text = ce.code, ce.reason
+	case errors.Is(reason, errClientProtocol):
+		code, text = wsClosePolicy, "protocol violation"
 	case errors.Is(reason, errSlowClient):
 		code, text = wsClosePolicy, "client too slow"
 	case errors.Is(reason, context.Canceled):
@@ -491,7 +638,9 @@ func (c *wsConn) close(reason error) error {
 		return nil
 	default:
 	}
-	c.sendClose(code, text)
+	if c.sendClose(code, text) {
+		go c.lingerAfterClose()
+	}
 	return nil
 }
 
@@ -499,10 +648,11 @@ func (c *wsConn) close(reason error) error {
 type wsServer struct {
 	srv  *server
 	http *http.Server
+	opts wsOptions // for each upgraded connection; tests shorten the intervals
 }
 
 func newWSServer(srv *server) *wsServer {
-	w := &wsServer{srv: srv}
+	w := &wsServer{srv: srv, opts: wsOptions{pingInterval: wsPingInterval}}
 	w.http = &http.Server{
 		Handler:           w,
 		ReadHeaderTimeout: wsHandshakeLimit,
@@ -595,7 +745,7 @@ func (w *wsServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		nc.Close()
 		return
 	}
-	c := newWSConn(nc, brw.Reader, false, wsOptions{pingInterval: wsPingInterval})
+	c := newWSConn(nc, brw.Reader, false, w.opts)
 	w.srv.conns.Add(1)
 	defer w.srv.conns.Done()
 	w.srv.serveConn(c, fmt.Sprintf(websocketParsePrefixFm, nc.RemoteAddr()))
