@@ -670,18 +670,20 @@ func (c *conn) fail(reason error) {
 	c.cancel()
 }
 
-// finish detaches the session and runs the connection-scoped cleanups.
+// finish detaches the session, then runs the connection-scoped cleanups. Detaching first
+// matters: a harness reconnects within a millisecond, and a resume must not find the session
+// still attached while a watch or a file handle closes.
 func (c *conn) finish() {
 	c.mu.Lock()
 	sess := c.session
 	cleanups := c.cleanups
 	c.cleanups = nil
 	c.mu.Unlock()
-	for i := len(cleanups) - 1; i >= 0; i-- {
-		cleanups[i]()
-	}
 	if sess != nil {
 		sess.detach(c)
+	}
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
 	}
 }
 
@@ -734,6 +736,9 @@ func (c *conn) handleMessage(msg []byte) bool {
 	}
 	if in.ID == nil {
 		return c.handleNotification(name)
+	}
+	if c.log.Enabled(c.ctx, slog.LevelDebug) {
+		c.log.Debug("request", "method", name, "conn", c.parsePrefix[strings.LastIndexByte(c.parsePrefix, ' ')+1:])
 	}
 	m, ok := c.srv.methods[name]
 	if !ok {

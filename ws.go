@@ -821,6 +821,9 @@ func dialWebsocket(ctx context.Context, rawURL string, header http.Header, tlsCo
 	for k, v := range header {
 		req.Header[k] = v
 	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header["User-Agent"] = []string{""} // no Go-http-client default: say nothing, as 0.169
+	}
 	req.Header.Set("Upgrade", "websocket")
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Sec-WebSocket-Key", key)
