@@ -1,0 +1,184 @@
+package main
+
+// A loopback stand-in for the OpenAI Responses API (streaming SSE), enough to drive one agent
+// turn through a fixed script of tool calls: each POST /v1/responses answers with the next
+// function call of the script, or, once every call has its output in the request, with a short
+// assistant message. The agent runs each call in its environment, which is the exec-server
+// under test, and reports the output back here, where the checks read it.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// toolCall is one step of the mock model's script: the tool to call and its JSON arguments,
+// computed from the outputs of the earlier steps (write_stdin needs exec_command's session id).
+type toolCall struct {
+	Name string
+	Args func(prev []string) string
+}
+
+// mockModel serves http://127.0.0.1:PORT/v1.
+type mockModel struct {
+	log    *eventLog
+	script []toolCall
+	ln     net.Listener
+	srv    *http.Server
+
+	mu        sync.Mutex
+	requests  int
+	toolsSeen []string
+	outputs   []string // tool output of script step i, as the agent reported it
+	turn      int      // script number, part of each call id so turns do not mix
+}
+
+func startMockModel(log *eventLog) (*mockModel, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("mock model listen: %w", err)
+	}
+	m := &mockModel{log: log, ln: ln}
+	m.srv = &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
+	go m.srv.Serve(ln)
+	return m, nil
+}
+
+// SetScript sets the tool calls of the next turn.
+func (m *mockModel) SetScript(s []toolCall) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.script = s
+	m.outputs = nil
+	m.turn++
+}
+
+// BaseURL is the provider base_url for config.toml.
+func (m *mockModel) BaseURL() string { return "http://" + m.ln.Addr().String() + "/v1" }
+
+func (m *mockModel) Close() { m.srv.Close() }
+
+// Result reports the tools offered and the output of each script step so far.
+func (m *mockModel) Result() (requests int, tools []string, outputs []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.requests, append([]string(nil), m.toolsSeen...), append([]string(nil), m.outputs...)
+}
+
+// Offers reports whether the agent offered a function tool with this name.
+func (m *mockModel) Offers(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range m.toolsSeen {
+		if t == "function:"+name {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *mockModel) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(req.Body, 64<<20))
+	m.log.Printf("model: %s %s %d bytes", req.Method, req.URL.Path, len(body))
+	switch {
+	case req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/responses"):
+		m.responses(w, body)
+	case strings.HasSuffix(req.URL.Path, "/models"):
+		writeJSON(w, http.StatusOK, map[string]any{"models": []any{}})
+	default:
+		http.NotFound(w, req)
+	}
+}
+
+// responsesRequest holds the parts of a Responses API request the mock reads.
+type responsesRequest struct {
+	Tools []struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	} `json:"tools"`
+	Input []struct {
+		Type   string          `json:"type"`
+		CallID string          `json:"call_id"`
+		Output json.RawMessage `json:"output"`
+	} `json:"input"`
+}
+
+// responses answers one model request. The number of tool outputs already in the input
+// says which script step comes next; after the last one the model says "done".
+func (m *mockModel) responses(w http.ResponseWriter, body []byte) {
+	var r responsesRequest
+	if err := json.Unmarshal(body, &r); err != nil {
+		m.log.Printf("model: bad request body: %v", err)
+	}
+	var names []string
+	for _, t := range r.Tools {
+		names = append(names, t.Type+":"+t.Name)
+	}
+	m.mu.Lock()
+	prefix := fmt.Sprintf("call-realcodex-%d-", m.turn)
+	m.mu.Unlock()
+	var outputs []string
+	for _, in := range r.Input {
+		if in.Type == "function_call_output" && strings.HasPrefix(in.CallID, prefix) {
+			var text string
+			if json.Unmarshal(in.Output, &text) != nil {
+				text = string(in.Output)
+			}
+			outputs = append(outputs, text)
+		}
+	}
+	m.mu.Lock()
+	m.requests++
+	n := m.requests
+	m.toolsSeen = names
+	m.outputs = outputs
+	script := m.script
+	m.mu.Unlock()
+	m.log.Printf("model: request %d tools=%v", n, names)
+	for i, o := range outputs {
+		m.log.Printf("model: step %d output %q", i, clip(o, 600))
+	}
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	respID := fmt.Sprintf("resp-%d", n)
+	events := []map[string]any{{"type": "response.created", "response": map[string]any{"id": respID}}}
+	if k := len(outputs); k < len(script) {
+		args := script[k].Args(outputs)
+		m.log.Printf("model: step %d calls %s %s", k, script[k].Name, args)
+		events = append(events, map[string]any{"type": "response.output_item.done", "item": map[string]any{
+			"type": "function_call", "id": fmt.Sprintf("fc-%d", k), "call_id": fmt.Sprintf("%s%d", prefix, k),
+			"name": script[k].Name, "arguments": args,
+		}})
+	} else {
+		events = append(events, map[string]any{"type": "response.output_item.done", "item": map[string]any{
+			"type": "message", "role": "assistant", "id": "msg-1",
+			"content": []any{map[string]any{"type": "output_text", "text": "done"}},
+		}})
+	}
+	events = append(events, map[string]any{"type": "response.completed", "response": map[string]any{
+		"id": respID,
+		"usage": map[string]any{
+			"input_tokens": 1, "input_tokens_details": nil, "output_tokens": 1,
+			"output_tokens_details": nil, "total_tokens": 2,
+		},
+	}})
+	for _, ev := range events {
+		b, _ := json.Marshal(ev)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev["type"], b)
+	}
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// jsonArgs encodes tool arguments.
+func jsonArgs(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
