@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,6 +169,11 @@ type incoming struct {
 
 // parseIncoming classifies one message. It returns the validated id (nil for a notification)
 // and the method name; a non-nil error is the serde-style text of a parse error.
+//
+// The envelope is split by scanObject without decoding it: every member but params is small
+// and checked with json.Valid, while params is only delimited here and decoded field by field
+// by decodeParams, so a 40 MB base64 string is never run through encoding/json's scanner.
+// The returned slices alias msg.
 func parseIncoming(msg []byte) (in incoming, name string, err error) {
 	t := bytes.TrimSpace(msg)
 	if len(t) == 0 {
@@ -179,7 +185,23 @@ func parseIncoming(msg []byte) (in incoming, name string, err error) {
 		}
 		return in, "", errors.New("expected a JSON-RPC object")
 	}
-	if err := json.Unmarshal(t, &in); err != nil {
+	ok := scanObject(t, func(key string, val []byte) bool {
+		switch key {
+		case "params":
+			in.Params = val
+			return true
+		case "id":
+			in.ID = val
+		case "method":
+			in.Method = val
+		case "result":
+			in.Result = val
+		case "error":
+			in.Error = val
+		}
+		return json.Valid(val)
+	})
+	if !ok {
 		return in, "", jsonSyntaxError(t)
 	}
 	if in.ID != nil && !validID(in.ID) {
@@ -219,7 +241,7 @@ func jsonSyntaxError(b []byte) error {
 	if err != nil {
 		return err
 	}
-	return errors.New("trailing characters")
+	return errors.New("invalid JSON-RPC message")
 }
 
 // validID accepts what the reference's RequestId accepts: a signed 64-bit integer or a string.
@@ -236,21 +258,6 @@ func validID(raw json.RawMessage) bool {
 		return err == nil
 	}
 	return false
-}
-
-// kindWord maps encoding/json's name of a JSON type to jsonKind's first word.
-func kindWord(goValue string) string {
-	switch goValue {
-	case "number":
-		return "integer"
-	case "bool":
-		return "boolean"
-	case "array":
-		return "sequence"
-	case "object":
-		return "map"
-	}
-	return goValue
 }
 
 // jsonKind names the JSON type of a raw value, as serde's "invalid type" messages do.
@@ -339,16 +346,26 @@ func appendJSONString(dst []byte, s string) []byte {
 // -32602 during params decoding, as in the reference (protocol.md §3.3).
 type base64Bytes []byte
 
-func (b *base64Bytes) UnmarshalJSON(raw []byte) error {
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return err
+func (b *base64Bytes) UnmarshalJSON(raw []byte) error { return b.decodeRawJSON(raw) }
+
+// decodeRawJSON decodes the JSON string raw straight from the message bytes. Base64 needs
+// no JSON escapes; a string that has some takes the slow path.
+func (b *base64Bytes) decodeRawJSON(raw []byte) error {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' || bytes.IndexByte(raw, '\\') >= 0 {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return err
+		}
+		raw = []byte(`"` + s + `"`)
 	}
-	out, err := decodeBase64(s)
+	body := raw[1 : len(raw)-1]
+	out := make([]byte, base64.StdEncoding.DecodedLen(len(body)))
+	n, err := base64.StdEncoding.Decode(out, body)
 	if err != nil {
+		_, err = decodeBase64(string(body))
 		return err
 	}
-	*b = out
+	*b = out[:n]
 	return nil
 }
 
@@ -369,59 +386,137 @@ func decodeBase64(s string) ([]byte, error) {
 	return nil, errors.New("Invalid padding")
 }
 
-// decodeParams decodes params into the struct *v with the reference's rules: unknown fields are
-// ignored, a field whose json tag lacks omitempty is required, and null or non-object params are
-// an error. Every failure is a -32602 that names the field.
+// rawJSONDecoder is a params field that decodes its own raw JSON value, skipping
+// encoding/json entirely: large base64 payloads decode straight from the message bytes.
+type rawJSONDecoder interface {
+	decodeRawJSON(raw []byte) error
+}
+
+// paramField is one decodable field of a params struct.
+type paramField struct {
+	name     string
+	index    int
+	required bool // a json tag without omitempty on a non-pointer field
+	seen     bool
+	null     bool
+}
+
+// paramFields lists the json-tagged fields of a params struct type.
+func paramFields(rt reflect.Type) []paramField {
+	fields := make([]paramField, 0, rt.NumField())
+	for i := 0; i < rt.NumField(); i++ {
+		f := rt.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "" || tag == "-" || !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		required := !strings.Contains(opts, "omitempty") && f.Type.Kind() != reflect.Pointer
+		fields = append(fields, paramField{name: name, index: i, required: required})
+	}
+	return fields
+}
+
+// decodeParams decodes params into the struct *v with the reference's (serde's) rules: keys
+// match exactly, unknown fields are ignored, a field whose json tag lacks omitempty is
+// required, and null or non-object params are an error. Fields are decoded in document order,
+// so the first bad value is the one reported, then the first missing field. Every failure is
+// a -32602 that names the field.
 func decodeParams(raw json.RawMessage, v any) error {
 	rv := reflect.ValueOf(v).Elem()
 	rt := rv.Type()
-	structName := rt.Name()
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || t[0] != '{' {
 		kind := "null"
 		if len(t) > 0 {
 			kind = jsonKind(t)
 		}
-		return errInvalidParams("invalid type: %s, expected struct %s", kind, structName)
+		return errInvalidParams("invalid type: %s, expected struct %s", kind, rt.Name())
 	}
-	keys := topLevelKeys(t)
-	for i := 0; i < rt.NumField(); i++ {
-		f := rt.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "" || tag == "-" {
-			continue
+	fields := paramFields(rt)
+	var ferr error
+	ok := scanObject(t, func(key string, val []byte) bool {
+		i := slices.IndexFunc(fields, func(f paramField) bool { return f.name == key })
+		if i < 0 {
+			if !json.Valid(val) {
+				ferr = errInvalidParams("invalid JSON in params field `%s`", key)
+			}
+			return ferr == nil
 		}
-		name, opts, _ := strings.Cut(tag, ",")
-		if strings.Contains(opts, "omitempty") || f.Type.Kind() == reflect.Pointer {
-			continue
+		f := &fields[i]
+		f.seen, f.null = true, string(val) == "null"
+		if f.null && f.required {
+			ferr = errInvalidParams("invalid type: null, expected %s for field `%s`", goTypeName(rt.Field(f.index).Type), key)
+			return false
 		}
-		isNull, ok := keys[name]
-		if !ok {
-			return errInvalidParams("missing field `%s`", name)
-		}
-		if isNull {
-			return errInvalidParams("invalid type: null, expected %s for field `%s`", goTypeName(f.Type), name)
-		}
+		ferr = decodeField(rv.Field(f.index), key, val)
+		return ferr == nil
+	})
+	if ferr != nil {
+		return ferr
 	}
-	if err := json.Unmarshal(t, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			if strings.HasPrefix(te.Value, "number") && isUnsigned(te.Type) {
-				return errInvalidParams("invalid number for field `%s`", te.Field)
-			}
-			got := te.Value
-			if raw := topLevelValue(t, te.Field); raw != nil && strings.HasPrefix(jsonKind(raw), kindWord(te.Value)) {
-				got = jsonKind(raw) // with the value, as serde says it
-			}
-			return errInvalidParams("invalid type: %s, expected %s for field `%s`", got, goTypeName(te.Type), te.Field)
+	if !ok {
+		return errInvalidParams("invalid JSON in params: %s", jsonSyntaxError(t))
+	}
+	for _, f := range fields {
+		if f.required && !f.seen {
+			return errInvalidParams("missing field `%s`", f.name)
 		}
-		var re *rpcError
-		if errors.As(err, &re) {
-			return re
-		}
-		return errInvalidParams("%s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return nil
+}
+
+// decodeField decodes one params value into field fv, named key.
+func decodeField(fv reflect.Value, key string, val []byte) error {
+	target := fv.Addr().Interface()
+	var err error
+	if d, ok := target.(rawJSONDecoder); ok {
+		err = d.decodeRawJSON(val)
+	} else {
+		err = json.Unmarshal(val, target)
+	}
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	var re *rpcError
+	switch {
+	case errors.As(err, &re):
+		return re
+	case errors.As(err, &te):
+		field, got := key, te.Value
+		if te.Field != "" {
+			field = key + "." + te.Field
+		} else if sameKind(val, te.Value) {
+			got = jsonKind(val) // with the value, as serde says it
+		}
+		if strings.HasPrefix(te.Value, "number") && isUnsigned(te.Type) {
+			return errInvalidParams("invalid number for field `%s`", field)
+		}
+		return errInvalidParams("invalid type: %s, expected %s for field `%s`", got, goTypeName(te.Type), field)
+	}
+	return errInvalidParams("%s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// sameKind reports whether the raw value val is of the JSON type encoding/json names goValue
+// ("string", "number", "bool", "array", "object"), so that val itself is what failed.
+func sameKind(val []byte, goValue string) bool {
+	if len(val) == 0 {
+		return false
+	}
+	switch kind, _, _ := strings.Cut(goValue, " "); kind {
+	case "string":
+		return val[0] == '"'
+	case "number":
+		return val[0] == '-' || val[0] >= '0' && val[0] <= '9'
+	case "bool":
+		return val[0] == 't' || val[0] == 'f'
+	case "array":
+		return val[0] == '['
+	case "object":
+		return val[0] == '{'
+	}
+	return false
 }
 
 func isUnsigned(t reflect.Type) bool {
@@ -455,10 +550,10 @@ func goTypeName(t reflect.Type) string {
 	return t.String()
 }
 
-// topLevelValue returns the raw value of key in a valid JSON object, or nil.
+// topLevelValue returns the raw value of key in the JSON object obj, or nil.
 func topLevelValue(obj []byte, key string) []byte {
 	var found []byte
-	walkTopLevel(obj, func(k string, v []byte) bool {
+	scanObject(obj, func(k string, v []byte) bool {
 		if k == key {
 			found = v
 			return false
@@ -468,39 +563,46 @@ func topLevelValue(obj []byte, key string) []byte {
 	return found
 }
 
-// topLevelKeys lists the keys of a valid JSON object and whether each value is null, without
-// decoding the values (a 32 MiB base64 string is skipped, not copied).
-func topLevelKeys(obj []byte) map[string]bool {
-	keys := make(map[string]bool, 8)
-	walkTopLevel(obj, func(k string, v []byte) bool {
-		keys[k] = bytes.Equal(v, []byte("null"))
-		return true
-	})
-	return keys
-}
-
-// walkTopLevel calls fn with each key and raw value of a valid JSON object until fn returns
-// false.
-func walkTopLevel(obj []byte, fn func(key string, value []byte) bool) {
-	i := 1
-	for i < len(obj) {
-		i = skipSpace(obj, i)
+// scanObject calls fn with each member of the JSON object obj, in order, until fn returns
+// false. It checks the object's structure and skips values without decoding them (strings
+// are skipped with bytes.IndexByte); whether a value is valid JSON is fn's business. It
+// returns false for a malformed object or when fn stops.
+func scanObject(obj []byte, fn func(key string, value []byte) bool) bool {
+	i := skipSpace(obj, 1)
+	if i < len(obj) && obj[i] == '}' {
+		return skipSpace(obj, i+1) == len(obj)
+	}
+	for {
 		if i >= len(obj) || obj[i] != '"' {
-			return
+			return false
 		}
 		end := skipString(obj, i)
+		if end < 0 {
+			return false
+		}
 		key := string(obj[i+1 : end-1])
-		if strings.IndexByte(key, '\\') >= 0 {
-			json.Unmarshal(obj[i:end], &key)
+		if strings.IndexByte(key, '\\') >= 0 && json.Unmarshal(obj[i:end], &key) != nil {
+			return false
 		}
 		i = skipSpace(obj, end)
-		i = skipSpace(obj, i+1) // ':'
+		if i >= len(obj) || obj[i] != ':' {
+			return false
+		}
+		i = skipSpace(obj, i+1)
 		vend := skipValue(obj, i)
-		if !fn(key, obj[i:vend]) {
-			return
+		if vend <= i || !fn(key, obj[i:vend]) {
+			return false
 		}
 		i = skipSpace(obj, vend)
-		i++ // ',' or '}'
+		switch {
+		case i >= len(obj):
+			return false
+		case obj[i] == '}':
+			return skipSpace(obj, i+1) == len(obj)
+		case obj[i] != ',':
+			return false
+		}
+		i = skipSpace(obj, i+1)
 	}
 }
 
@@ -511,48 +613,64 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// skipString returns the index just past the JSON string starting at b[i].
+// skipString returns the index just past the JSON string starting at b[i], or -1 if it is
+// not terminated.
 func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+	for j := i + 1; ; {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
 		}
+		j += k
+		backslashes := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			return j + 1
+		}
+		j++
 	}
-	return len(b)
 }
 
-// skipValue returns the index just past the JSON value starting at b[i].
+// skipValue returns the index just past the JSON value starting at b[i], or i if there is
+// none. Nesting is followed by bracket depth only: the value's own validity is checked by
+// whoever decodes it.
 func skipValue(b []byte, i int) int {
 	depth := 0
-	for i < len(b) {
-		switch b[i] {
+	for j := i; j < len(b); {
+		switch b[j] {
 		case '"':
-			i = skipString(b, i)
-			if depth == 0 {
+			end := skipString(b, j)
+			if end < 0 {
 				return i
+			}
+			j = end
+			if depth == 0 {
+				return j
 			}
 			continue
 		case '{', '[':
 			depth++
 		case '}', ']':
 			if depth == 0 {
-				return i
+				return j
 			}
 			depth--
 			if depth == 0 {
-				return i + 1
+				return j + 1
 			}
-		case ',':
+		case ',', ' ', '\t', '\n', '\r':
 			if depth == 0 {
-				return i
+				return j
 			}
 		}
-		i++
+		j++
 	}
-	return i
+	if depth != 0 {
+		return i
+	}
+	return len(b)
 }
 
 // conn is one client connection on any transport. It owns the connection-scoped state of

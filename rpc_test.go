@@ -83,3 +83,53 @@ func TestInitializedBeforeInitializeClosesConnection(t *testing.T) {
 	tc.notify("initialized", nil)
 	tc.waitClosed(5 * time.Second)
 }
+
+// TestParseIncomingRejectsMalformedObjects pins the structural checks of the envelope
+// scanner, which skips params without decoding them.
+func TestParseIncomingRejectsMalformedObjects(t *testing.T) {
+	for _, msg := range []string{
+		`{"id":1,}`, `{"id" 1}`, `{"id":1}x`, `{"id":1,"method":"a"`, `{"a":"\"}`, `{"id":1 "method":"a"}`,
+		`{"params":{"a":1}}}`, `{"id":tru,"method":"a"}`, `{,}`, `{"id":1,"method":"a","x":[1,}`,
+	} {
+		if _, _, err := parseIncoming([]byte(msg)); err == nil {
+			t.Errorf("%s: parsed without an error", msg)
+		}
+	}
+	for _, msg := range []string{
+		`{}`, ` { "id" : 1 , "method" : "a" , "params" : { "k" : [ 1 , { } ] } } `,
+		`{"id":"a\"b","method":"m\\"}`, `{"method":"a","params":"x\\\""}`,
+	} {
+		if _, _, err := parseIncoming([]byte(msg)); err != nil && !strings.Contains(err.Error(), "untagged enum JSONRPCMessage") {
+			t.Errorf("%s: %v", msg, err)
+		}
+	}
+}
+
+// TestDecodeParamsReportsInDocumentOrder: as serde, the first bad value in the document is
+// reported before any missing field.
+func TestDecodeParamsReportsInDocumentOrder(t *testing.T) {
+	type params struct {
+		A string  `json:"a"`
+		B uint64  `json:"b"`
+		C *string `json:"c"`
+	}
+	for _, tt := range []struct{ in, want string }{
+		{`{"b":"1"}`, "invalid type: string \"1\", expected u64 for field `b`"},
+		{`{"b":-1}`, "invalid number for field `b`"},
+		{`{"b":1}`, "missing field `a`"},
+		{`{"a":null,"b":1}`, "invalid type: null, expected a string for field `a`"},
+		{`{"A":"x","b":1}`, "missing field `a`"},
+		{`{"a":"x","b":1,"c":null,"z":{"deep":[1,2]}}`, ""},
+		{`{"a":"x","b":1,"z":[1,}`, "invalid JSON in params field `z`"},
+	} {
+		var p params
+		err := decodeParams(json.RawMessage(tt.in), &p)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
