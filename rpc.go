@@ -369,6 +369,37 @@ func (b *base64Bytes) decodeRawJSON(raw []byte) error {
 	return nil
 }
 
+// lazyBase64 is a params field holding base64 whose decoding error is the handler's to
+// report (fs/writeFile answers -32600, not -32602, protocol.md §5.7). It decodes straight
+// from the message bytes, as base64Bytes does.
+type lazyBase64 struct {
+	data []byte
+	err  error
+}
+
+func (l *lazyBase64) UnmarshalJSON(raw []byte) error { return l.decodeRawJSON(raw) }
+
+func (l *lazyBase64) decodeRawJSON(raw []byte) error {
+	if len(raw) == 0 || raw[0] != '"' {
+		return &json.UnmarshalTypeError{Value: jsonKind(raw), Type: reflect.TypeFor[string]()}
+	}
+	var b base64Bytes
+	l.err = b.decodeRawJSON(raw)
+	l.data = b
+	return nil
+}
+
+// appendBase64String appends data as a JSON string of standard base64, encoding in place
+// into one exact-size growth of dst.
+func appendBase64String(dst, data []byte) []byte {
+	n := base64.StdEncoding.EncodedLen(len(data))
+	dst = slices.Grow(dst, n+2)
+	dst = append(dst, '"')
+	base64.StdEncoding.Encode(dst[len(dst):len(dst)+n], data)
+	dst = dst[:len(dst)+n]
+	return append(dst, '"')
+}
+
 // decodeBase64 decodes standard padded base64, describing a failure as the reference's base64
 // crate does ("Invalid symbol 33, offset 0.", "Invalid padding").
 func decodeBase64(s string) ([]byte, error) {
@@ -977,7 +1008,14 @@ func (c *conn) reply(id json.RawMessage, res any, err error) {
 		c.sendError(id, toRPCError(err))
 		return
 	}
-	b, merr := appendResponse(make([]byte, 0, 64), id, res)
+	size := 64
+	switch r := res.(type) { // one exact allocation for large pre-encoded results
+	case rawJSON:
+		size += len(r) + len(id)
+	case json.RawMessage:
+		size += len(r) + len(id)
+	}
+	b, merr := appendResponse(make([]byte, 0, size), id, res)
 	if merr != nil {
 		c.sendError(id, errInternal("encode result: %v", merr))
 		return
