@@ -469,47 +469,9 @@ func (k *noisePublicKey) MarshalJSON() ([]byte, error) {
 // values only, the suite label (not the protocol name), canonical padded base64, lengths 32
 // and 1184, and an ML-KEM key that passes FIPS 203's modulus check.
 func (k *noisePublicKey) UnmarshalJSON(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return errors.New("noise public key: not a JSON object")
-	}
-	var v [3]*string
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return fmt.Errorf("noise public key: %w", err)
-		}
-		name, _ := t.(string)
-		i := -1
-		switch name {
-		case "suite":
-			i = 0
-		case "x25519_public_key":
-			i = 1
-		case "mlkem768_public_key":
-			i = 2
-		}
-		if i < 0 {
-			return fmt.Errorf("noise public key: unknown field %q", name)
-		}
-		if v[i] != nil {
-			return fmt.Errorf("noise public key: duplicate field %q", name)
-		}
-		t, err = dec.Token()
-		s, ok := t.(string)
-		if err != nil || !ok {
-			return fmt.Errorf("noise public key: field %q is not a string", name)
-		}
-		v[i] = &s
-	}
-	if _, err := dec.Token(); err != nil {
-		return fmt.Errorf("noise public key: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("noise public key: trailing data after the object")
-	}
-	if v[0] == nil || v[1] == nil || v[2] == nil {
-		return errors.New("noise public key: suite, x25519_public_key and mlkem768_public_key are required")
+	v, err := noisePublicKeyFields(data)
+	if err != nil {
+		return err
 	}
 	if *v[0] != noiseSuiteLabel {
 		return fmt.Errorf("noise public key: unsupported suite %q", *v[0])
@@ -532,6 +494,55 @@ func (k *noisePublicKey) UnmarshalJSON(data []byte) error {
 	}
 	k.x, k.kem = x, kem
 	return nil
+}
+
+// noisePublicKeyFields reads the public key object's three string fields (suite,
+// x25519_public_key, mlkem768_public_key), each exactly once, matched case-sensitively, and
+// nothing else, which encoding/json's struct decoding would not enforce.
+func noisePublicKeyFields(data []byte) ([3]*string, error) {
+	var v [3]*string
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return v, errors.New("noise public key: not a JSON object")
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return v, fmt.Errorf("noise public key: %w", err)
+		}
+		name, _ := t.(string)
+		i := -1
+		switch name {
+		case "suite":
+			i = 0
+		case "x25519_public_key":
+			i = 1
+		case "mlkem768_public_key":
+			i = 2
+		}
+		if i < 0 {
+			return v, fmt.Errorf("noise public key: unknown field %q", name)
+		}
+		if v[i] != nil {
+			return v, fmt.Errorf("noise public key: duplicate field %q", name)
+		}
+		t, err = dec.Token()
+		s, ok := t.(string)
+		if err != nil || !ok {
+			return v, fmt.Errorf("noise public key: field %q is not a string", name)
+		}
+		v[i] = &s
+	}
+	if _, err := dec.Token(); err != nil {
+		return v, fmt.Errorf("noise public key: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return v, errors.New("noise public key: trailing data after the object")
+	}
+	if v[0] == nil || v[1] == nil || v[2] == nil {
+		return v, errors.New("noise public key: suite, x25519_public_key and mlkem768_public_key are required")
+	}
+	return v, nil
 }
 
 // noiseDecodeBase64 accepts only the canonical padded standard encoding of exactly n bytes.
@@ -1361,6 +1372,7 @@ func (t *noiseTransport) close() {
 	t.recv = noiseCipherState{}
 	clear(t.recvBuf[:cap(t.recvBuf)])
 	t.dropAhead()
+	clear(t.deframe.msg[:cap(t.deframe.msg)]) // the part of a message that spans records
 	t.deframe = noiseDeframer{}
 	t.recvMu.Unlock()
 }

@@ -977,6 +977,30 @@ func TestNoiseTransportClose(t *testing.T) {
 	}
 }
 
+// TestNoiseTransportCloseWipesPlaintext: close zeroes the plaintext the receiver still holds,
+// both the part of a message that spans records and a record buffered ahead of a gap.
+func TestNoiseTransportCloseWipesPlaintext(t *testing.T) {
+	harness, executor, _, _ := noiseHandshakePair(t, nil)
+	long := bytes.Repeat([]byte{'x'}, noiseRecordPlaintextMax+100) // two records
+	recs := noiseSeal(t, harness, long, []byte("tail"))            // seqs 0, 1, 2
+	deliver := func([]byte) error { return nil }
+	if err := executor.openRecord(recs[0].seq, recs[0].ct, deliver); err != nil {
+		t.Fatal(err)
+	}
+	if err := executor.openRecord(recs[2].seq, recs[2].ct, deliver); err != nil {
+		t.Fatal(err)
+	}
+	partial := executor.deframe.msg[:cap(executor.deframe.msg)]
+	ahead := executor.ahead[recs[2].seq%noiseReorderRecords].plaintext
+	if len(ahead) == 0 || bytes.Count(partial, []byte{'x'}) == 0 {
+		t.Fatal("the test did not leave plaintext in the receiver")
+	}
+	executor.close()
+	if bytes.ContainsAny(partial, "xtail") || bytes.ContainsAny(ahead, "xtail") {
+		t.Fatal("close left plaintext behind")
+	}
+}
+
 func TestNoisePublicKeyJSON(t *testing.T) {
 	id, err := newNoiseIdentity(rand.Reader)
 	if err != nil {

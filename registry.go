@@ -1,8 +1,8 @@
 package main
 
-// Remote mode, part 1: the command line, the registry credentials and the registry HTTP
-// client (relay.md §2). Part 2, the rendezvous socket, relay frames and streams, is relay.go;
-// the two are separate files only because together they would pass ~900 lines.
+// Remote mode: the command line, the registry credentials and the registry HTTP client
+// (relay.md §2). The rest of remote mode is relay.go (wire format), relay_executor.go
+// (register, dial, reconnect) and relay_demux.go (streams).
 //
 // Registry API (relay.md §2.2, §2.3), JSON over HTTPS, base URL = --remote without a trailing
 // "/", environment id checked against [A-Za-z0-9_-]{1,256} before it is pasted into the path:
@@ -80,8 +80,9 @@ type remoteConfig struct {
 	apiKey  string
 	rootCAs *x509.CertPool
 
-	lookupEnv func(string) (string, bool) // nil: os.LookupEnv
-	timings   *relayTimings               // nil: defaultRelayTimings()
+	lookupEnv        func(string) (string, bool) // nil: os.LookupEnv
+	timings          *relayTimings               // nil: defaultRelayTimings()
+	streamInboxBytes int                         // 0: relayStreamInboxBytes
 }
 
 func (c *remoteConfig) registerFlags(fs *flag.FlagSet) {
@@ -112,11 +113,8 @@ func (c *remoteConfig) validate() error {
 		return err
 	}
 	c.base = strings.TrimRight(c.remote, "/")
-	u, err := url.Parse(c.base)
+	u, err := parseRemoteURL(c.base, "https", "http")
 	if err != nil {
-		return fmt.Errorf("--remote: %v", err)
-	}
-	if err := checkRemoteURL(u, "https", "http"); err != nil {
 		return fmt.Errorf("--remote %s", err)
 	}
 	if u.RawQuery != "" || u.ForceQuery {
@@ -126,32 +124,46 @@ func (c *remoteConfig) validate() error {
 		return errors.New("--registration-bearer-stdin and --executor-credential-stdin cannot be combined")
 	}
 	if !c.bearerStdin && !c.executorCredStdin {
-		lookup := c.lookupEnv
-		if lookup == nil {
-			lookup = os.LookupEnv
-		}
-		c.apiKey, _ = lookup("CODEX_API_KEY")
-		if c.apiKey == "" {
-			return errors.New("remote mode needs a registry credential: --registration-bearer-stdin, --executor-credential-stdin or CODEX_API_KEY")
-		}
-		if !apiKeyHostAllowed(u) {
-			return fmt.Errorf("CODEX_API_KEY is only sent to HTTPS openai.com or openai.org registries or to loopback, not %s; use --registration-bearer-stdin", u.Host)
-		}
-		if err := checkBearer(c.apiKey); err != nil {
-			return fmt.Errorf("CODEX_API_KEY: %v", err)
+		if err := c.useAPIKey(u); err != nil {
+			return err
 		}
 	}
 	if c.caFile != "" {
-		pem, err := os.ReadFile(c.caFile)
-		if err != nil {
-			return fmt.Errorf("--remote-ca: %v", err)
-		}
-		if c.rootCAs, err = x509.SystemCertPool(); err != nil || c.rootCAs == nil {
-			c.rootCAs = x509.NewCertPool()
-		}
-		if !c.rootCAs.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("--remote-ca %s: no PEM certificate found", c.caFile)
-		}
+		return c.loadCA()
+	}
+	return nil
+}
+
+// useAPIKey falls back to CODEX_API_KEY, which 0.169 sends only to OpenAI hosts or loopback.
+func (c *remoteConfig) useAPIKey(u *url.URL) error {
+	lookup := c.lookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	c.apiKey, _ = lookup("CODEX_API_KEY")
+	if c.apiKey == "" {
+		return errors.New("remote mode needs a registry credential: --registration-bearer-stdin, --executor-credential-stdin or CODEX_API_KEY")
+	}
+	if !apiKeyHostAllowed(u) {
+		return fmt.Errorf("CODEX_API_KEY is only sent to HTTPS openai.com or openai.org registries or to loopback, not %s; use --registration-bearer-stdin", u.Host)
+	}
+	if err := checkBearer(c.apiKey); err != nil {
+		return fmt.Errorf("CODEX_API_KEY: %v", err)
+	}
+	return nil
+}
+
+// loadCA adds --remote-ca to the system roots, for a registry or rendezvous behind a private CA.
+func (c *remoteConfig) loadCA() error {
+	pem, err := os.ReadFile(c.caFile)
+	if err != nil {
+		return fmt.Errorf("--remote-ca: %v", err)
+	}
+	if c.rootCAs, err = x509.SystemCertPool(); err != nil || c.rootCAs == nil {
+		c.rootCAs = x509.NewCertPool()
+	}
+	if !c.rootCAs.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("--remote-ca %s: no PEM certificate found", c.caFile)
 	}
 	return nil
 }
@@ -165,6 +177,7 @@ type relayTimings struct {
 	initialCredential time.Duration // first --executor-credential-stdin frame
 	pingInterval      time.Duration // websocket ping to the rendezvous
 	pongTimeout       time.Duration // drop the socket when no pong came for this long
+	dialTimeout       time.Duration // one rendezvous dial: TCP, TLS and the upgrade
 }
 
 func defaultRelayTimings() relayTimings {
@@ -176,7 +189,16 @@ func defaultRelayTimings() relayTimings {
 		initialCredential: credentialInitialTimeout,
 		pingInterval:      30 * time.Second,
 		pongTimeout:       60 * time.Second,
+		dialTimeout:       rendezvousDialTimeout,
 	}
+}
+
+// streamInboxLimit is the byte limit of one relay stream's queue (relayInbox).
+func (c *remoteConfig) streamInboxLimit() int {
+	if c.streamInboxBytes > 0 {
+		return c.streamInboxBytes
+	}
+	return relayStreamInboxBytes
 }
 
 func (c *remoteConfig) relayTimings() relayTimings {
@@ -202,22 +224,29 @@ func checkEnvironmentID(id string) error {
 	return nil
 }
 
-// checkRemoteURL enforces relay.md §2.1: the TLS scheme, or the plain one on loopback only;
-// no userinfo and no fragment. It returns an error phrased to follow the URL's name.
-func checkRemoteURL(u *url.URL, tlsScheme, plainScheme string) error {
+// parseRemoteURL parses a registry or rendezvous URL and enforces relay.md §2.1: the TLS
+// scheme, or the plain one on loopback only; no userinfo and no fragment. The fragment test
+// reads the raw string because url.Parse drops an empty one ("https://r/#"), and the registry
+// base is joined to its endpoint paths as a string, where a '#' would cut them all off.
+// Errors are phrased to follow the URL's name and never quote the URL.
+func parseRemoteURL(raw, tlsScheme, plainScheme string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("is not a URL: %v", redactURLError(err))
+	}
 	switch {
 	case u.Host == "" || u.Hostname() == "":
-		return errors.New("must be an absolute URL with a host")
+		return nil, errors.New("must be an absolute URL with a host")
 	case u.User != nil:
-		return errors.New("must not carry userinfo")
-	case u.Fragment != "" || strings.Contains(u.String(), "#"):
-		return errors.New("must not have a fragment")
+		return nil, errors.New("must not carry userinfo")
+	case strings.Contains(raw, "#"):
+		return nil, errors.New("must not have a fragment")
 	case u.Scheme == tlsScheme:
-		return nil
+		return u, nil
 	case u.Scheme == plainScheme && isLoopbackHost(u.Hostname()):
-		return nil
+		return u, nil
 	}
-	return fmt.Errorf("must use %s (or %s on loopback), got %s://%s", tlsScheme, plainScheme, u.Scheme, u.Host)
+	return nil, fmt.Errorf("must use %s (or %s on loopback), got %s://%s", tlsScheme, plainScheme, u.Scheme, u.Host)
 }
 
 func isLoopbackHost(host string) bool {
@@ -277,6 +306,12 @@ func (rc *registryCredentials) bearer() (string, error) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return rc.token, rc.err
+}
+
+func (rc *registryCredentials) setToken(tok string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.token = tok
 }
 
 func (rc *registryCredentials) fail(err error) {
@@ -341,9 +376,7 @@ func readCredentialLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// startCredentials reads the credential source chosen by validate. For rotating credentials
-// it waits for the first frame and leaves a goroutine reading stdin until it ends; that
-// goroutine cannot be interrupted while blocked in Read, so it lives as long as stdin.
+// startCredentials reads the credential source chosen by validate.
 func (c *remoteConfig) startCredentials(ctx context.Context, stdin io.Reader, log *slog.Logger) (*registryCredentials, error) {
 	rc := &registryCredentials{dead: make(chan struct{})}
 	switch {
@@ -357,52 +390,65 @@ func (c *remoteConfig) startCredentials(ctx context.Context, stdin io.Reader, lo
 		}
 		rc.token = string(line)
 	case c.executorCredStdin:
-		first := make(chan struct{})
-		go func() {
-			br := bufio.NewReaderSize(stdin, 4096)
-			for n := 0; ; n++ {
-				line, err := readCredentialLine(br)
-				if err != nil {
-					if errors.Is(err, io.EOF) {
-						err = errors.New("executor credential stream closed")
-					}
-					rc.fail(fmt.Errorf("--executor-credential-stdin: %w", err))
-					break
-				}
-				tok, err := parseCredentialFrame(line, c.environmentID, time.Now())
-				if err != nil {
-					rc.fail(fmt.Errorf("--executor-credential-stdin: %w", err))
-					break
-				}
-				rc.mu.Lock()
-				rc.token = tok
-				rc.mu.Unlock()
-				if n == 0 {
-					close(first)
-				} else {
-					log.Info("registry credential rotated", "frame", n+1)
-				}
-			}
-			if rc.token == "" {
-				close(first)
-			}
-		}()
-		t := time.NewTimer(c.relayTimings().initialCredential)
-		defer t.Stop()
-		select {
-		case <-first:
-		case <-t.C:
-			return nil, errors.New("--executor-credential-stdin: timed out waiting for the initial executor credential")
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if _, err := rc.bearer(); err != nil {
+		if err := c.startCredentialFrames(ctx, stdin, rc, log); err != nil {
 			return nil, err
 		}
 	default:
 		rc.token = c.apiKey
 	}
 	return rc, nil
+}
+
+// startCredentialFrames starts the reader of --executor-credential-stdin and waits for its
+// first frame, as 0.169 does (relay.md §2.6). The reader cannot be interrupted while blocked
+// in Read, so it lives as long as stdin.
+func (c *remoteConfig) startCredentialFrames(ctx context.Context, stdin io.Reader, rc *registryCredentials, log *slog.Logger) error {
+	first := make(chan struct{})
+	go c.readCredentialFrames(stdin, rc, first, log)
+	t := time.NewTimer(c.relayTimings().initialCredential)
+	defer t.Stop()
+	select {
+	case <-first:
+	case <-t.C:
+		return errors.New("--executor-credential-stdin: timed out waiting for the initial executor credential")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	_, err := rc.bearer()
+	return err
+}
+
+// readCredentialFrames applies each frame of --executor-credential-stdin as it arrives. An
+// invalid frame or the end of stdin kills the credentials, and with them remote mode. first
+// is closed once the first frame is applied or has failed.
+func (c *remoteConfig) readCredentialFrames(stdin io.Reader, rc *registryCredentials, first chan<- struct{}, log *slog.Logger) {
+	defer func() {
+		if first != nil {
+			close(first)
+		}
+	}()
+	br := bufio.NewReaderSize(stdin, 4096)
+	for n := 1; ; n++ {
+		line, err := readCredentialLine(br)
+		if errors.Is(err, io.EOF) {
+			err = errors.New("executor credential stream closed")
+		}
+		var tok string
+		if err == nil {
+			tok, err = parseCredentialFrame(line, c.environmentID, time.Now())
+		}
+		if err != nil {
+			rc.fail(fmt.Errorf("--executor-credential-stdin: %w", err))
+			return
+		}
+		rc.setToken(tok)
+		if first != nil {
+			close(first)
+			first = nil
+		} else {
+			log.Info("registry credential rotated", "frame", n)
+		}
+	}
 }
 
 // backoffPolicy shapes retry delays; tests shrink it.
@@ -650,11 +696,7 @@ func (c *registryClient) register(ctx context.Context, key *noisePublicKey) (*re
 	case *v.SecurityProfile != registrySecurityProfile:
 		return nil, bad("unsupported security profile %q", *v.SecurityProfile)
 	}
-	u, err := url.Parse(*v.URL)
-	if err != nil {
-		return nil, bad("rendezvous url does not parse")
-	}
-	if err := checkRemoteURL(u, "wss", "ws"); err != nil {
+	if _, err := parseRemoteURL(*v.URL, "wss", "ws"); err != nil {
 		return nil, bad("rendezvous url %s", err)
 	}
 	return &registration{environmentID: *v.EnvironmentID, url: *v.URL, registrationID: *v.RegistrationID}, nil

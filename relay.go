@@ -8,6 +8,10 @@ package main
 // routing metadata and ciphertext, because each stream is an end-to-end Noise channel
 // (noise.go) whose plaintext is the same JSON-RPC the local websocket carries (rpc.go).
 //
+// Files: registry.go (command line, credentials, registry client), relay.go (this file: the
+// wire format), relay_executor.go (register, dial, reconnect), relay_demux.go (one physical
+// socket's streams), noise.go (the channel).
+//
 // Protocol flow on the physical socket (binary websocket messages, one frame each; the
 // executor never speaks first):
 //
@@ -24,7 +28,7 @@ package main
 //
 //	RelayMessageFrame
 //	  1  version    uint32          must be 1; other versions are dropped, socket kept
-//	  2  stream_id  string          non-blank routing key; also in the Noise prologue
+//	  2  stream_id  string          non-blank routing key, ≤ relayMaxStreamID bytes; in the prologue
 //	  3  ack        uint32          always 0 in 0.169; ignored
 //	  4  ack_bits   uint32          always 0 in 0.169; ignored
 //	  oneof body (exactly one; the chosen one is written even when empty: 3a 00 = empty resume)
@@ -42,24 +46,10 @@ package main
 // 15), merge a repeated body field and let a later oneof member replace an earlier one.
 
 import (
-	"bytes"
-	"context"
-	"crypto/rand"
-	"crypto/tls"
 	"encoding/binary"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/url"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 	"unicode/utf8"
 )
 
@@ -104,6 +94,16 @@ const (
 	// relayMaxMessage caps one websocket message (= one frame). A bigger message drops the
 	// whole physical connection, as in 0.169 ("Space limit exceeded").
 	relayMaxMessage = 256 << 10
+
+	// relayMaxStreamID is the longest stream_id accepted. Every frame the executor sends
+	// repeats the id, and a Data frame carries a full record (noiseRecordCiphertextMax)
+	// besides: with a longer id that frame would pass relayMaxMessage and get the executor's
+	// whole socket dropped by the rendezvous. Longer ids are dropped like blank ones.
+	relayMaxStreamID = relayMaxMessage - noiseRecordCiphertextMax - relayDataFrameOverhead
+	// relayDataFrameOverhead is a full Data frame's bytes besides its stream_id and record:
+	// version 2, stream_id tag and length 4, data tag and length 4, seq 6, segment_count 2,
+	// payload tag and length 4.
+	relayDataFrameOverhead = 22
 
 	relayMaxActiveStreams      = 128 // streams per physical socket, handshaking or active
 	relayMaxPendingValidations = 32  // registry /validate calls in flight per physical socket
@@ -460,6 +460,8 @@ func checkRelayFrame(f *relayFrame) error {
 		return fmt.Errorf("relay frame version %d is not %d", f.version, relayFrameVersion)
 	case strings.TrimSpace(f.streamID) == "":
 		return errors.New("relay frame has a blank stream_id")
+	case len(f.streamID) > relayMaxStreamID:
+		return fmt.Errorf("relay frame stream_id of %d bytes is over %d", len(f.streamID), relayMaxStreamID)
 	case f.body == relayBodyNone:
 		return errors.New("relay frame has no body")
 	}
@@ -481,496 +483,4 @@ func checkRelayFrame(f *relayFrame) error {
 		}
 	}
 	return nil
-}
-
-// runRemote serves srv through the rendezvous relay until ctx ends (nil) or a permanent
-// failure (an error for main to print): a registry that refuses the credential or answers
-// nonsense, or a credential stream that ends.
-func runRemote(ctx context.Context, cfg *remoteConfig, srv *server, stdin io.Reader, log *slog.Logger) error {
-	var (
-		id  *noiseIdentity
-		err error
-	)
-	if cfg.identityFile != "" {
-		id, err = loadOrCreateNoiseIdentity(cfg.identityFile, rand.Reader)
-	} else {
-		id, err = newNoiseIdentity(rand.Reader)
-	}
-	if err != nil {
-		return err
-	}
-	creds, err := cfg.startCredentials(ctx, stdin, log)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	watchDone := make(chan struct{})
-	go func() { // a dead credential stream ends remote mode, as in 0.169
-		defer close(watchDone)
-		select {
-		case <-creds.dead:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	defer func() { cancel(); <-watchDone }()
-	reg := newRegistryClient(cfg, creds, log)
-	defer reg.close()
-	x := &relayExecutor{timings: cfg.relayTimings(), id: id, registry: reg, srv: srv, log: log, tls: cfg.tlsConfig()}
-	log.Info("remote mode", "registry", cfg.base, "environment_id", cfg.environmentID, "name", cfg.name)
-	err = x.run(ctx)
-	if _, cerr := creds.bearer(); cerr != nil {
-		return cerr
-	}
-	return err
-}
-
-// relayExecutor keeps the executor registered and connected, reconnecting for ever.
-type relayExecutor struct {
-	timings  relayTimings
-	id       *noiseIdentity
-	registry *registryClient
-	srv      *server
-	log      *slog.Logger
-	tls      *tls.Config
-}
-
-func (x *relayExecutor) run(ctx context.Context) error {
-	bo := &backoff{p: x.timings.backoff}
-	reg, err := x.registry.registerWithRetry(ctx, x.id.publicKey(), bo)
-	if err != nil {
-		return quietCancel(ctx, err)
-	}
-	for attempt := 1; ; attempt++ {
-		requestID := newRendezvousRequestID()
-		x.log.Info("connecting to the rendezvous", "connection_attempt", attempt, "request_id", requestID)
-		ws, resp, err := dialWebsocket(ctx, reg.url, http.Header{"X-Request-Id": {requestID}}, x.tls,
-			wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage, pingInterval: x.timings.pingInterval, pongTimeout: x.timings.pongTimeout})
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err == nil:
-			start := time.Now()
-			x.log.Info("connected to the rendezvous", "connection_attempt", attempt, "request_id", requestID)
-			err = newRelaySocket(ctx, x, reg, ws).serve()
-			x.log.Info("rendezvous connection ended", "connection_attempt", attempt, "error", errString(err))
-			if time.Since(start) >= x.timings.stableConnection {
-				bo.reset()
-			}
-		case resp != nil && rendezvousWantsRegistration(resp):
-			x.log.Info("rendezvous refused the connection; registering again", "status", resp.StatusCode,
-				"reason", rendezvousRejection(resp))
-			if reg, err = x.registry.registerWithRetry(ctx, x.id.publicKey(), bo); err != nil {
-				return quietCancel(ctx, err)
-			}
-		default:
-			x.log.Info("rendezvous connection failed", "connection_attempt", attempt, "error", scrubURL(err, reg.url))
-		}
-		d := bo.next(0)
-		x.log.Info("reconnecting to the rendezvous", "retry_in", d.Round(time.Millisecond))
-		if sleepCtx(ctx, d) != nil {
-			return nil
-		}
-	}
-}
-
-// quietCancel turns an error caused by ctx ending into nil.
-func quietCancel(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-// rendezvousRejectionHeader carries why the rendezvous refused an upgrade (relay.md §2.7).
-const rendezvousRejectionHeader = "X-Codex-Rendezvous-Rejection-Reason"
-
-// rendezvousRejections are the reasons 0.169 knows by name; each means the URL from the
-// registration is no longer good, so the executor registers again.
-var rendezvousRejections = map[string]bool{
-	"missing_role": true, "invalid_role": true, "pod_draining": true, "missing_expiry": true,
-	"invalid_expiry": true, "invalid_secret": true, "missing_signature": true,
-	"invalid_signature": true, "extra_query_param": true, "route_unavailable": true,
-	"missing_version": true, "malformed_query": true,
-	"unexpected_executor_registration_id": true, "unknown_route": true,
-	"wrong_rendezvous_cluster": true,
-}
-
-func rendezvousRejection(resp *http.Response) string {
-	r := resp.Header.Get(rendezvousRejectionHeader)
-	if rendezvousRejections[r] {
-		return r
-	}
-	return ""
-}
-
-// rendezvousWantsRegistration reports whether a refused upgrade calls for a fresh URL: 403,
-// 404, 409 or a named rejection reason. Other refusals retry the same URL.
-func rendezvousWantsRegistration(resp *http.Response) bool {
-	switch resp.StatusCode {
-	case http.StatusForbidden, http.StatusNotFound, http.StatusConflict:
-		return true
-	}
-	return rendezvousRejection(resp) != ""
-}
-
-// scrubURL renders err without the rendezvous URL's query, which carries its credential.
-func scrubURL(err error, rawURL string) string {
-	msg := err.Error()
-	u, perr := url.Parse(rawURL)
-	if perr != nil || u.RawQuery == "" {
-		return msg
-	}
-	full := u.Redacted()
-	u.RawQuery = "REDACTED"
-	return strings.ReplaceAll(msg, full, u.Redacted())
-}
-
-func newRendezvousRequestID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return rendezvousRequestIDPrefix + hex.EncodeToString(b[:])
-}
-
-// relaySocket serves one physical rendezvous websocket: it demultiplexes frames by stream_id
-// and owns every stream goroutine it starts, which all end before serve returns.
-type relaySocket struct {
-	x      *relayExecutor
-	reg    *registration
-	ws     *wsConn
-	ctx    context.Context // ends with the socket
-	cancel context.CancelFunc
-	log    *slog.Logger
-	wg     sync.WaitGroup
-
-	mu          sync.Mutex
-	streams     map[string]*relayStream
-	pending     int // handshakes between msg1 and the registry's answer
-	failures    int // failed handshakes since the last pause
-	pausedUntil time.Time
-	instances   uint64
-}
-
-func newRelaySocket(ctx context.Context, x *relayExecutor, reg *registration, ws *wsConn) *relaySocket {
-	ctx, cancel := context.WithCancel(ctx)
-	return &relaySocket{x: x, reg: reg, ws: ws, ctx: ctx, cancel: cancel, log: x.log, streams: map[string]*relayStream{}}
-}
-
-// serve reads frames until the socket ends, then tears every stream down.
-func (s *relaySocket) serve() error {
-	// The reader below blocks in the socket: ending the context closes the socket under it.
-	watchDone, stopWatch := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		select {
-		case <-s.ctx.Done():
-			s.ws.close(context.Canceled)
-		case <-stopWatch:
-		}
-	}()
-	defer func() {
-		close(stopWatch)
-		<-watchDone
-		s.cancel()
-		s.ws.close(nil)
-		s.mu.Lock()
-		streams := make([]*relayStream, 0, len(s.streams))
-		for _, st := range s.streams {
-			streams = append(streams, st)
-		}
-		s.mu.Unlock()
-		for _, st := range streams {
-			st.teardown(errors.New("rendezvous connection ended"), false)
-		}
-		s.wg.Wait()
-	}()
-	for {
-		op, data, err := s.ws.readFrameMessage()
-		if err != nil {
-			return err
-		}
-		if op != wsOpBinary {
-			s.log.Warn("dropping a non-binary rendezvous message", "bytes", len(data))
-			continue
-		}
-		f, err := decodeRelayFrame(data)
-		if err == nil {
-			err = checkRelayFrame(&f)
-		}
-		if err != nil {
-			s.log.Warn("dropping a relay frame", "error", err.Error())
-			continue
-		}
-		s.handle(&f)
-	}
-}
-
-// handle acts on one valid frame. It runs on the reader goroutine; only Data delivery can
-// block it, when a stream's inbox is full (backpressure to the rendezvous, as TCP would).
-func (s *relaySocket) handle(f *relayFrame) {
-	switch f.body {
-	case relayBodyAck, relayBodyResume, relayBodyHeartbeat:
-		// Resume only claims the stream at the rendezvous; acks and heartbeats are unused
-		// in 0.169 (relay.md §7).
-	case relayBodyReset:
-		if st := s.lookup(f.streamID); st != nil {
-			st.teardown(errors.New("reset by the harness"), false) // its reason is not trusted
-		}
-	case relayBodyHandshake:
-		s.handshake(f.streamID, f.payload)
-	case relayBodyData:
-		st := s.lookup(f.streamID)
-		switch {
-		case st == nil:
-			s.log.Debug("relay data for an unknown stream", "stream_id", f.streamID)
-			s.sendReset(f.streamID)
-		case !st.active.Load():
-			st.teardown(errors.New("data_before_handshake"), true)
-		default:
-			if err := st.receive(f.seq, f.payload); err != nil {
-				st.teardown(err, true)
-			}
-		}
-	}
-}
-
-func (s *relaySocket) lookup(id string) *relayStream {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.streams[id]
-}
-
-// handshake admits a Handshake frame: a new stream gets a goroutine that completes the
-// handshake and then serves JSON-RPC; a handshake on a live stream resets it.
-func (s *relaySocket) handshake(id string, msg1 []byte) {
-	s.mu.Lock()
-	if st := s.streams[id]; st != nil {
-		s.mu.Unlock()
-		st.teardown(errors.New("second handshake on a stream"), true)
-		return
-	}
-	var refuse string
-	switch {
-	case time.Now().Before(s.pausedUntil):
-		refuse = "handshakes paused after repeated failures"
-	case len(s.streams) >= relayMaxActiveStreams:
-		refuse = "too many streams"
-	case s.pending >= relayMaxPendingValidations:
-		refuse = "too many pending validations"
-	}
-	if refuse != "" {
-		s.mu.Unlock()
-		s.log.Info("refusing a relay handshake", "stream_id", id, "reason", refuse)
-		s.sendReset(id)
-		return
-	}
-	s.instances++
-	st := &relayStream{sock: s, id: id, instance: s.instances, inbox: make(chan []byte, relayStreamInbox), done: make(chan struct{})}
-	s.streams[id] = st
-	s.pending++
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go st.run(bytes.Clone(msg1))
-}
-
-// handshakeDone ends a handshake's pending validation and counts a failure against the
-// budget: relayMaxFailedHandshakes failures pause handshakes on this socket.
-func (s *relaySocket) handshakeDone(failed bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pending--
-	if !failed {
-		return
-	}
-	if s.failures++; s.failures >= relayMaxFailedHandshakes {
-		s.failures = 0
-		s.pausedUntil = time.Now().Add(s.x.timings.handshakePause)
-		s.log.Warn("pausing Noise relay handshakes after repeated failures", "pause", s.x.timings.handshakePause)
-	}
-}
-
-// sendReset tells the harness that stream id is gone.
-func (s *relaySocket) sendReset(id string) {
-	s.writeFrame(&relayFrame{version: relayFrameVersion, streamID: id, body: relayBodyReset, reason: relayResetReason}, nil)
-}
-
-// writeFrame encodes f into buf (reused by the caller) and sends it as one binary message.
-func (s *relaySocket) writeFrame(f *relayFrame, buf *[]byte) error {
-	var b []byte
-	if buf != nil {
-		b = (*buf)[:0]
-	}
-	b = appendRelayFrame(b, f)
-	if buf != nil {
-		*buf = b
-	}
-	return s.ws.writeMessageOp(wsOpBinary, b)
-}
-
-// relayStreamInbox is how many decoded JSON-RPC messages wait for the dispatcher before the
-// socket reader blocks.
-const relayStreamInbox = 64
-
-// relayStream is one harness stream: a Noise responder until msg2, then a msgTransport that
-// srv.serveConn runs exactly like a local websocket connection.
-type relayStream struct {
-	sock     *relaySocket
-	id       string
-	instance uint64 // internal id: stream ids may be reused after a reset
-	t        *noiseTransport
-	active   atomic.Bool // msg2 sent: Data is accepted
-	closed   atomic.Bool
-	inbox    chan []byte
-	done     chan struct{} // closed by teardown
-
-	writeMu  sync.Mutex // orders this stream's frames; nothing follows its reset
-	frameBuf []byte     // guarded by writeMu
-}
-
-var errRelayNotJSON = errors.New("relay record is not JSON")
-
-// run completes the handshake (relay.md §5.7, §2.3) and then serves the stream.
-func (st *relayStream) run(msg1 []byte) {
-	s := st.sock
-	defer s.wg.Done()
-	log := s.log.With("stream_id", st.id, "stream", st.instance)
-	r, err := newNoiseResponder(s.x.id, noisePrologue(s.reg.environmentID, s.reg.registrationID, st.id))
-	if err == nil {
-		err = r.readInitiation(msg1)
-	}
-	if err != nil {
-		log.Info("relay handshake failed", "error", err.Error())
-		s.handshakeDone(true)
-		st.teardown(err, true)
-		return
-	}
-	vctx, cancel := context.WithTimeout(s.ctx, s.x.timings.validateTimeout)
-	outcome, verr := s.x.registry.validate(vctx, s.reg.registrationID, st.id, r.peerStatic(), r.authorization())
-	cancel()
-	var payload []byte
-	switch outcome {
-	case validateAccepted:
-	case validateCredentialsRejected:
-		payload = []byte(noiseRegistryRejected)
-	default:
-		log.Info("registry did not validate the harness key", "error", errString(verr))
-		s.handshakeDone(outcome == validateRejected)
-		st.teardown(verr, true)
-		return
-	}
-	msg2, t, err := r.respond(payload)
-	if err != nil {
-		s.handshakeDone(true)
-		st.teardown(err, true)
-		return
-	}
-	if payload != nil {
-		log.Warn("registry rejected the executor credential while validating a harness", "error", errString(verr))
-		t.close()
-		st.writeMu.Lock()
-		if !st.closed.Load() {
-			s.writeFrame(&relayFrame{version: relayFrameVersion, streamID: st.id, body: relayBodyHandshake, payload: msg2}, &st.frameBuf)
-		}
-		st.writeMu.Unlock()
-		s.handshakeDone(false)
-		st.teardown(errNoiseRegistryRejected, false) // no stream: later data draws a reset
-		return
-	}
-	// Activate before msg2 leaves: the harness may send Data as soon as it has msg2.
-	st.writeMu.Lock()
-	if !st.closed.Load() {
-		st.t = t
-		st.active.Store(true)
-		err = s.writeFrame(&relayFrame{version: relayFrameVersion, streamID: st.id, body: relayBodyHandshake, payload: msg2}, &st.frameBuf)
-	}
-	st.writeMu.Unlock()
-	s.handshakeDone(false)
-	if !st.active.Load() || err != nil { // torn down while validating, or the socket failed
-		st.teardown(err, false)
-		t.close()
-		return
-	}
-	log.Info("relay stream open")
-	s.x.srv.conns.Add(1)
-	defer s.x.srv.conns.Done()
-	s.x.srv.serveConn(st, fmt.Sprintf("failed to parse JSON-RPC message from exec-server relay stream %d", st.instance))
-	t.close()
-	log.Info("relay stream closed")
-}
-
-// receive decrypts one record and queues the messages it completes. It runs on the socket
-// reader; st.t is set before active, so it is safe to read here.
-func (st *relayStream) receive(seq uint32, record []byte) error {
-	return st.t.openRecord(seq, record, func(msg []byte) error {
-		if !json.Valid(msg) {
-			return errRelayNotJSON
-		}
-		select {
-		case st.inbox <- msg:
-			return nil
-		case <-st.done:
-			return net.ErrClosed
-		}
-	})
-}
-
-// readMessage implements msgTransport.
-func (st *relayStream) readMessage() ([]byte, error) {
-	select {
-	case m := <-st.inbox:
-		return m, nil
-	case <-st.done:
-		return nil, io.EOF
-	}
-}
-
-// writeMessage implements msgTransport: one JSON-RPC message becomes as many Data frames as
-// it has records. A record is encrypted once with nonce = seq; should acks ever ship
-// (lessons.md R17), this is where its ciphertext would be kept for resending.
-func (st *relayStream) writeMessage(b []byte) error {
-	st.writeMu.Lock()
-	defer st.writeMu.Unlock()
-	return st.t.sealMessage(b, func(seq uint32, record []byte) error {
-		if st.closed.Load() {
-			return net.ErrClosed
-		}
-		return st.sock.writeFrame(&relayFrame{version: relayFrameVersion, streamID: st.id, body: relayBodyData,
-			seq: seq, segmentCount: 1, payload: record}, &st.frameBuf)
-	})
-}
-
-// close implements msgTransport: the server ending the stream resets it at the harness.
-func (st *relayStream) close(reason error) error {
-	st.teardown(reason, true)
-	return nil
-}
-
-// teardown ends the stream once: it leaves the socket's table, unblocks the reader and the
-// dispatcher, and optionally resets the harness side. The keys are dropped by run, the
-// stream's owner, so that teardown never waits for a send in progress.
-func (st *relayStream) teardown(reason error, reset bool) {
-	s := st.sock
-	s.mu.Lock()
-	if st.closed.Swap(true) {
-		s.mu.Unlock()
-		return
-	}
-	if s.streams[st.id] == st {
-		delete(s.streams, st.id)
-	}
-	close(st.done)
-	s.mu.Unlock()
-	if reset {
-		st.writeMu.Lock()
-		s.sendReset(st.id)
-		st.writeMu.Unlock()
-	}
-	s.log.Debug("relay stream torn down", "stream_id", st.id, "stream", st.instance, "reason", errString(reason), "reset_sent", reset)
 }

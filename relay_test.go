@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -305,5 +306,25 @@ func TestScrubURLHidesTheRendezvousCredential(t *testing.T) {
 	got := scrubURL(err, raw)
 	if strings.Contains(got, "abc123") || !strings.Contains(got, "rv.example/route/ws/environment/e") {
 		t.Fatalf("scrubURL = %q", got)
+	}
+}
+
+// TestRelayStreamIDLengthKeepsOurFramesUnderTheCap: the stream id is echoed in every frame the
+// executor sends, so an id long enough to push a full Data frame past the 256 KiB message cap
+// would get the executor's whole socket dropped by the rendezvous. Such frames are dropped
+// on receipt instead.
+func TestRelayStreamIDLengthKeepsOurFramesUnderTheCap(t *testing.T) {
+	fullData := func(id string) []byte {
+		return appendRelayFrame(nil, &relayFrame{version: 1, streamID: id, body: relayBodyData,
+			seq: math.MaxUint32, segmentCount: 1, payload: make([]byte, noiseRecordCiphertextMax)})
+	}
+	for _, n := range []int{1, 36, relayMaxStreamID, relayMaxStreamID + 1, relayMaxMessage - noiseRecordCiphertextMax} {
+		id := strings.Repeat("i", n)
+		f := relayFrame{version: 1, streamID: id, body: relayBodyHandshake, payload: []byte{1}}
+		err := checkRelayFrame(&f)
+		fits := len(fullData(id)) <= relayMaxMessage
+		if (err == nil) != fits {
+			t.Errorf("stream id of %d bytes: check = %v, but a full Data frame would be %d bytes (cap %d)", n, err, len(fullData(id)), relayMaxMessage)
+		}
 	}
 }

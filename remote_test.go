@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,8 +32,9 @@ const remoteTestTimeout = 20 * time.Second
 
 // upgradeRefusal is a scripted answer to one rendezvous upgrade.
 type upgradeRefusal struct {
-	status int
-	reason string // x-codex-rendezvous-rejection-reason
+	status     int
+	reason     string // x-codex-rendezvous-rejection-reason
+	retryAfter string // Retry-After
 }
 
 // testRendezvous accepts the executor's websocket.
@@ -82,6 +84,9 @@ func (r *testRendezvous) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		if refusal.reason != "" {
 			w.Header().Set("x-codex-rendezvous-rejection-reason", refusal.reason)
 		}
+		if refusal.retryAfter != "" {
+			w.Header().Set("Retry-After", refusal.retryAfter)
+		}
 		w.WriteHeader(refusal.status)
 		return
 	}
@@ -117,6 +122,7 @@ type remoteEnv struct {
 	t    *testing.T
 	reg  *testRegistry
 	rv   *testRendezvous
+	srv  *server // options may add test methods before the executor starts
 	done chan error
 	logs *remoteLog
 }
@@ -170,12 +176,13 @@ func startRemote(t *testing.T, stdin io.Reader, flags []string, opts ...remoteOp
 		stdin = strings.NewReader("TOKEN\n")
 	}
 	cfg := testConfig(t, e.reg.srv.URL, flags...)
-	for _, o := range opts {
-		o(e, cfg)
-	}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := newServer(ctx, serverConfig{sessionTTL: defaultSessionTTL, retention: defaultRetention}, log)
+	e.srv = srv
+	for _, o := range opts {
+		o(e, cfg)
+	}
 	go func() { e.done <- runRemote(ctx, cfg, srv, stdin, log) }()
 	t.Cleanup(func() {
 		cancel()
@@ -730,7 +737,8 @@ func TestRemoteRendezvousDropReconnectsWithoutRegistering(t *testing.T) {
 
 func TestRemoteUpgradeRefusedReregisters(t *testing.T) {
 	e := startRemote(t, nil, nil, func(e *remoteEnv, _ *remoteConfig) {
-		e.rv.refuse = []upgradeRefusal{{403, "invalid_signature"}, {404, "unknown_route"}, {409, ""}, {400, "route_unavailable"}, {503, ""}}
+		e.rv.refuse = []upgradeRefusal{{status: 403, reason: "invalid_signature"}, {status: 404, reason: "unknown_route"}, {status: 409},
+			{status: 400, reason: "route_unavailable"}, {status: 503}}
 	})
 	h := e.harness()
 	h.mustOpen("s-1").initialize()
@@ -1069,4 +1077,275 @@ func TestRemoteNegativeConformance(t *testing.T) {
 			t.Fatalf("stream %d was accepted", relayMaxActiveStreams+1)
 		}
 	})
+}
+
+// testMethodOption adds a method to the executor's server, without a lifecycle gate.
+func testMethodOption(name string, call func(c *conn, params json.RawMessage) (any, error)) remoteOption {
+	return func(e *remoteEnv, _ *remoteConfig) { e.srv.methods[name] = method{call: call} }
+}
+
+// blocker is a handler that blocks, ignoring cancellation as a read from a hung NFS mount
+// would, until the test ends. Its release must be registered with t.Cleanup after
+// startRemote, so that it runs before the executor is asked to stop.
+type blocker struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func newBlocker() *blocker {
+	return &blocker{started: make(chan struct{}, 64), release: make(chan struct{})}
+}
+
+func (b *blocker) block() {
+	b.started <- struct{}{}
+	<-b.release
+}
+
+func (b *blocker) waitStarted(t *testing.T) {
+	t.Helper()
+	select {
+	case <-b.started:
+	case <-time.After(remoteTestTimeout):
+		t.Fatal("the blocking handler never ran")
+	}
+}
+
+// TestRemoteStalledStreamDoesNotStallTheSocket: one stream whose dispatcher is stuck must not
+// stop the socket reader, or every other stream on the physical socket (and the pongs behind
+// them) would stall with it. Its messages wait in its own queue, which is bounded: past the
+// bound that stream alone is reset.
+func TestRemoteStalledStreamDoesNotStallTheSocket(t *testing.T) {
+	tests := []struct {
+		name      string
+		limit     int  // cfg.streamInboxBytes; 0: the default
+		wantReset bool // 200 small requests pass the limit
+	}{
+		{"queued below the limit", 0, false},
+		{"reset past the limit", 4 << 10, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBlocker()
+			e := startRemote(t, nil, nil, testMethodOption("test/block", func(*conn, json.RawMessage) (any, error) {
+				b.block() // synchronous: the stream's dispatcher itself is stuck
+				return "released", nil
+			}), func(_ *remoteEnv, cfg *remoteConfig) { cfg.streamInboxBytes = tt.limit })
+			t.Cleanup(func() { close(b.release) })
+			h := e.harness()
+			a := h.mustOpen("a")
+			a.sendJSON(map[string]any{"id": 1, "method": "test/block"})
+			b.waitStarted(t)
+			for i := range 200 {
+				a.sendJSON(map[string]any{"id": i + 2, "method": "environment/info"})
+			}
+			other := h.mustOpen("b")
+			other.initialize()
+			other.mustCall("environment/info", nil)
+			if tt.wantReset {
+				h.expectReset("a")
+			} else {
+				h.expectQuiet("a")
+			}
+		})
+	}
+}
+
+// TestRemoteReconnectIsNotHeldByAStuckHandler: when the physical socket drops, the executor
+// reconnects at once, even while a handler of an old stream ignores its cancellation.
+func TestRemoteReconnectIsNotHeldByAStuckHandler(t *testing.T) {
+	b := newBlocker()
+	e := startRemote(t, nil, nil, testMethodOption("test/stuck", func(*conn, json.RawMessage) (any, error) {
+		return later{run: func(context.Context) (any, error) {
+			b.block()
+			return nil, nil
+		}}, nil
+	}))
+	t.Cleanup(func() { close(b.release) })
+	h := e.harness()
+	s := h.mustOpen("s-1")
+	s.sendJSON(map[string]any{"id": 1, "method": "test/stuck"})
+	b.waitStarted(t)
+	h.ws.closeTCP()
+	e.harness().mustOpen("s-2").initialize()
+}
+
+// TestRemoteHarnessResetDuringALongReply resets a stream while the executor is writing a
+// reply of many records: the other stream is unaffected and nothing leaks (startRemote's
+// cleanup checks the goroutines).
+func TestRemoteHarnessResetDuringALongReply(t *testing.T) {
+	e := startRemote(t, nil, nil)
+	h := e.harness()
+	a, other := h.mustOpen("a"), h.mustOpen("b")
+	a.initialize()
+	other.initialize()
+	path := filepath.Join(t.TempDir(), "big.bin")
+	if err := os.WriteFile(path, make([]byte, 4<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.sendJSON(map[string]any{"id": 9, "method": "fs/readFile", "params": map[string]any{"path": "file://" + path}})
+	if f := h.nextFrame("a"); f.body != relayBodyData {
+		t.Fatalf("got %v, want the first record of the reply", f.body)
+	}
+	h.send(relayFrame{streamID: "a", body: relayBodyReset, reason: "harness_disconnected"})
+	other.mustCall("environment/info", nil)
+	h.send(relayFrame{streamID: "a", body: relayBodyData, segmentCount: 1, payload: []byte{1}})
+	for {
+		f := h.nextFrame("a") // records already on their way, then the reset for the data
+		if f.body == relayBodyReset {
+			break
+		}
+	}
+}
+
+// TestRemoteRendezvousThatNeverAnswersIsRetried: a rendezvous that accepts TCP and then says
+// nothing (no TLS handshake) costs one dial timeout, not the executor.
+func TestRemoteRendezvousThatNeverAnswersIsRetried(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case accepted <- c:
+			default:
+				c.Close()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		for {
+			select {
+			case c := <-accepted:
+				c.Close()
+			default:
+				return
+			}
+		}
+	})
+	e := startRemote(t, nil, nil, func(e *remoteEnv, cfg *remoteConfig) {
+		e.reg.url = "wss://" + ln.Addr().String() + "/relay?role=environment&sig=SECRETSIG"
+		cfg.timings.dialTimeout = 50 * time.Millisecond
+	})
+	var held []net.Conn
+	for range 2 {
+		select {
+		case c := <-accepted:
+			held = append(held, c) // keep it open and silent
+		case <-time.After(remoteTestTimeout):
+			t.Fatalf("the executor stopped dialing after %d silent rendezvous connections", len(held))
+		}
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	e.logs.waitFor(t, "rendezvous connection failed")
+	if strings.Contains(e.logs.String(), "SECRETSIG") {
+		t.Fatalf("the log leaks the signed URL:\n%s", e.logs.String())
+	}
+}
+
+// TestRemoteUpgradeRetryAfterIsAFloor: a refused upgrade's Retry-After delays the next dial
+// like a registry's does (lessons.md R16); the test policy caps it at 20 ms.
+func TestRemoteUpgradeRetryAfterIsAFloor(t *testing.T) {
+	e := startRemote(t, nil, nil, func(e *remoteEnv, _ *remoteConfig) {
+		e.rv.refuse = []upgradeRefusal{{status: 503, retryAfter: "1"}}
+	})
+	e.harness().mustOpen("s-1").initialize()
+	if logs := e.logs.String(); !strings.Contains(logs, "retry_in=20ms") {
+		t.Fatalf("the reconnect did not wait for Retry-After:\n%s", logs)
+	}
+}
+
+// TestRemoteOversizedReplyBecomesAnError: a reply over the 64 MiB message limit (a 49 MiB
+// file is 65 MiB of base64) cannot cross the relay; the request gets an error and the
+// stream lives on.
+func TestRemoteOversizedReplyBecomesAnError(t *testing.T) {
+	e := startRemote(t, nil, nil)
+	s := e.harness().mustOpen("s-1")
+	s.initialize()
+	path := filepath.Join(t.TempDir(), "sparse.bin")
+	f, err := os.Create(path)
+	if err == nil {
+		err = f.Truncate(49 << 20)
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.call("fs/readFile", map[string]any{"path": "file://" + path}, nil)
+	skipIfMissing(t, r, "fs/readFile")
+	if r.Error == nil || r.Error.Code != codeInternal || !strings.Contains(r.Error.Message, "message limit") {
+		t.Fatalf("fs/readFile of 49 MiB: error %+v, want an internal error about the message limit", r.Error)
+	}
+	s.mustCall("environment/info", nil)
+}
+
+// TestRemoteStalledRendezvousIsDropped: a rendezvous that stops reading while the executor
+// writes a large reply is dropped after the pong timeout and redialled, even though the
+// stuck write holds the socket's write lock.
+func TestRemoteStalledRendezvousIsDropped(t *testing.T) {
+	e := startRemote(t, nil, nil, func(_ *remoteEnv, cfg *remoteConfig) {
+		cfg.timings.pingInterval = 20 * time.Millisecond
+		cfg.timings.pongTimeout = 1000 * time.Millisecond
+	})
+	ws := e.rv.next(t)
+	defer ws.closeTCP()
+	hid, err := newNoiseIdentity(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, err := newNoiseInitiator(hid, e.executorKey(), noisePrologue("env-test-1", "reg-1", "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := i.initiate([]byte("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &relayFrame{version: 1, streamID: "s", body: relayBodyHandshake, payload: m}))
+	_, data, err := ws.readFrameMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := decodeRelayFrame(data)
+	tr, err := i.readResponse(f.payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(path, make([]byte, 20<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		tr.sealMessage(b, func(seq uint32, rec []byte) error {
+			return ws.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &relayFrame{version: 1, streamID: "s", body: relayBodyData, seq: seq, segmentCount: 1, payload: rec}))
+		})
+	}
+	send(map[string]any{"id": 1, "method": "initialize", "params": map[string]any{"clientName": "x"}})
+	send(map[string]any{"method": "initialized"})
+	for k := 2; k < 6; k++ {
+		send(map[string]any{"id": k, "method": "fs/readFile", "params": map[string]any{"path": "file://" + path}})
+	}
+	ws.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for n := 0; n < 3; n++ { // read (answering pings) until the reply is flowing
+		if _, _, err := ws.readFrameMessage(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// never read again: the executor's writes stall; it should drop the socket and redial
+	select {
+	case c := <-e.rv.conns:
+		c.closeTCP()
+		t.Log("redialled")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the executor never dropped the stalled socket")
+	}
 }

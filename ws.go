@@ -510,6 +510,11 @@ func (c *wsConn) writeFrame(op byte, payload []byte) error {
 	if op != wsOpClose && c.closeSent.Load() {
 		return net.ErrClosed
 	}
+	if c.opts.pongTimeout > 0 && op != wsOpClose {
+		// A peer that takes no bytes for a pong timeout is as dead as one that answers no
+		// pings; without a deadline a stuck write would hold wmu, and pingLoop behind it.
+		c.nc.SetWriteDeadline(time.Now().Add(c.opts.pongTimeout))
+	}
 	// A message larger than a frame may be goes out in fragments: peers such as tungstenite
 	// (the Codex client) refuse any single frame over 16 MiB.
 	for len(payload) > wsMaxFrame {

@@ -1,0 +1,229 @@
+package main
+
+// Remote mode, the executor's outer loop: register, dial the rendezvous, serve the physical
+// socket, and start again when it ends (relay.md §2.7, §3; lessons.md R16).
+//
+// This file is split from relay.go, which keeps the wire format (the frame codec and its
+// table), and from relay_demux.go, which serves the streams of one socket. The three change
+// for different reasons: the codec when the schema does, this loop when the retry rules do,
+// the demux when the stream rules do; each reads alone.
+//
+// The rules of the loop:
+//
+//	register            retried for ever on transient failures, fatal on permanent ones (registry.go)
+//	dial the URL        X-Request-Id: req_<32 hex>, no Authorization: the URL carries its credential;
+//	                    TCP, TLS and the upgrade bounded by one dial timeout
+//	upgrade refused     403, 404, 409 or a named rejection reason: register again at once (a new URL);
+//	                    anything else: the same URL again
+//	socket dropped      the same URL again, no registration
+//	between attempts    exponential backoff with jitter, a Retry-After floor; reset by a socket that
+//	                    stayed up for stableConnection
+//
+// The rendezvous URL's query carries its credential, so it is never logged (scrubURL).
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// rendezvousDialTimeout bounds one dial of the rendezvous: TCP connect, TLS handshake and the
+// websocket upgrade. Without it a rendezvous that accepts TCP and never answers would hold the
+// executor for ever.
+const rendezvousDialTimeout = 10 * time.Second
+
+// runRemote serves srv through the rendezvous relay until ctx ends (nil) or a permanent
+// failure (an error for main to print): a registry that refuses the credential or answers
+// nonsense, or a credential stream that ends.
+func runRemote(ctx context.Context, cfg *remoteConfig, srv *server, stdin io.Reader, log *slog.Logger) error {
+	id, err := remoteIdentity(cfg)
+	if err != nil {
+		return err
+	}
+	creds, err := cfg.startCredentials(ctx, stdin, log)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() { // a dead credential stream ends remote mode, as in 0.169
+		defer close(watchDone)
+		select {
+		case <-creds.dead:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer func() { cancel(); <-watchDone }()
+	reg := newRegistryClient(cfg, creds, log)
+	defer reg.close()
+	x := &relayExecutor{timings: cfg.relayTimings(), inboxLimit: cfg.streamInboxLimit(), id: id, registry: reg,
+		srv: srv, log: log, tls: cfg.tlsConfig()}
+	log.Info("remote mode", "registry", cfg.base, "environment_id", cfg.environmentID, "name", cfg.name)
+	err = x.run(ctx)
+	if _, cerr := creds.bearer(); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// remoteIdentity is the executor's static Noise identity: loaded from (or created in)
+// --identity FILE, else fresh for this process.
+func remoteIdentity(cfg *remoteConfig) (*noiseIdentity, error) {
+	if cfg.identityFile != "" {
+		return loadOrCreateNoiseIdentity(cfg.identityFile, rand.Reader)
+	}
+	return newNoiseIdentity(rand.Reader)
+}
+
+// relayExecutor keeps the executor registered and connected, reconnecting for ever.
+type relayExecutor struct {
+	timings    relayTimings
+	inboxLimit int // bytes a stream may leave waiting for its dispatcher
+	id         *noiseIdentity
+	registry   *registryClient
+	srv        *server
+	log        *slog.Logger
+	tls        *tls.Config
+
+	// streams counts the goroutines of every stream of every socket. A socket does not wait
+	// for its streams when it ends, so that a handler stuck in a system call (a hung NFS
+	// read) cannot hold up the reconnect; run waits for them all before it returns.
+	streams sync.WaitGroup
+}
+
+// run registers, then connects and serves sockets until ctx ends or registration fails
+// permanently.
+func (x *relayExecutor) run(ctx context.Context) error {
+	defer x.streams.Wait()
+	bo := &backoff{p: x.timings.backoff}
+	reg, err := x.registry.registerWithRetry(ctx, x.id.publicKey(), bo)
+	if err != nil {
+		return quietCancel(ctx, err)
+	}
+	for attempt := 1; ; attempt++ {
+		ws, resp, requestID, err := x.dial(ctx, reg, attempt)
+		var floor time.Duration // a Retry-After on a refused upgrade
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err == nil:
+			start := time.Now()
+			x.log.Info("connected to the rendezvous", "connection_attempt", attempt, "request_id", requestID)
+			err = newRelaySocket(ctx, x, reg, ws).serve()
+			x.log.Info("rendezvous connection ended", "connection_attempt", attempt, "error", errString(err))
+			if time.Since(start) >= x.timings.stableConnection {
+				bo.reset()
+			}
+		case resp != nil && rendezvousWantsRegistration(resp):
+			x.log.Info("rendezvous refused the connection; registering again", "status", resp.StatusCode,
+				"reason", rendezvousRejection(resp))
+			floor = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			if reg, err = x.registry.registerWithRetry(ctx, x.id.publicKey(), bo); err != nil {
+				return quietCancel(ctx, err)
+			}
+		default:
+			x.log.Info("rendezvous connection failed", "connection_attempt", attempt, "error", scrubURL(err, reg.url))
+			if resp != nil {
+				floor = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			}
+		}
+		d := bo.next(floor)
+		x.log.Info("reconnecting to the rendezvous", "retry_in", d.Round(time.Millisecond))
+		if sleepCtx(ctx, d) != nil {
+			return nil
+		}
+	}
+}
+
+// dial opens the physical socket to the registration's rendezvous URL within the dial
+// timeout. On a refused upgrade it returns the response, whose status decides what next.
+func (x *relayExecutor) dial(ctx context.Context, reg *registration, attempt int) (*wsConn, *http.Response, string, error) {
+	requestID := newRendezvousRequestID()
+	x.log.Info("connecting to the rendezvous", "connection_attempt", attempt, "request_id", requestID)
+	dctx, cancel := context.WithTimeout(ctx, x.timings.dialTimeout)
+	defer cancel()
+	ws, resp, err := dialWebsocket(dctx, reg.url, http.Header{"X-Request-Id": {requestID}}, x.tls, wsOptions{
+		maxMessage:   relayMaxMessage,
+		maxFrame:     relayMaxMessage,
+		pingInterval: x.timings.pingInterval,
+		pongTimeout:  x.timings.pongTimeout,
+	})
+	return ws, resp, requestID, err
+}
+
+// quietCancel turns an error caused by ctx ending into nil.
+func quietCancel(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// rendezvousRejectionHeader carries why the rendezvous refused an upgrade (relay.md §2.7).
+const rendezvousRejectionHeader = "X-Codex-Rendezvous-Rejection-Reason"
+
+// rendezvousRejections are the reasons 0.169 knows by name; each means the URL from the
+// registration is no longer good, so the executor registers again.
+var rendezvousRejections = map[string]bool{
+	"missing_role": true, "invalid_role": true, "pod_draining": true, "missing_expiry": true,
+	"invalid_expiry": true, "invalid_secret": true, "missing_signature": true,
+	"invalid_signature": true, "extra_query_param": true, "route_unavailable": true,
+	"missing_version": true, "malformed_query": true,
+	"unexpected_executor_registration_id": true, "unknown_route": true,
+	"wrong_rendezvous_cluster": true,
+}
+
+// rendezvousRejection is the named reason of a refused upgrade, or "" for none or an unknown
+// one (the header is the rendezvous's to fill, so only known words are logged).
+func rendezvousRejection(resp *http.Response) string {
+	r := resp.Header.Get(rendezvousRejectionHeader)
+	if rendezvousRejections[r] {
+		return r
+	}
+	return ""
+}
+
+// rendezvousWantsRegistration reports whether a refused upgrade calls for a fresh URL: 403,
+// 404, 409 or a named rejection reason. Other refusals retry the same URL.
+func rendezvousWantsRegistration(resp *http.Response) bool {
+	switch resp.StatusCode {
+	case http.StatusForbidden, http.StatusNotFound, http.StatusConflict:
+		return true
+	}
+	return rendezvousRejection(resp) != ""
+}
+
+// scrubURL renders err without the rendezvous URL's query, which carries its credential.
+func scrubURL(err error, rawURL string) string {
+	msg := err.Error()
+	u, perr := url.Parse(rawURL)
+	if perr != nil || u.RawQuery == "" {
+		return msg
+	}
+	full := u.Redacted()
+	u.RawQuery = "REDACTED"
+	return strings.ReplaceAll(msg, full, u.Redacted())
+}
+
+// newRendezvousRequestID is the X-Request-Id of one upgrade: req_ and 32 hex digits, as 0.169.
+func newRendezvousRequestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return rendezvousRequestIDPrefix + hex.EncodeToString(b[:])
+}
