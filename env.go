@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -63,7 +64,6 @@ func capabilities() map[string]bool {
 // hostEnvironment reads what is true of this host once, at start-up.
 func hostEnvironment() *environmentInfo {
 	cwd, _ := os.Getwd()
-	home, _ := os.UserHomeDir()
 	shell := userShell()
 	host, _ := os.Hostname()
 	id := sha256.Sum256([]byte("exec-server\x00" + host + "\x00" + strconv.Itoa(os.Getuid()) + "\x00" + machineID()))
@@ -71,18 +71,40 @@ func hostEnvironment() *environmentInfo {
 		Shell:                shellInfo{Name: filepath.Base(shell), Path: shell},
 		ExecutorVersion:      executorVersion,
 		ProviderID:           "sha256:" + hex.EncodeToString(id[:]),
-		Cwd:                  fileURI(cwd),
-		UserHomeDir:          fileURI(home),
+		Cwd:                  dirURI(cwd),
+		UserHomeDir:          dirURI(userHome()),
 		PlatformOS:           runtime.GOOS,
 		PrependPathDirs:      []string{},
 		TemporaryDirectories: []string{},
-		TempDir:              fileURI(filepath.Clean(os.TempDir())),
+		TempDir:              dirURI(os.TempDir()),
 		Capabilities:         capabilities(),
 	}
 	if runtime.GOOS == "darwin" {
 		info.PlatformOS = "macos"
 	}
 	return info
+}
+
+// userHome is $HOME, or, when it is unset (a service), the home directory the user database
+// gives the server's user, as the reference's lookup does.
+func userHome() string {
+	if home, err := os.UserHomeDir(); err == nil {
+		return home
+	}
+	if u, err := user.Current(); err == nil && u.HomeDir != "" {
+		return u.HomeDir
+	}
+	return "/"
+}
+
+// dirURI renders a directory as a file: URI. The environment may name one relatively
+// (CODEX_HOME=codex, TMPDIR=tmp): it is then taken from the server's working directory, so
+// that the client always gets an absolute URI, never "file://codex" (a host).
+func dirURI(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return fileURI(dir)
 }
 
 // userShell is the login shell of the server's user: /etc/passwd, then $SHELL, then /bin/sh.
@@ -158,15 +180,15 @@ func (c *conn) environmentConfigRead(p *environmentConfigParams) (any, error) {
 	if _, err := paramPath(p.Cwd); err != nil {
 		return nil, err
 	}
-	home, _ := os.UserHomeDir()
+	home := userHome()
 	codexHome := os.Getenv("CODEX_HOME")
 	if codexHome == "" {
 		codexHome = filepath.Join(home, ".codex")
 	}
 	host, _ := os.Hostname()
 	return environmentConfigResult{
-		UserHomeDir:  fileURI(home),
-		CodexHomeDir: fileURI(codexHome),
+		UserHomeDir:  dirURI(home),
+		CodexHomeDir: dirURI(codexHome),
 		Hostname:     host,
 		Config:       configLayers{Layers: []any{}},
 		Requirements: configLayers{Layers: []any{}},

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -79,6 +80,40 @@ func TestEnvironmentConfigReadAnswersWithoutLayers(t *testing.T) {
 	}
 	// A native path is a cwd too (SEED); the optional lists may be left out.
 	tc.mustCall("environmentConfig/read", map[string]any{"cwd": cwd})
+}
+
+// TestEnvironmentDirectoriesAreAbsoluteURIs: a service may run without $HOME, or with
+// CODEX_HOME or TMPDIR relative to its working directory; the client still gets absolute
+// file: URIs (a relative path would render as "file://codex", a URI naming a host).
+func TestEnvironmentDirectoriesAreAbsoluteURIs(t *testing.T) {
+	t.Setenv("HOME", "")
+	t.Setenv("CODEX_HOME", "codex-home")
+	t.Setenv("TMPDIR", "tmp-dir")
+	u, err := user.Current()
+	if err != nil || u.HomeDir == "" {
+		t.Skipf("no home directory in the user database: %v", err)
+	}
+	cwd, _ := os.Getwd()
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	var info environmentInfo
+	if err := json.Unmarshal(tc.mustCall("environment/info", nil), &info); err != nil {
+		t.Fatal(err)
+	}
+	var cfg environmentConfigResult
+	if err := json.Unmarshal(tc.mustCall("environmentConfig/read", map[string]any{"cwd": fileURI(cwd)}), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string][2]string{
+		"environment/info userHomeDir":        {info.UserHomeDir, fileURI(u.HomeDir)},
+		"environment/info tempDir":            {info.TempDir, fileURI(filepath.Join(cwd, "tmp-dir"))},
+		"environmentConfig/read userHomeDir":  {cfg.UserHomeDir, fileURI(u.HomeDir)},
+		"environmentConfig/read codexHomeDir": {cfg.CodexHomeDir, fileURI(filepath.Join(cwd, "codex-home"))},
+	} {
+		if got[0] != got[1] {
+			t.Errorf("%s = %q, want %q", name, got[0], got[1])
+		}
+	}
 }
 
 func jsonEqual(a, b []byte) bool {

@@ -23,8 +23,9 @@ package main
 //
 // Scheduling: every method that touches the disk returns a later. Path methods run
 // concurrently (key ""); handle methods run in order per handle (key "fh/"+handleId), so a
-// pipelined open, writeBlock…, close keeps its order. Nothing here blocks on a FIFO: files are
-// opened O_NONBLOCK and checked with fstat before use.
+// pipelined open, writeBlock…, close keeps its order. Nothing here blocks on a FIFO or opens a
+// device to read it: a file is checked with stat before it is opened (O_NONBLOCK) and with
+// fstat after.
 //
 // Writes (fs/writeFile, and each file fs/copy creates) replace a lone regular file atomically
 // (a temporary file in the same directory, then rename), keeping its mode and owner. They
@@ -32,7 +33,12 @@ package main
 // see: a file with several hard links (the shared inode keeps the new bytes), a symlink (its
 // target is written, or created if dangling), a device or FIFO, and a file whose owner we
 // cannot give to the temporary file. A temporary file that cannot be created (no write access
-// to the directory) falls back to writing in place too. Nothing is fsynced, as in the reference.
+// to the directory) falls back to writing in place too. A file we may not write is refused
+// (EACCES) as the reference's open refuses it, though a rename could replace it. Nothing is
+// fsynced, as in the reference.
+//
+// fs/readFile answers at most 512 MiB, as the reference, or less on a transport whose messages
+// are bounded (the relay: see messageLimiter).
 //
 // Deviations from 0.169: fs/copy of a file onto itself (or onto another hard link of it) leaves
 // it intact instead of truncating it; createdAtMs is 0 on every OS (0.169's Linux build
@@ -54,6 +60,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxReadFileBytes is the largest file fs/readFile returns whole (the reference's limit).
@@ -108,8 +116,9 @@ type readFileResult struct {
 }
 
 func (c *conn) fsReadFile(p *pathParams) (any, error) {
+	limit := c.readFileLimit()
 	return fsPathOp(p.Path, p.Sandbox, false, func(_ context.Context, path string) (any, error) {
-		data, err := readWholeFile(path)
+		data, err := readWholeFile(path, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -117,9 +126,28 @@ func (c *conn) fsReadFile(p *pathParams) (any, error) {
 	})
 }
 
-// readWholeFile reads a regular file of at most maxReadFileBytes. Files whose size the kernel
-// does not know in advance (/proc) are read until EOF under the same limit.
-func readWholeFile(path string) ([]byte, error) {
+// messageLimiter is a transport that cannot carry a message over some size (the relay's Noise
+// channel: 64 MiB). A larger answer would cost the whole connection, so fs/readFile lowers its
+// limit to what the transport carries and says so with the reference's "too large" error; the
+// file can still be read with fs/open and fs/readBlock (lessons.md R19).
+type messageLimiter interface{ maxMessageBytes() int }
+
+// readFileAnswerOverhead bounds the JSON around the base64 of an fs/readFile answer, a
+// reasonable request id included.
+const readFileAnswerOverhead = 256
+
+// readFileLimit is the largest file fs/readFile returns on this connection.
+func (c *conn) readFileLimit() int64 {
+	limit := int64(maxReadFileBytes)
+	if ml, ok := c.t.(messageLimiter); ok {
+		limit = min(limit, int64(ml.maxMessageBytes()-readFileAnswerOverhead)/4*3)
+	}
+	return limit
+}
+
+// readWholeFile reads a regular file of at most limit bytes. Files whose size the kernel does
+// not know in advance (/proc) are read until EOF under the same limit.
+func readWholeFile(path string, limit int64) ([]byte, error) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -129,15 +157,15 @@ func readWholeFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fi.Size() > maxReadFileBytes {
-		return nil, errTooLarge()
+	if fi.Size() > limit {
+		return nil, errTooLarge(limit)
 	}
 	buf := make([]byte, 0, fi.Size()+1) // +1: EOF is seen without growing the buffer
 	for {
 		n, err := f.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if len(buf) > maxReadFileBytes {
-			return nil, errTooLarge()
+		if int64(len(buf)) > limit {
+			return nil, errTooLarge(limit)
 		}
 		if err == io.EOF {
 			return buf, nil
@@ -151,13 +179,18 @@ func readWholeFile(path string) ([]byte, error) {
 	}
 }
 
-func errTooLarge() error {
-	return errInvalidRequest("file is too large to read: limit is %d bytes", maxReadFileBytes)
+func errTooLarge(limit int64) error {
+	return errInvalidRequest("file is too large to read: limit is %d bytes", limit)
 }
 
-// openRegular opens path and fails unless it is a regular file. O_NONBLOCK keeps a FIFO from
-// blocking the open; it changes nothing for a regular file.
+// openRegular opens path and fails unless it is a regular file. The type is checked before the
+// open, so that a FIFO or a device is never opened (an open alone can release a FIFO's
+// blocked writer, or start a watchdog), and again on the open file in case the path changed
+// in between; O_NONBLOCK keeps a FIFO swapped in meanwhile from blocking the open.
 func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, errNotAFile(path)
+	}
 	f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK|syscall.O_CLOEXEC, perm)
 	if err != nil {
 		return nil, err
@@ -215,11 +248,26 @@ func writeFileContents(ctx context.Context, path string, perm *os.FileMode, fill
 	case fi.IsDir():
 		return &os.PathError{Op: "open", Path: path, Err: syscall.EISDIR}
 	case fi.Mode().IsRegular() && linkCount(fi) == 1:
+		if err := checkWritable(path); err != nil {
+			return err
+		}
 		if err := replaceAtomically(path, fi, perm, fill); !errors.Is(err, errNoAtomicReplace) {
 			return err
 		}
 	}
 	return writeInPlace(ctx, path, perm, fill)
+}
+
+// checkWritable fails, as opening path for writing would (EACCES), when the file a rename is
+// about to replace is not writable by us: the rename needs only the directory's permission, and
+// must not overwrite a file the client could not write. A running executable (ETXTBSY) may be
+// replaced: that is what a rename is for.
+func checkWritable(path string) error {
+	err := unix.Faccessat(unix.AT_FDCWD, path, unix.W_OK, unix.AT_EACCESS)
+	if err == nil || errors.Is(err, unix.ETXTBSY) {
+		return nil
+	}
+	return &os.PathError{Op: "access", Path: path, Err: err}
 }
 
 // errNoAtomicReplace says a temporary file could not stand in for the original (no write access

@@ -1,16 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,6 +52,13 @@ func makeFSFixture(t testing.TB) string {
 	fsMust(t, big.Truncate(maxReadFileBytes+1))
 	fsMust(t, big.Close())
 	return root
+}
+
+// fsSession starts a server, connects a client to it and returns the client and an empty
+// directory for the test's files.
+func fsSession(t *testing.T) (*testClient, string) {
+	t.Helper()
+	return startTestServer(t).connect(t), t.TempDir()
 }
 
 func fsMust(t testing.TB, err error) {
@@ -116,9 +128,7 @@ func fsInode(t *testing.T, path string) uint64 {
 }
 
 func TestFSWriteFileReplacesALoneFileAtomicallyKeepingItsMode(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
-	root := t.TempDir()
+	tc, root := fsSession(t)
 	path := filepath.Join(root, "f")
 	fsWrite(t, path, "old")
 	fsMust(t, os.Chmod(path, 0o640))
@@ -151,29 +161,204 @@ func fsReadAt0(f *os.File) ([]byte, error) {
 	return b[:n], err
 }
 
-// TestFSWriteFileFallsBackToInPlaceInAReadOnlyDirectory: no temporary file can be created
-// beside the file, which is writable itself.
-func TestFSWriteFileFallsBackToInPlaceInAReadOnlyDirectory(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root may write any directory")
+// TestFSWritesKeepFilePermissions runs as a user the permission bits bind (root is not
+// one): a rename needs only the directory's permission, so an atomic write must not replace a
+// file the user may not write; a writable file in a read-only directory is written in place.
+func TestFSWritesKeepFilePermissions(t *testing.T) {
+	url, dir := fsUnprivilegedServer(t)
+	tc := (&testServer{url: url}).connect(t)
+	ro, src := filepath.Join(dir, "ro"), filepath.Join(dir, "src")
+	fsWrite(t, ro, "old")
+	fsWrite(t, src, "new")
+	fsMust(t, os.Chmod(ro, 0o444))
+	sub := filepath.Join(dir, "rodir")
+	fsWrite(t, filepath.Join(sub, "f"), "old")
+	fsOwn(t, dir, ro, src, sub, filepath.Join(sub, "f"))
+	fsMust(t, os.Chmod(sub, 0o555))
+	t.Cleanup(func() { os.Chmod(sub, 0o755) }) // for the directory's removal
+
+	for _, tt := range []struct{ method, params string }{
+		{"fs/writeFile", `{"path":"{root}/ro","dataBase64":"bmV3"}`},
+		{"fs/copy", `{"sourcePath":"{root}/src","destinationPath":"{root}/ro","recursive":false}`},
+	} {
+		_, err := fsCall(tc, dir, tt.method, tt.params)
+		if err == nil || err.Code != codeInvalidRequest || err.Message != "Permission denied (os error 13)" {
+			t.Errorf("%s onto a read-only file: %+v, want -32600 Permission denied", tt.method, err)
+		}
+		if got := fsReadString(t, ro); got != "old" {
+			t.Fatalf("%s replaced a read-only file: content %q", tt.method, got)
+		}
+	}
+	fsMustCall(tc, dir, "fs/writeFile", `{"path":"{root}/rodir/f","dataBase64":"bmV3"}`)
+	if got := fsReadString(t, filepath.Join(sub, "f")); got != "new" {
+		t.Errorf("file in a read-only directory: content %q, want new", got)
+	}
+}
+
+// fsUnprivilegedUID is the user fsUnprivilegedServer runs the server as when the tests run as
+// root: "nobody".
+const fsUnprivilegedUID = 65534
+
+// fsUnprivilegedServer returns the URL of a server whose permission checks are real, and a
+// directory for its files (chown them to it with fsOwn). Run as root, it starts the built
+// binary as fsUnprivilegedUID; otherwise an in-process server is unprivileged already.
+func fsUnprivilegedServer(t *testing.T) (url, dir string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return startTestServer(t).url, t.TempDir()
+	}
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin, err := buildServer()
+	fsMust(t, err)
+	dir, err = os.MkdirTemp("", "exec-server-unprivileged")
+	fsMust(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	fsMust(t, os.Chmod(dir, 0o755)) // the user must reach the binary and the files
+	data, err := os.ReadFile(bin)
+	fsMust(t, err)
+	fsMust(t, os.WriteFile(filepath.Join(dir, "exec-server"), data, 0o755))
+	cmd := exec.Command(filepath.Join(dir, "exec-server"), "--listen", "ws://127.0.0.1:0")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: fsUnprivilegedUID, Gid: fsUnprivilegedUID}}
+	stdout, err := cmd.StdoutPipe()
+	fsMust(t, err)
+	fsMust(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the unprivileged server said nothing: %v", err)
+	}
+	files := filepath.Join(dir, "files")
+	fsMust(t, os.Mkdir(files, 0o755))
+	fsOwn(t, files)
+	return strings.TrimSpace(line), files
+}
+
+// fsOwn gives paths to the user of fsUnprivilegedServer (a no-op when the tests are not root).
+func fsOwn(t *testing.T, paths ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return
+	}
+	for _, p := range paths {
+		fsMust(t, os.Lchown(p, fsUnprivilegedUID, fsUnprivilegedUID))
+	}
+}
+
+// TestFSNeverOpensADevice reads and opens a character device whose open fails (no driver):
+// the type is checked before the open, so the answer is "not a file", never the open's error.
+// An open alone has effects on some devices (a watchdog starts counting) and FIFOs (a blocked
+// writer is released).
+func TestFSNeverOpensADevice(t *testing.T) {
+	root := t.TempDir()
+	dev := filepath.Join(root, "dev")
+	if err := syscall.Mknod(dev, syscall.S_IFCHR|0o600, 0); err != nil {
+		t.Skipf("mknod: %v", err)
+	}
+	if f, err := os.OpenFile(dev, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+		f.Close()
+		t.Skip("device 0,0 opens on this system")
 	}
 	ts := startTestServer(t)
 	tc := ts.connect(t)
+	want := "path `" + dev + "` is not a file"
+	for _, tt := range []struct{ method, params string }{
+		{"fs/readFile", `{"path":"{root}/dev"}`},
+		{"fs/open", `{"handleId":"r","path":"{root}/dev"}`},
+		{"fs/open", `{"handleId":"w","path":"{root}/dev","mode":"replace"}`},
+	} {
+		if _, err := fsCall(tc, root, tt.method, tt.params); err == nil || err.Code != codeInvalidRequest || err.Message != want {
+			t.Errorf("%s %s: %+v, want -32600 %q", tt.method, tt.params, err, want)
+		}
+	}
+}
+
+// fsLimitedTransport is an in-memory transport that, like the relay's Noise channel, cannot
+// carry a message over limit bytes: writing one fails, which ends the connection.
+type fsLimitedTransport struct {
+	limit int
+	in    chan []byte
+	out   chan []byte
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (m *fsLimitedTransport) maxMessageBytes() int { return m.limit }
+
+func (m *fsLimitedTransport) readMessage() ([]byte, error) {
+	select {
+	case b := <-m.in:
+		return b, nil
+	case <-m.done:
+		return nil, io.EOF
+	}
+}
+
+func (m *fsLimitedTransport) writeMessage(b []byte) error {
+	if len(b) > m.limit {
+		return fmt.Errorf("message of %d bytes over the limit of %d", len(b), m.limit)
+	}
+	select {
+	case m.out <- append([]byte(nil), b...):
+		return nil
+	case <-m.done:
+		return io.ErrClosedPipe
+	}
+}
+
+func (m *fsLimitedTransport) close(error) error {
+	m.once.Do(func() { close(m.done) })
+	return nil
+}
+
+// call sends a request and returns the next message, or fails when the connection ends.
+func (m *fsLimitedTransport) call(t *testing.T, req string) string {
+	t.Helper()
+	m.in <- []byte(req)
+	select {
+	case b := <-m.out:
+		return string(b)
+	case <-m.done:
+		t.Fatalf("%.80s: the connection ended", req)
+	}
+	return ""
+}
+
+// TestFSReadFileFitsTheTransport: on a transport with a message limit (the relay), fs/readFile
+// answers what fits and refuses the rest with the reference's error, naming the lower limit,
+// instead of writing an answer the transport must drop the connection for (lessons.md R19).
+func TestFSReadFileFitsTheTransport(t *testing.T) {
+	ts := startTestServer(t)
+	m := &fsLimitedTransport{limit: 1 << 20, in: make(chan []byte), out: make(chan []byte, 4), done: make(chan struct{})}
+	ts.srv.conns.Add(1)
+	go func() {
+		defer ts.srv.conns.Done()
+		ts.srv.serveConn(m, "test transport")
+	}()
+	t.Cleanup(func() { m.close(nil) })
+	m.call(t, `{"id":1,"method":"initialize","params":{"clientName":"limited"}}`)
+	m.in <- []byte(`{"method":"initialized"}`)
+
+	limit := (m.limit - readFileAnswerOverhead) / 4 * 3
 	root := t.TempDir()
-	path := filepath.Join(root, "f")
-	fsWrite(t, path, "old")
-	fsMust(t, os.Chmod(root, 0o555))
-	defer os.Chmod(root, 0o755)
-	fsMustCall(tc, root, "fs/writeFile", `{"path":"{root}/f","dataBase64":"bmV3"}`)
-	if got := fsReadString(t, path); got != "new" {
-		t.Errorf("content %q, want new", got)
+	fsMust(t, os.WriteFile(filepath.Join(root, "fits"), make([]byte, limit), 0o644))
+	fsMust(t, os.WriteFile(filepath.Join(root, "big"), make([]byte, 1<<20), 0o644))
+	if got := m.call(t, `{"id":"a-long-request-id-of-sixty-four-bytes-0123456789abcdefghijklmn","method":"fs/readFile","params":{"path":"`+fileURI(filepath.Join(root, "fits"))+`"}}`); !strings.Contains(got, `"result":{"dataBase64":"AAAA`) {
+		t.Errorf("a file that fits: %.100s", got)
+	}
+	want := fmt.Sprintf(`{"error":{"code":-32600,"message":"file is too large to read: limit is %d bytes"},"id":3}`, limit)
+	if got := m.call(t, `{"id":3,"method":"fs/readFile","params":{"path":"`+fileURI(filepath.Join(root, "big"))+`"}}`); got != want {
+		t.Errorf("a file that does not fit:\n got %.200s\nwant %s", got, want)
+	}
+	if got := m.call(t, `{"id":4,"method":"environment/status"}`); got != `{"id":4,"result":{"status":"ready"}}` {
+		t.Errorf("after the refusal: %s", got)
 	}
 }
 
 func TestFSWriteFileKeepsTheInodeOfHardLinks(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
-	root := t.TempDir()
+	tc, root := fsSession(t)
 	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
 	fsWrite(t, a, "old")
 	fsMust(t, os.Link(a, b))
@@ -188,9 +373,7 @@ func TestFSWriteFileKeepsTheInodeOfHardLinks(t *testing.T) {
 }
 
 func TestFSWriteFileWritesThroughSymlinks(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
-	root := t.TempDir()
+	tc, root := fsSession(t)
 	target := filepath.Join(root, "target")
 	fsWrite(t, target, "old")
 	before := fsInode(t, target)
@@ -211,9 +394,7 @@ func TestFSWriteFileWritesThroughSymlinks(t *testing.T) {
 }
 
 func TestFSWriteFileToAFIFOWithoutReaderFailsInsteadOfBlocking(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
-	root := t.TempDir()
+	tc, root := fsSession(t)
 	fsMust(t, syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644))
 	_, err := fsCall(tc, root, "fs/writeFile", `{"path":"{root}/fifo","dataBase64":"aGkK"}`)
 	if err == nil || err.Code != codeInternal || !strings.Contains(err.Message, "(os error 6)") {
@@ -222,8 +403,7 @@ func TestFSWriteFileToAFIFOWithoutReaderFailsInsteadOfBlocking(t *testing.T) {
 }
 
 func TestFSDotDotIsResolvedBeforeSymlinks(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
+	tc, _ := fsSession(t)
 	root := makeFSFixture(t)
 	// fs2/dirlink -> ../fs/d1: the kernel would take dirlink/.. to fs; the path is cleaned
 	// first, so it names fs2 itself, as in the reference.
@@ -239,8 +419,7 @@ func TestFSDotDotIsResolvedBeforeSymlinks(t *testing.T) {
 }
 
 func TestFSReadDirectoryFollowsSymlinksAndOmitsDanglingOnes(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
+	tc, _ := fsSession(t)
 	root := makeFSFixture(t)
 	var res readDirectoryResult
 	fsMust(t, json.Unmarshal(fsMustCall(tc, root, "fs/readDirectory", `{"path":"{root}/fs2"}`), &res))
@@ -252,9 +431,7 @@ func TestFSReadDirectoryFollowsSymlinksAndOmitsDanglingOnes(t *testing.T) {
 }
 
 func TestFSCopyOfAFileOntoItselfLeavesItIntact(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
-	root := t.TempDir()
+	tc, root := fsSession(t)
 	fsWrite(t, filepath.Join(root, "a"), "keep")
 	fsMust(t, os.Link(filepath.Join(root, "a"), filepath.Join(root, "hard")))
 	fsMust(t, os.Symlink("a", filepath.Join(root, "soft")))
@@ -267,9 +444,7 @@ func TestFSCopyOfAFileOntoItselfLeavesItIntact(t *testing.T) {
 }
 
 func TestFSCopyKeepsPermissionsAndWritesThroughHardLinks(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
-	root := t.TempDir()
+	tc, root := fsSession(t)
 	src, dst, other := filepath.Join(root, "src"), filepath.Join(root, "dst"), filepath.Join(root, "other")
 	fsWrite(t, src, "new")
 	fsMust(t, os.Chmod(src, 0o750))
@@ -286,8 +461,7 @@ func TestFSCopyKeepsPermissionsAndWritesThroughHardLinks(t *testing.T) {
 }
 
 func TestFSCopyTreeMergesCopiesSymlinksAndSkipsFIFOs(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
+	tc, _ := fsSession(t)
 	root := makeFSFixture(t)
 	dst := filepath.Join(root, "out")
 	fsWrite(t, filepath.Join(dst, "kept"), "kept")
@@ -309,9 +483,7 @@ func TestFSCopyTreeMergesCopiesSymlinksAndSkipsFIFOs(t *testing.T) {
 // TestFSHandleRequestsKeepTheirOrder pipelines open, overlapping writes and close on one
 // handle without waiting: each write must land after the one before, and close after all.
 func TestFSHandleRequestsKeepTheirOrder(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
-	root := t.TempDir()
+	tc, root := fsSession(t)
 	var replies []<-chan testReply
 	replies = append(replies, tc.start("fs/open", map[string]any{"handleId": "w", "path": fileURI(filepath.Join(root, "f")), "mode": "replace"}))
 	want := ""
@@ -479,9 +651,7 @@ func fsRawCall(t testing.TB, ws *wsConn, req string) []byte {
 }
 
 func TestFSWatchMissingSeesAFileAppearOnce(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
-	root := t.TempDir()
+	tc, root := fsSession(t)
 	res := fsMustCall(tc, root, "fs/watchMissing", `{"watchId":7,"missing":["{root}/will-appear","{root}/will-appear2"]}`)
 	if string(res) != `{"watching":true}` {
 		t.Fatalf("watchMissing: %s", res)
@@ -504,9 +674,7 @@ func TestFSWatchMissingSeesAFileAppearOnce(t *testing.T) {
 }
 
 func TestFSWatchMissingSeesAMissingParentAppear(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
-	root := t.TempDir()
+	tc, root := fsSession(t)
 	fsMustCall(tc, root, "fs/watchMissing", `{"watchId":1,"missing":["{root}/x/y/z"]}`)
 	fsMustCall(tc, root, "fs/createDirectory", `{"path":"{root}/x"}`)
 	tc.waitNote(0, 10*time.Second, func(n testNote) bool { return string(n.Params) == `{"watchId":1}` })
@@ -515,9 +683,7 @@ func TestFSWatchMissingSeesAMissingParentAppear(t *testing.T) {
 // TestFSWatchMissingRearmsWhenTheAncestorGoes removes the watched ancestor and creates it
 // again: whichever the server sees first, the re-creation fires the watch.
 func TestFSWatchMissingRearmsWhenTheAncestorGoes(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
-	root := t.TempDir()
+	tc, root := fsSession(t)
 	fsMust(t, os.Mkdir(filepath.Join(root, "a"), 0o755))
 	fsMustCall(tc, root, "fs/watchMissing", `{"watchId":1,"missing":["{root}/a/b/c"]}`)
 	fsMust(t, os.Remove(filepath.Join(root, "a")))
@@ -526,8 +692,7 @@ func TestFSWatchMissingRearmsWhenTheAncestorGoes(t *testing.T) {
 }
 
 func TestFSWatchMissingAnswersFalseWhenThereIsNothingToWatch(t *testing.T) {
-	ts := startTestServer(t)
-	tc := ts.connect(t)
+	tc, _ := fsSession(t)
 	root := makeFSFixture(t)
 	for _, tt := range []struct{ name, params string }{
 		{"empty list", `{"watchId":1,"missing":[]}`},
@@ -549,16 +714,41 @@ func TestFSWatchMissingAnswersFalseWhenThereIsNothingToWatch(t *testing.T) {
 	}
 }
 
+// TestFSWatchMissingIsBoundedPerConnection watches as many paths as a connection may, then
+// one more; once the first watch fires its paths are free again.
+func TestFSWatchMissingIsBoundedPerConnection(t *testing.T) {
+	tc, root := fsSession(t)
+	paths := make([]string, maxMissingPaths)
+	for i := range paths {
+		paths[i] = fileURI(filepath.Join(root, "m", strconv.Itoa(i)))
+	}
+	if res := tc.mustCall("fs/watchMissing", map[string]any{"watchId": 1, "missing": paths}); string(res) != `{"watching":true}` {
+		t.Fatalf("watch 1: %s", res)
+	}
+	one := map[string]any{"watchId": 2, "missing": []string{fileURI(filepath.Join(root, "x"))}}
+	if e := tc.callErr("fs/watchMissing", one); e.Code != codeInvalidRequest || e.Message != "at most 4096 missing paths may be watched per connection" {
+		t.Errorf("one path over the bound: %+v", e)
+	}
+	fsMust(t, os.Mkdir(filepath.Join(root, "m"), 0o755))
+	tc.waitNote(0, 10*time.Second, func(n testNote) bool { return string(n.Params) == `{"watchId":1}` })
+	if res := tc.mustCall("fs/watchMissing", one); string(res) != `{"watching":true}` {
+		t.Errorf("after watch 1 fired: %s", res)
+	}
+}
+
 // TestMissingWatchesPolling drives the polling fallback (other systems, or no inotify left).
 func TestMissingWatchesPolling(t *testing.T) {
 	root := t.TempDir()
 	fired := make(chan uint64, 4)
 	ws := newMissingWatches(5*time.Millisecond, false, func(id uint64) { fired <- id })
 	defer ws.close()
-	if !ws.add(1, []string{filepath.Join(root, "file")}) || !ws.add(2, []string{filepath.Join(root, "p/q/r")}) {
+	if ok, _ := ws.add(1, []string{filepath.Join(root, "file")}); !ok {
 		t.Fatal("nothing armed")
 	}
-	if ws.add(1, []string{filepath.Join(root, "other")}) {
+	if ok, _ := ws.add(2, []string{filepath.Join(root, "p/q/r")}); !ok {
+		t.Fatal("nothing armed")
+	}
+	if ok, _ := ws.add(1, []string{filepath.Join(root, "other")}); ok {
 		t.Error("watch id 1 armed twice")
 	}
 	fsWrite(t, filepath.Join(root, "file"), "")

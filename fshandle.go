@@ -118,12 +118,19 @@ type openResult struct {
 	HandleID string `json:"handleId"`
 }
 
+// onHandle is the shape of the handle methods: the handle id is checked now, and op runs in
+// the handle's lane, after every earlier request on the same handle.
+func (c *conn) onHandle(id string, op func(h *fileHandles) (any, error)) (any, error) {
+	if err := checkHandleID(id); err != nil {
+		return nil, err
+	}
+	h := c.fileHandles()
+	return later{key: handleLane(id), run: func(context.Context) (any, error) { return op(h) }}, nil
+}
+
 // fsOpen opens a regular file for fs/readBlock, or with mode "replace" creates or truncates it
 // in place for fs/writeBlock.
 func (c *conn) fsOpen(p *openParams) (any, error) {
-	if err := checkHandleID(p.HandleID); err != nil {
-		return nil, err
-	}
 	path, err := paramPath(p.Path)
 	if err != nil {
 		return nil, err
@@ -132,16 +139,12 @@ func (c *conn) fsOpen(p *openParams) (any, error) {
 	if err := p.Sandbox.check(replace); err != nil {
 		return nil, err
 	}
-	h := c.fileHandles()
-	return later{key: handleLane(p.HandleID), run: func(context.Context) (any, error) {
+	return c.onHandle(p.HandleID, func(h *fileHandles) (any, error) {
 		if _, err := h.get(p.HandleID); err == nil {
 			return nil, errInvalidRequest("file handle `%s` already exists", p.HandleID)
 		}
 		flag := os.O_RDONLY
 		if replace {
-			if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-				return nil, errNotAFile(path)
-			}
 			flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 		}
 		f, err := openRegular(path, flag, 0o666)
@@ -153,7 +156,7 @@ func (c *conn) fsOpen(p *openParams) (any, error) {
 			return nil, err
 		}
 		return openResult{p.HandleID}, nil
-	}}, nil
+	})
 }
 
 type readBlockParams struct {
@@ -169,14 +172,10 @@ type readBlockResult struct {
 
 // fsReadBlock reads up to len bytes at offset; eof is true when fewer came back.
 func (c *conn) fsReadBlock(p *readBlockParams) (any, error) {
-	if err := checkHandleID(p.HandleID); err != nil {
-		return nil, err
-	}
 	if p.Len < 1 || p.Len > maxReadBlockBytes {
 		return nil, errInvalidRequest("file read block length must be between 1 and %d", maxReadBlockBytes)
 	}
-	h := c.fileHandles()
-	return later{key: handleLane(p.HandleID), run: func(context.Context) (any, error) {
+	return c.onHandle(p.HandleID, func(h *fileHandles) (any, error) {
 		f, err := h.get(p.HandleID)
 		if err != nil {
 			return nil, err
@@ -190,7 +189,7 @@ func (c *conn) fsReadBlock(p *readBlockParams) (any, error) {
 			return nil, fsError(err)
 		}
 		return readBlockResult{Chunk: buf[:n], EOF: n < len(buf)}, nil
-	}}, nil
+	})
 }
 
 type writeBlockParams struct {
@@ -201,11 +200,7 @@ type writeBlockParams struct {
 
 // fsWriteBlock writes chunk at offset; a gap past the end reads back as zeros.
 func (c *conn) fsWriteBlock(p *writeBlockParams) (any, error) {
-	if err := checkHandleID(p.HandleID); err != nil {
-		return nil, err
-	}
-	h := c.fileHandles()
-	return later{key: handleLane(p.HandleID), run: func(context.Context) (any, error) {
+	return c.onHandle(p.HandleID, func(h *fileHandles) (any, error) {
 		f, err := h.get(p.HandleID)
 		if err != nil {
 			return nil, err
@@ -217,7 +212,7 @@ func (c *conn) fsWriteBlock(p *writeBlockParams) (any, error) {
 			return nil, fsError(err)
 		}
 		return struct{}{}, nil
-	}}, nil
+	})
 }
 
 type closeParams struct {
@@ -226,16 +221,12 @@ type closeParams struct {
 
 // fsClose closes a handle; an unknown one is not an error.
 func (c *conn) fsClose(p *closeParams) (any, error) {
-	if err := checkHandleID(p.HandleID); err != nil {
-		return nil, err
-	}
-	h := c.fileHandles()
-	return later{key: handleLane(p.HandleID), run: func(context.Context) (any, error) {
+	return c.onHandle(p.HandleID, func(h *fileHandles) (any, error) {
 		if f := h.remove(p.HandleID); f != nil {
 			if err := f.Close(); err != nil {
 				return nil, fsError(err)
 			}
 		}
 		return struct{}{}, nil
-	}}, nil
+	})
 }

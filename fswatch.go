@@ -30,8 +30,15 @@ import (
 	"time"
 )
 
-// missingPollInterval is how often polled paths are checked.
-const missingPollInterval = 500 * time.Millisecond
+// Limits of fs/watchMissing.
+const (
+	// missingPollInterval is how often polled paths are checked.
+	missingPollInterval = 500 * time.Millisecond
+	// maxMissingPaths bounds the paths one connection watches at once: each costs memory, a
+	// polled one an lstat per component every interval, and the inotify watches they take
+	// come from a per-user budget that every program of the user shares.
+	maxMissingPaths = 4096
+)
 
 type watchMissingParams struct {
 	WatchID uint64     `json:"watchId"`
@@ -69,7 +76,11 @@ func (c *conn) fsWatchMissing(p *watchMissingParams) (any, error) {
 		return ws
 	}).(*missingWatches)
 	return later{run: func(context.Context) (any, error) {
-		return watchMissingResult{ws.add(p.WatchID, paths)}, nil
+		watching, err := ws.add(p.WatchID, paths)
+		if err != nil {
+			return nil, err
+		}
+		return watchMissingResult{watching}, nil
 	}}, nil
 }
 
@@ -81,6 +92,8 @@ type missingWatches struct {
 
 	mu       sync.Mutex
 	watches  map[uint64]*missingWatch
+	paths    int                     // the paths of watches, for maxMissingPaths
+	fired    []uint64                // watches ended, not yet told (see unlock)
 	armed    map[int32][]*missingArm // paths armed with the notifier, by watch descriptor
 	polled   []*missingArm
 	notifier dirNotifier // nil: polling only
@@ -117,32 +130,47 @@ func newMissingWatches(interval time.Duration, kernel bool, notify func(uint64))
 }
 
 // add arms watch id for the paths that are missing now. It returns false, arming nothing, when
-// none is or id is in use.
-func (ws *missingWatches) add(id uint64, paths []string) bool {
+// none is or id is in use, and an error when the connection would watch over maxMissingPaths.
+func (ws *missingWatches) add(id uint64, paths []string) (bool, error) {
 	ws.mu.Lock()
-	defer ws.mu.Unlock()
+	defer ws.unlock()
 	if ws.closed || ws.watches[id] != nil {
-		return false
+		return false, nil
+	}
+	missing := missingPaths(paths)
+	switch {
+	case len(missing) == 0:
+		return false, nil
+	case ws.paths+len(missing) > maxMissingPaths:
+		return false, errInvalidRequest("at most %d missing paths may be watched per connection", maxMissingPaths)
 	}
 	ws.start()
 	w := &missingWatch{id: id}
 	fire := false
-	for _, p := range paths {
-		if slices.ContainsFunc(w.arms, func(a *missingArm) bool { return a.path == p }) || !isMissing(p) {
-			continue
-		}
+	for _, p := range missing {
 		a := &missingArm{w: w, path: p}
 		w.arms = append(w.arms, a)
 		fire = !ws.arm(a) || fire
 	}
-	if len(w.arms) == 0 {
-		return false
-	}
 	ws.watches[id] = w
+	ws.paths += len(w.arms)
 	if fire {
 		ws.fire(w)
 	}
-	return true
+	return true, nil
+}
+
+// missingPaths is paths without repeats and without those that exist.
+func missingPaths(paths []string) []string {
+	seen := make(map[string]bool, len(paths))
+	var missing []string
+	for _, p := range paths {
+		if !seen[p] && isMissing(p) {
+			missing = append(missing, p)
+		}
+		seen[p] = true
+	}
+	return missing
 }
 
 // start starts the goroutine that serves the watches, once.
@@ -210,16 +238,29 @@ func (ws *missingWatches) disarm(a *missingArm) {
 	ws.notifier.unwatchDir(a.wd)
 }
 
-// fire ends watch w and tells the client.
+// fire ends watch w; the client is told when ws.mu is released (unlock).
 func (ws *missingWatches) fire(w *missingWatch) {
 	if ws.watches[w.id] != w {
 		return
 	}
 	delete(ws.watches, w.id)
+	ws.paths -= len(w.arms)
 	for _, a := range w.arms {
 		ws.disarm(a)
 	}
-	ws.notify(w.id)
+	ws.fired = append(ws.fired, w.id)
+}
+
+// unlock releases ws.mu, then tells the client which watches fired meanwhile. Telling may wait
+// for a slow client, and must not hold up the other watches (or a new fs/watchMissing) while
+// it does.
+func (ws *missingWatches) unlock() {
+	fired := ws.fired
+	ws.fired = nil
+	ws.mu.Unlock()
+	for _, id := range fired {
+		ws.notify(id)
+	}
 }
 
 // serveNotifier reads the notifier's events until it is closed, polling the paths it could not
@@ -263,7 +304,7 @@ func (ws *missingWatches) servePolling() {
 // handle applies the notifier's events.
 func (ws *missingWatches) handle(evs []dirEvent) {
 	ws.mu.Lock()
-	defer ws.mu.Unlock()
+	defer ws.unlock()
 	for _, ev := range evs {
 		switch ev.kind {
 		case entryCreated:
@@ -297,7 +338,7 @@ func (ws *missingWatches) handle(evs []dirEvent) {
 // poll checks the polled paths.
 func (ws *missingWatches) poll() {
 	ws.mu.Lock()
-	defer ws.mu.Unlock()
+	defer ws.unlock()
 	for _, a := range slices.Clone(ws.polled) {
 		switch d := existingDepth(a.path); {
 		case d > a.depth:

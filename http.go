@@ -272,7 +272,7 @@ func displayURL(u *url.URL) string {
 }
 
 // checkRedirect stops at the first response (policy "stop") or follows up to maxHTTPRedirects,
-// dropping the client's credentials when a redirect leaves the original origin.
+// dropping the client's credentials once a redirect has left the original origin.
 func checkRedirect(follow bool) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
 		if !follow {
@@ -281,13 +281,29 @@ func checkRedirect(follow bool) func(*http.Request, []*http.Request) error {
 		if len(via) >= maxHTTPRedirects {
 			return errTooManyRedirects
 		}
-		if !sameOrigin(req.URL, via[0].URL) {
+		if leftOrigin(req, via) {
 			for _, k := range []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2", "Www-Authenticate"} {
 				req.Header.Del(k)
 			}
 		}
 		return nil
 	}
+}
+
+// leftOrigin says whether a redirect chain has been outside its first request's origin, now or
+// at any earlier hop. A chain that comes back (A, then B, then A again) stays stripped: the
+// path it comes back to was chosen by B, so the credentials meant for the client's URL must
+// not follow it (net/http strips for good too, but counts another port as the same host).
+func leftOrigin(req *http.Request, via []*http.Request) bool {
+	if !sameOrigin(req.URL, via[0].URL) {
+		return true
+	}
+	for _, r := range via[1:] {
+		if !sameOrigin(r.URL, via[0].URL) {
+			return true
+		}
+	}
+	return false
 }
 
 var errTooManyRedirects = errors.New("too many redirects")
@@ -324,21 +340,23 @@ func errHTTPTimeout() error {
 // responseHeaders lists the response's headers with lower-case names, sorted by name. Values
 // that are not visible ASCII are left out, as the reference does.
 func responseHeaders(resp *http.Response) []httpHeader {
-	names := make([]string, 0, len(resp.Header)+1)
-	for k := range resp.Header {
+	h := resp.Header
+	if len(resp.TransferEncoding) > 0 { // Go moves it out of Header
+		h = h.Clone()
+		h["Transfer-Encoding"] = []string{strings.Join(resp.TransferEncoding, ", ")}
+	}
+	names := make([]string, 0, len(h))
+	for k := range h {
 		names = append(names, k)
 	}
 	slices.Sort(names)
 	out := make([]httpHeader, 0, len(names))
 	for _, k := range names {
-		for _, v := range resp.Header[k] {
+		for _, v := range h[k] {
 			if isVisibleASCII(v) {
 				out = append(out, httpHeader{Name: strings.ToLower(k), Value: v})
 			}
 		}
-	}
-	if len(resp.TransferEncoding) > 0 { // Go moves it out of Header
-		out = append(out, httpHeader{Name: "transfer-encoding", Value: strings.Join(resp.TransferEncoding, ", ")})
 	}
 	return out
 }
@@ -432,6 +450,6 @@ func (b *bodyStream) run() {
 // send queues one delta, waiting while the client is slow: the body read pauses with it.
 func (b *bodyStream) send(d bodyDeltaParams) {
 	if msg, err := appendNotification(nil, "http/request/bodyDelta", d); err == nil {
-		b.c.notifyWait(b.c.ctx, msg)
+		b.c.notify(msg)
 	}
 }

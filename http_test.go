@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,7 @@ func TestHTTPRequestStreamsTheBodyInDeltas(t *testing.T) {
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("X-After-Transfer-Encoding", "1")
 		w.Write([]byte("part1"))
 		w.(http.Flusher).Flush()
 		<-release
@@ -111,8 +113,11 @@ func TestHTTPRequestStreamsTheBodyInDeltas(t *testing.T) {
 	ts := startTestServer(t)
 	tc := ts.connect(t)
 	r := httpMustCall(tc, map[string]any{"method": "GET", "url": srv.URL, "requestId": "s1", "streamResponse": true})
-	if r.Status != 200 || len(r.BodyBase64) != 0 || r.header("content-type")[0] != "text/plain" {
+	if r.Status != 200 || len(r.BodyBase64) != 0 || r.header("content-type")[0] != "text/plain" || r.header("transfer-encoding")[0] != "chunked" {
 		t.Fatalf("result %+v", r)
+	}
+	if !slices.IsSortedFunc(r.Headers, func(a, b httpHeader) int { return strings.Compare(a.Name, b.Name) }) {
+		t.Errorf("headers not sorted by name: %+v", r.Headers)
 	}
 	n, _ := tc.waitNote(0, 10*time.Second, func(n testNote) bool { return n.Method == "http/request/bodyDelta" })
 	if string(n.Params) != `{"requestId":"s1","seq":1,"deltaBase64":"cGFydDE=","done":false,"error":null}` {
@@ -257,10 +262,16 @@ func TestHTTPRequestBufferedBodyIsBounded(t *testing.T) {
 }
 
 // TestHTTPRedirectsKeepCredentialsAtHome follows redirects within an origin with the client's
-// credentials, and to another origin (here: another port) without them.
+// credentials, and to another origin (here: another port) without them, also when the other
+// origin sends the request back home.
 func TestHTTPRedirectsKeepCredentialsAtHome(t *testing.T) {
 	seen := make(chan http.Header, 4)
+	var homeURL string
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/back" {
+			http.Redirect(w, r, homeURL+"/landing?chosen-by=other", http.StatusFound)
+			return
+		}
 		seen <- r.Header.Clone()
 		w.Write([]byte("other"))
 	}))
@@ -269,6 +280,8 @@ func TestHTTPRedirectsKeepCredentialsAtHome(t *testing.T) {
 		switch r.URL.Path {
 		case "/away":
 			http.Redirect(w, r, other.URL+"/landing", http.StatusFound)
+		case "/bounce":
+			http.Redirect(w, r, other.URL+"/back", http.StatusFound)
 		case "/here":
 			http.Redirect(w, r, "/landing", http.StatusTemporaryRedirect)
 		case "/loop":
@@ -279,6 +292,7 @@ func TestHTTPRedirectsKeepCredentialsAtHome(t *testing.T) {
 		}
 	}))
 	defer home.Close()
+	homeURL = home.URL
 	ts := startTestServer(t)
 	tc := ts.connect(t)
 	creds := []map[string]string{{"name": "Authorization", "value": "Bearer secret"}, {"name": "Cookie", "value": "s=1"}, {"name": "X-Other", "value": "kept"}}
@@ -292,6 +306,11 @@ func TestHTTPRedirectsKeepCredentialsAtHome(t *testing.T) {
 	h = <-seen
 	if string(r.BodyBase64) != "home" || h.Get("Authorization") != "Bearer secret" || h.Get("Cookie") != "s=1" {
 		t.Errorf("same-origin redirect: body %q headers %v", r.BodyBase64, h)
+	}
+	r = httpMustCall(tc, map[string]any{"method": "GET", "url": home.URL + "/bounce", "requestId": "a", "headers": creds})
+	h = <-seen
+	if string(r.BodyBase64) != "home" || h.Get("Authorization") != "" || h.Get("Cookie") != "" || h.Get("X-Other") != "kept" {
+		t.Errorf("redirect back home from another origin: body %q headers %v", r.BodyBase64, h)
 	}
 	r = httpMustCall(tc, map[string]any{"method": "GET", "url": home.URL + "/away", "requestId": "a", "redirectPolicy": "stop"})
 	if r.Status != 302 || r.header("location")[0] != other.URL+"/landing" {

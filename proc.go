@@ -32,9 +32,11 @@ package main
 //
 // Deviations from 0.169, on purpose: a death by signal N reports 128+N in PTY mode too (0.169
 // reports 1); process/signal on a PTY signals the terminal's foreground process group rather
-// than writing ^C; sandboxType is "none" for a disabled or external sandbox (0.169 says
-// "linuxSeccomp" because it always routes through its launcher); native absolute cwd paths are
-// accepted (SEED).
+// than writing ^C; process/terminate and the end of a session kill the child's whole session,
+// not only its process group (the jobs of an interactive shell live in groups of their own);
+// output in chunks of less than ~70 bytes is retained below 1 MiB, within a memory bound;
+// sandboxType is "none" for a disabled or external sandbox (0.169 says "linuxSeccomp" because
+// it always routes through its launcher); native absolute cwd paths are accepted (SEED).
 
 import (
 	"context"
@@ -48,6 +50,12 @@ const (
 	// retainedOutputLimit bounds the output kept per process for process/read (§4.4). Whole
 	// chunks are evicted, oldest first, once the total passes it.
 	retainedOutputLimit = 1 << 20
+	// retainedMemoryLimit bounds the memory the retained chunks take, notifications and
+	// bookkeeping included. With chunks of about 70 bytes or more, retainedOutputLimit is
+	// reached first; tinier ones (an echoing terminal, a byte-at-a-time writer) cost up to
+	// ~175 bytes of memory per byte of output, and are evicted earlier rather than make
+	// 1 MiB of output cost 175 MiB.
+	retainedMemoryLimit = 4 << 20
 	// readChunkMin and readChunkMax bound one read from a pipe or PTY, hence one
 	// process/output chunk. A reader starts small (an idle shell costs little) and doubles its
 	// buffer each time a read fills it. 64 KiB chunks make ~87 KB notifications, far under the
@@ -130,9 +138,10 @@ func (t *procTable) remove(p *process) {
 	t.mu.Unlock()
 }
 
-// killAll ends the session's processes: SIGKILL to every process group, then a bounded wait
-// for each to close; streams still open after that (a child that left the group holds them)
-// are closed by force, so no reader goroutine outlives the session.
+// killAll ends the session's processes: SIGKILL to every process group and the rest of
+// every child's session, then a bounded wait for each to close; streams still open after
+// that (a child that left its session holds them) are closed by force, so no reader
+// goroutine outlives the session.
 func (t *procTable) killAll() {
 	t.mu.Lock()
 	t.gone = true
@@ -142,9 +151,13 @@ func (t *procTable) killAll() {
 	}
 	t.procs = map[string]*process{}
 	t.mu.Unlock()
+	var sids []int
 	for _, p := range procs {
-		p.kill(true)
+		if _, sid := p.killGroup(true); sid > 0 {
+			sids = append(sids, sid)
+		}
 	}
+	killSessions(sids)
 	deadline := time.NewTimer(killReapTimeout)
 	defer deadline.Stop()
 	for _, p := range procs {
@@ -185,21 +198,30 @@ type startParams struct {
 	// managedNetwork, networkProxy, credentialProviders, shellSnapshot.
 }
 
+// ptySize is the terminal size asked for, 24×80 where not given (or 0).
+func (p *startParams) ptySize() (rows, cols uint16) {
+	rows, cols = defaultPTYRows, defaultPTYCols
+	if p.Rows != nil && *p.Rows > 0 {
+		rows = *p.Rows
+	}
+	if p.Cols != nil && *p.Cols > 0 {
+		cols = *p.Cols
+	}
+	return rows, cols
+}
+
 type startResult struct {
 	ProcessID   string `json:"processId"`
 	SandboxType string `json:"sandboxType"`
 }
 
+// processStart checks its params in the reference's order: what 0.169 rejects while
+// decoding (the cwd URI's syntax, envPolicy, sandbox), then an empty argv, then a cwd this
+// host cannot use.
 func (c *conn) processStart(p *startParams) (any, error) {
-	if len(p.Argv) == 0 {
-		return nil, errInvalidParams("argv must not be empty")
-	}
-	cwd, err := parsePath(p.Cwd)
-	if err != nil {
-		if err.(*pathError).atUse {
-			return nil, errInvalidParams("cwd URI `%s` is not valid on this exec-server host: %s", p.Cwd, err)
-		}
-		return nil, errInvalidParams("%s", err)
+	cwd, cwdErr := parsePath(p.Cwd)
+	if pe, ok := cwdErr.(*pathError); cwdErr != nil && (!ok || !pe.atUse) {
+		return nil, errInvalidParams("%s", cwdErr)
 	}
 	sandbox, err := parseProcessSandbox(p.Sandbox)
 	if err != nil {
@@ -209,18 +231,18 @@ func (c *conn) processStart(p *startParams) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, cols := uint16(defaultPTYRows), uint16(defaultPTYCols)
-	if p.Rows != nil && *p.Rows > 0 {
-		rows = *p.Rows
+	if len(p.Argv) == 0 {
+		return nil, errInvalidParams("argv must not be empty")
 	}
-	if p.Cols != nil && *p.Cols > 0 {
-		cols = *p.Cols
+	if cwdErr != nil {
+		return nil, errInvalidParams("cwd URI `%s` is not valid on this exec-server host: %s", p.Cwd, cwdErr)
 	}
 	table := c.procs()
 	proc := newProcess(table, p.ProcessID, p.TTY, c.srv.cfg.retention)
 	if err := table.reserve(proc); err != nil {
 		return nil, err
 	}
+	rows, cols := p.ptySize()
 	spec, err := newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols)
 	if err == nil {
 		err = applySandbox(spec, sandbox)
@@ -233,7 +255,7 @@ func (c *conn) processStart(p *startParams) (any, error) {
 		return nil, err
 	}
 	if table.isGone() { // killAll ran while this process was spawning
-		proc.kill(true)
+		proc.kill()
 		return nil, errInvalidRequest("session is shutting down")
 	}
 	return startResult{ProcessID: p.ProcessID, SandboxType: "none"}, nil
@@ -336,13 +358,14 @@ type terminateResult struct {
 	Running bool `json:"running"`
 }
 
-// processTerminate kills the process group at once (§5.5): no SIGTERM, no grace period.
+// processTerminate kills the process group, and the rest of the child's session, at once
+// (§5.5): no SIGTERM, no grace period.
 func (c *conn) processTerminate(p *idParams) (any, error) {
 	proc := c.procs().get(p.ProcessID)
 	if proc == nil {
 		return terminateResult{false}, nil
 	}
-	return terminateResult{proc.kill(false)}, nil
+	return terminateResult{proc.kill()}, nil
 }
 
 // resizeParams are the params of the process/resize extension.

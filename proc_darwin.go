@@ -2,11 +2,14 @@ package main
 
 // darwin specifics of starting children. There is no PR_SET_PDEATHSIG: children of a server
 // killed with SIGKILL are not taken down with it (SIGTERM and stdin EOF still kill them). The
-// reaper's Wait blocks a thread per running child.
+// reaper's Wait blocks a thread per running child. The members of a child's session are
+// found through the kern.proc.all sysctl and getsid.
 
 import (
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // childSysProcAttr makes the child a session and group leader, with the PTY (its fd 0) as
@@ -26,3 +29,17 @@ func startProcess(path string, argv []string, attr *os.ProcAttr) (*os.Process, *
 
 func (*childExit) wait(pid int) bool { return false }
 func (*childExit) close()            {}
+
+// sessionMembers calls member with the pid of every process whose session is in want.
+func sessionMembers(want map[int]bool, member func(pid int)) {
+	procs, err := unix.SysctlKinfoProcSlice("kern.proc.all")
+	if err != nil {
+		return
+	}
+	for i := range procs {
+		pid := int(procs[i].Proc.P_pid)
+		if sid, err := unix.Getsid(pid); err == nil && want[sid] {
+			member(pid)
+		}
+	}
+}

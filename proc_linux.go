@@ -2,11 +2,14 @@ package main
 
 // Linux specifics of starting children: they die with the server (PR_SET_PDEATHSIG), and
 // their exit is awaited through a pidfd in Go's poller, without a thread per child and
-// without reaping, so the pid stays reserved until the reaper is ready for it to go.
+// without reaping, so the pid stays reserved until the reaper is ready for it to go. The
+// members of a child's session are found through /proc.
 
 import (
+	"bytes"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -108,4 +111,56 @@ func waitidInfo(idType, id int, info *unix.Siginfo, options int) error {
 			return err
 		}
 	}
+}
+
+// sessionMembers calls member with the pid of every process, listed in /proc, whose session
+// is in want.
+func sessionMembers(want map[int]bool, member func(pid int)) {
+	dir, err := os.Open("/proc")
+	if err != nil {
+		return
+	}
+	defer dir.Close()
+	var buf [512]byte
+	for {
+		names, err := dir.Readdirnames(256)
+		for _, name := range names {
+			pid, perr := strconv.Atoi(name)
+			if perr != nil {
+				continue
+			}
+			if sid, ok := procSession(pid, buf[:]); ok && want[sid] {
+				member(pid)
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// procSession reads the session of process pid from /proc/<pid>/stat, whose line reads
+// "pid (comm) state ppid pgrp session ...": comm, up to 16 bytes, may hold spaces and
+// parentheses, nothing after it does.
+func procSession(pid int, buf []byte) (int, bool) {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, false
+	}
+	n, err := unix.Read(fd, buf)
+	unix.Close(fd)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	line := buf[:n]
+	i := bytes.LastIndexByte(line, ')')
+	if i < 0 {
+		return 0, false
+	}
+	fields := bytes.Fields(line[i+1:])
+	if len(fields) < 4 {
+		return 0, false
+	}
+	sid, err := strconv.Atoi(string(fields[3]))
+	return sid, err == nil
 }

@@ -3,9 +3,13 @@ package main
 // A process's event stream: sequence numbers, the retained output buffer, the notifications
 // and process/read (protocol.md §4.2–§4.4, §5.2, §5.6).
 //
-// Every event is numbered and sent under the process's lock, so notifications leave in seq
-// order. An output notification is built once, straight into one buffer, and that same
-// buffer is what the retained buffer keeps: process/read copies its base64 text out of it.
+// Every event is numbered under the process's lock and sent under its send lock, which the
+// numbering goroutine holds from before it numbers the event until the event is queued for the
+// client: notifications leave in seq order, and a client that reads slowly (the send waits
+// for room in its queue, see conn.notify) holds up the process's output, never its lock, so
+// process/read, terminate and the rest answer at once. An output notification is built once,
+// straight into one buffer, and that same buffer is what the retained buffer keeps:
+// process/read copies its base64 text out of it.
 
 import (
 	"encoding/base64"
@@ -15,6 +19,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // streamKind names an output stream on the wire.
@@ -44,22 +49,25 @@ type process struct {
 	stdin  *stdinWriter // nil when the child's stdin is /dev/null
 	outs   []*outStream // the read ends
 
-	mu         sync.Mutex
-	started    bool   // spawn finished; until then writes answer "starting"
-	nextSeq    uint64 // the seq of the next event
-	chunks     []retainedChunk
-	retained   int           // raw bytes in chunks
-	open       int           // streams not yet at EOF
-	streamsEOF chan struct{} // closed when open reaches 0
-	drained    chan struct{} // closed when every stream asked to drain at exit has drained
-	draining   int           // streams asked to drain that have not yet
-	exited     bool
-	exitCode   int
-	reaped     bool // the exit status was collected: the pid may name another process now
-	closed     bool
-	wake       chan struct{} // non-nil while a long poll waits; closed by the next event
-	removal    *time.Timer   // forgets the process when the retention window ends
-	writeIDs   writeIDSet
+	sendMu sync.Mutex // held from numbering an event to queueing it for the client; before mu
+
+	mu          sync.Mutex
+	started     bool   // spawn finished; until then writes answer "starting"
+	nextSeq     uint64 // the seq of the next event
+	chunks      []retainedChunk
+	retained    int           // raw bytes in chunks
+	retainedMem int           // memory the chunks take, bookkeeping included
+	open        int           // streams not yet at EOF
+	streamsEOF  chan struct{} // closed when open reaches 0
+	drained     chan struct{} // closed when every stream asked to drain at exit has drained
+	draining    int           // streams asked to drain that have not yet
+	exited      bool
+	exitCode    int
+	reaped      bool // the exit status was collected: the pid may name another process now
+	closed      bool
+	wake        chan struct{} // non-nil while a long poll waits; closed by the next event
+	removal     *time.Timer   // forgets the process when the retention window ends
+	writeIDs    writeIDSet
 }
 
 // retainedChunk is one output chunk kept for process/read: the notification that carried it
@@ -73,6 +81,9 @@ type retainedChunk struct {
 }
 
 func (c *retainedChunk) base64() []byte { return c.msg[c.b64 : len(c.msg)-3] }
+
+// memory is what c costs to retain: its notification and its own bookkeeping.
+func (c *retainedChunk) memory() int { return cap(c.msg) + int(unsafe.Sizeof(*c)) }
 
 func newProcess(t *procTable, id string, tty bool, retention time.Duration) *process {
 	return &process{
@@ -89,28 +100,50 @@ func newProcess(t *procTable, id string, tty bool, retention time.Duration) *pro
 
 // output numbers, retains and sends one chunk read from a stream.
 func (p *process) output(stream streamKind, data []byte) {
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	msg := p.retainLocked(stream, data)
+	p.wakeLocked()
+	p.mu.Unlock()
+	p.send(msg)
+}
+
+// retainLocked numbers a chunk and keeps it for process/read, evicting whole chunks, oldest
+// first, past retainedOutputLimit bytes of output (§4.4) or retainedMemoryLimit bytes of
+// memory; it returns the chunk's notification. p.sendMu is held.
+func (p *process) retainLocked(stream streamKind, data []byte) []byte {
 	seq := p.nextSeq
 	p.nextSeq++
 	msg, b64 := appendOutputNotification(nil, p.idJSON, seq, stream, data)
 	p.chunks = append(p.chunks, retainedChunk{seq: seq, stream: stream, msg: msg, b64: b64, n: len(data)})
 	p.retained += len(data)
-	for p.retained > retainedOutputLimit && len(p.chunks) > 1 {
+	p.retainedMem += p.chunks[len(p.chunks)-1].memory()
+	for (p.retained > retainedOutputLimit || p.retainedMem > retainedMemoryLimit) && len(p.chunks) > 1 {
 		p.retained -= p.chunks[0].n
+		p.retainedMem -= p.chunks[0].memory()
 		p.chunks[0] = retainedChunk{} // let the evicted notification be collected
 		p.chunks = p.chunks[1:]
 	}
-	p.table.s.notify(msg)
-	p.wakeLocked()
+	return msg
 }
 
-// closeLocked sends closed, exactly once, and starts the retention window.
-func (p *process) closeLocked() {
+// send queues events for the connection attached to p's session, if any, waiting while the
+// client is slow. p.sendMu is held and p.mu is not.
+func (p *process) send(msgs ...[]byte) {
+	for _, msg := range msgs {
+		if msg != nil {
+			p.table.s.notify(msg)
+		}
+	}
+}
+
+// closeLocked numbers closed, exactly once, starts the retention window and returns the
+// notification for the caller to send. p.sendMu is held.
+func (p *process) closeLocked() []byte {
 	p.closed = true
 	seq := p.nextSeq
 	p.nextSeq++
-	p.table.s.notify(appendClosedNotification(nil, p.idJSON, seq))
 	p.wakeLocked()
 	close(p.done)
 	if p.stdin != nil {
@@ -120,6 +153,7 @@ func (p *process) closeLocked() {
 		p.master.Close()
 	}
 	p.removal = time.AfterFunc(p.retention, func() { p.table.remove(p) })
+	return appendClosedNotification(nil, p.idJSON, seq)
 }
 
 // wakeLocked wakes the long polls waiting on this process.

@@ -11,7 +11,10 @@ package main
 // empty. The leader's pid holds the number until it is reaped, so signals go out freely
 // until then; afterwards a group is signalled only while no process has the leader's pid
 // (one that has it now is a stranger that reused the number, so our group is empty). Every
-// kill is a SIGKILL to the whole group, never a SIGTERM grace (protocol.md §4.5).
+// kill is a SIGKILL to the whole group, never a SIGTERM grace (protocol.md §4.5), and then to
+// the rest of the child's session (killSessions): an interactive shell in a PTY puts each
+// job in a process group of its own, and those jobs would otherwise outlive the shell, hold
+// the terminal open (so the process never closes) and outlive the server.
 
 import (
 	"errors"
@@ -21,84 +24,104 @@ import (
 
 // spawn starts spec as p's child and starts reading its streams.
 func (p *process) spawn(spec *launchSpec) error {
-	var (
-		files     []*os.File // the child's 0, 1, 2
-		childEnds []*os.File // ours to close once the child has them
-		readEnds  []*os.File
-		kinds     []streamKind
-		stdin     *stdinWriter
-	)
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			f.Close()
-		}
-	}
-	if spec.tty {
-		master, slave, err := openPTY(spec.rows, spec.cols)
-		if err != nil {
-			return errInternal("open a PTY: %s", spawnErrorText(err))
-		}
-		files = []*os.File{slave, slave, slave}
-		childEnds = []*os.File{slave}
-		readEnds, kinds = []*os.File{master}, []streamKind{streamPTY}
-		stdin = &stdinWriter{f: master}
-	} else {
-		var in *os.File
-		if spec.pipeStdin {
-			r, w, err := os.Pipe()
-			if err != nil {
-				return errInternal("%s", spawnErrorText(err))
-			}
-			in, stdin = r, &stdinWriter{f: w, owns: true}
-		} else {
-			f, err := os.Open(os.DevNull)
-			if err != nil {
-				return errInternal("%s", spawnErrorText(err))
-			}
-			in = f
-		}
-		childEnds = append(childEnds, in)
-		outR, outW, err := os.Pipe()
-		if err != nil {
-			closeAll(childEnds)
-			return errInternal("%s", spawnErrorText(err))
-		}
-		errR, errW, err := os.Pipe()
-		if err != nil {
-			closeAll(append(childEnds, outR, outW))
-			return errInternal("%s", spawnErrorText(err))
-		}
-		files = []*os.File{in, outW, errW}
-		childEnds = append(childEnds, outW, errW)
-		readEnds, kinds = []*os.File{outR, errR}, []streamKind{streamStdout, streamStderr}
-	}
-	attr := &os.ProcAttr{Dir: spec.dir, Env: spec.env, Files: files, Sys: childSysProcAttr(spec.tty)}
-	proc, exit, err := startProcess(spec.path, spec.argv, attr)
-	closeAll(childEnds)
+	cio, err := openChildIO(spec)
 	if err != nil {
-		closeAll(readEnds)
-		if stdin != nil && stdin.owns {
-			stdin.f.Close()
-		}
+		return err
+	}
+	attr := &os.ProcAttr{Dir: spec.dir, Env: spec.env, Files: cio.files, Sys: childSysProcAttr(spec.tty)}
+	proc, exit, err := startProcess(spec.path, spec.argv, attr)
+	cio.closeChildEnds()
+	if err != nil {
+		cio.closeOurEnds()
 		return errInternal("%s", spawnErrorText(err))
 	}
 	p.mu.Lock()
-	p.pid, p.osProc, p.stdin = proc.Pid, proc, stdin
-	for i, f := range readEnds {
-		p.outs = append(p.outs, &outStream{f: f, kind: kinds[i]})
-	}
-	outs := p.outs
-	if spec.tty {
-		p.master = readEnds[0]
-	}
-	p.open = len(readEnds)
+	p.pid, p.osProc, p.stdin, p.master, p.outs = proc.Pid, proc, cio.stdin, cio.master, cio.outs
+	p.open = len(cio.outs)
 	p.started = true
 	p.mu.Unlock()
-	for _, s := range outs {
+	for _, s := range cio.outs {
 		go p.readStream(s)
 	}
 	go p.reap(exit)
 	return nil
+}
+
+// childIO is the descriptors of a child being started: its 0, 1 and 2, and our ends.
+type childIO struct {
+	files     []*os.File   // the child's 0, 1, 2
+	childEnds []*os.File   // the child's descriptors as this process holds them
+	outs      []*outStream // our read ends
+	stdin     *stdinWriter // nil when the child's stdin is /dev/null
+	master    *os.File     // the PTY master (tty only)
+}
+
+// openChildIO makes a child's descriptors: a PTY for all three, or a stdin (/dev/null, or a
+// pipe with pipeStdin) and a pipe each for stdout and stderr.
+func openChildIO(spec *launchSpec) (*childIO, error) {
+	if spec.tty {
+		master, slave, err := openPTY(spec.rows, spec.cols)
+		if err != nil {
+			return nil, errInternal("open a PTY: %s", spawnErrorText(err))
+		}
+		return &childIO{
+			files:     []*os.File{slave, slave, slave},
+			childEnds: []*os.File{slave},
+			outs:      []*outStream{{f: master, kind: streamPTY}},
+			stdin:     &stdinWriter{f: master},
+			master:    master,
+		}, nil
+	}
+	cio := &childIO{}
+	fail := func(err error) (*childIO, error) {
+		cio.closeChildEnds()
+		cio.closeOurEnds()
+		return nil, errInternal("%s", spawnErrorText(err))
+	}
+	var (
+		in, w *os.File
+		err   error
+	)
+	if spec.pipeStdin {
+		in, w, err = os.Pipe()
+		if err == nil {
+			cio.stdin = &stdinWriter{f: w, owns: true}
+		}
+	} else {
+		in, err = os.Open(os.DevNull)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	cio.childEnds = append(cio.childEnds, in)
+	for _, kind := range []streamKind{streamStdout, streamStderr} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		cio.childEnds = append(cio.childEnds, w)
+		cio.outs = append(cio.outs, &outStream{f: r, kind: kind})
+	}
+	cio.files = cio.childEnds // stdin, stdout's write end, stderr's write end
+	return cio, nil
+}
+
+// closeChildEnds closes this process's copies of the child's descriptors, once the child has
+// its own (or failed to start).
+func (c *childIO) closeChildEnds() {
+	for _, f := range c.childEnds {
+		f.Close()
+	}
+}
+
+// closeOurEnds closes our ends of a child that did not start.
+func (c *childIO) closeOurEnds() {
+	for _, s := range c.outs {
+		s.f.Close()
+	}
+	if c.stdin != nil && c.stdin.owns {
+		c.stdin.f.Close()
+	}
 }
 
 // reap collects the exit status and reports it. Where the exit can be awaited without
@@ -136,33 +159,79 @@ func exitCodeOf(st *os.ProcessState, err error) int {
 	return st.ExitCode()
 }
 
-// signalGroupLocked sends sig to p's process group, unless the number may have been reused.
-func (p *process) signalGroupLocked(sig syscall.Signal) {
+// signalGroupLocked sends sig to p's process group, unless the number may have been reused,
+// and reports whether it did.
+func (p *process) signalGroupLocked(sig syscall.Signal) bool {
 	if p.pid <= 0 {
-		return
+		return false
 	}
 	if p.reaped && !errors.Is(syscall.Kill(p.pid, 0), syscall.ESRCH) {
-		return
+		return false
 	}
 	syscall.Kill(-p.pid, sig)
+	return true
 }
 
-// kill sends SIGKILL to p's process group and reports whether p was still running. A process
-// that exited but has not closed is killed too: what holds its streams is in its group. all
-// (killAll) also kills the group of a closed process, whose background children may linger.
-func (p *process) kill(all bool) bool {
+// kill is process/terminate: SIGKILL to p's process group and the rest of its session. It
+// reports whether p was still running. A process that exited but has not closed is killed
+// too: what holds its streams is in its session.
+func (p *process) kill() bool {
+	running, sid := p.killGroup(false)
+	if sid > 0 {
+		killSessions([]int{sid})
+	}
+	return running
+}
+
+// killGroup sends SIGKILL to p's process group; it returns whether p was still running and,
+// when the group was signalled, the child's session id for killSessions (the leader's pid).
+// all (killAll) also kills the group of a closed process, whose background children may
+// linger, and ends its retention window.
+func (p *process) killGroup(all bool) (running bool, sid int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.started {
-		return false
+		return false, 0
 	}
 	if all && p.removal != nil {
 		p.removal.Stop()
 	}
-	if !p.closed || all {
-		p.signalGroupLocked(syscall.SIGKILL)
+	if (!p.closed || all) && p.signalGroupLocked(syscall.SIGKILL) {
+		sid = p.pid
 	}
-	return !p.exited
+	return !p.exited, sid
+}
+
+// killSessionPasses bounds the scans of one killSessions. A member may fork while a scan
+// runs; the next scan finds and kills the child. A SIGKILLed process forks no more, so the
+// scans end once one finds nobody new.
+const killSessionPasses = 8
+
+// killSessions sends SIGKILL to every process in the sessions sids, whatever its process
+// group. A session's number stays allocated while the session has members, so every member
+// found belongs to the child that led it, as long as the caller made sure the leader's pid
+// was not reused (signalGroupLocked).
+func killSessions(sids []int) {
+	if len(sids) == 0 {
+		return
+	}
+	want := make(map[int]bool, len(sids))
+	for _, sid := range sids {
+		want[sid] = true
+	}
+	killed := map[int]bool{}
+	for range killSessionPasses {
+		found := false
+		sessionMembers(want, func(pid int) {
+			if !killed[pid] {
+				killed[pid], found = true, true
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+		if !found {
+			return
+		}
+	}
 }
 
 // interrupt is process/signal interrupt: SIGINT to the process group; for a PTY, to the

@@ -5,6 +5,7 @@ package main
 // child that never reads cannot make the server buffer without limit.
 
 import (
+	"crypto/sha256"
 	"errors"
 	"os"
 	"sync"
@@ -106,30 +107,34 @@ func (w *stdinWriter) closeFileLocked() {
 }
 
 // writeIDSet remembers the last writeIDMemory accepted writeIds of a process, so a retried
-// process/write is applied once (lessons R6).
+// process/write is applied once (lessons R6). It keeps a SHA-256 of each id, not the id: a
+// writeId may be as long as a message, and 4096 of those would be gigabytes.
 type writeIDSet struct {
-	ids  map[string]struct{}
-	ring []string
+	ids  map[writeIDKey]struct{}
+	ring []writeIDKey
 	next int
 }
 
+type writeIDKey [sha256.Size]byte
+
 func (s *writeIDSet) has(id string) bool {
-	_, ok := s.ids[id]
+	_, ok := s.ids[sha256.Sum256([]byte(id))]
 	return ok
 }
 
 func (s *writeIDSet) add(id string) {
+	key := writeIDKey(sha256.Sum256([]byte(id)))
 	if s.ids == nil {
-		s.ids = make(map[string]struct{})
+		s.ids = make(map[writeIDKey]struct{})
 	}
 	if len(s.ring) < writeIDMemory {
-		s.ring = append(s.ring, id)
+		s.ring = append(s.ring, key)
 	} else {
 		delete(s.ids, s.ring[s.next])
-		s.ring[s.next] = id
+		s.ring[s.next] = key
 		s.next = (s.next + 1) % writeIDMemory
 	}
-	s.ids[id] = struct{}{}
+	s.ids[key] = struct{}{}
 }
 
 // write is process/write on p: the status, or -32603 when stdin is gone.

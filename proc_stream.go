@@ -124,17 +124,20 @@ func (p *process) doneDrainingLocked(s *outStream) {
 
 // streamEOF records that a stream reached EOF; the last one closes an exited process.
 func (p *process) streamEOF(s *outStream) {
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	s.eof = true
 	p.doneDrainingLocked(s)
-	if p.open--; p.open > 0 {
-		return
+	var closed []byte
+	if p.open--; p.open == 0 {
+		close(p.streamsEOF)
+		if p.exited && !p.closed {
+			closed = p.closeLocked()
+		}
 	}
-	close(p.streamsEOF)
-	if p.exited && !p.closed {
-		p.closeLocked()
-	}
+	p.mu.Unlock()
+	p.send(closed)
 }
 
 // reportExit sends exited once the exit status is known, after draining what the child left
@@ -150,14 +153,18 @@ func (p *process) reportExit(code int) {
 		}
 		grace.Stop()
 	}
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.exited, p.exitCode = true, code
 	seq := p.nextSeq
 	p.nextSeq++
-	p.table.s.notify(appendExitedNotification(nil, p.idJSON, seq, code))
+	exited := appendExitedNotification(nil, p.idJSON, seq, code)
 	p.wakeLocked()
+	var closed []byte
 	if p.open == 0 && !p.closed {
-		p.closeLocked()
+		closed = p.closeLocked()
 	}
+	p.mu.Unlock()
+	p.send(exited, closed)
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // procWait bounds every wait for a process event in these tests; generous for -race on a
@@ -980,8 +982,9 @@ func zombieChildren() []int {
 	return z
 }
 
-// TestProcessChurn runs 10,000 short processes over 50 concurrent connections and checks
-// that nothing is left behind: no zombie, no descriptor, no goroutine.
+// TestProcessChurn runs 10,000 short processes over 50 concurrent connections, one start in
+// 25 failing to spawn, and checks that nothing is left behind: no zombie, no descriptor, no
+// goroutine.
 func TestProcessChurn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("churn: 10,000 processes")
@@ -1016,6 +1019,14 @@ func TestProcessChurn(t *testing.T) {
 					argv = []string{"sh", "-c", "echo $0 >&2; exit 3", id}
 				}
 				params := map[string]any{"processId": id, "argv": argv, "cwd": cwd, "env": map[string]string{"PATH": os.Getenv("PATH")}, "tty": i%10 == 9}
+				if i%25 == 24 { // after its descriptors are made, in pipe and PTY mode
+					params["argv"], params["tty"], params["pipeStdin"] = []string{"./no-such-program"}, i%50 == 49, true
+					if res, err := tc.call("process/start", params); err == nil {
+						errs <- fmt.Errorf("%s: started %s", id, res)
+						return
+					}
+					continue
+				}
 				if _, err := tc.call("process/start", params); err != nil {
 					errs <- fmt.Errorf("%s: %+v", id, err)
 					return
@@ -1036,8 +1047,8 @@ func TestProcessChurn(t *testing.T) {
 	elapsed := time.Since(start)
 	g, fds := settle(baseG, baseFD)
 	zombies := zombieChildren()
-	t.Logf("%d processes over %d connections in %v (%.0f/s); goroutines %d → %d, fds %d → %d, zombies %d",
-		conns*perConn, conns, elapsed.Round(time.Millisecond), float64(conns*perConn)/elapsed.Seconds(), baseG, g, baseFD, fds, len(zombies))
+	t.Logf("%d starts (%d failing) over %d connections in %v (%.0f/s); goroutines %d → %d, fds %d → %d, zombies %d",
+		conns*perConn, conns*perConn/25, conns, elapsed.Round(time.Millisecond), float64(conns*perConn)/elapsed.Seconds(), baseG, g, baseFD, fds, len(zombies))
 	if g > baseG || fds > baseFD || len(zombies) > 0 {
 		buf := make([]byte, 1<<20)
 		t.Errorf("left behind: goroutines %d (baseline %d), fds %d (baseline %d), zombies %v\n%s", g, baseG, fds, baseFD, zombies, buf[:runtime.Stack(buf, true)])
@@ -1143,5 +1154,225 @@ func TestProcessChildrenDieWhenTheServerIsKilled(t *testing.T) {
 	cmd.Wait()
 	for _, pid := range pids {
 		waitPidGone(t, pid)
+	}
+}
+
+// rawClient is a websocket client that reads only when the test says so, to play a client
+// slower than the process it runs.
+type rawClient struct {
+	t  *testing.T
+	ws *wsConn
+}
+
+func dialRaw(t *testing.T, ts *testServer) *rawClient {
+	t.Helper()
+	ws, _, err := dialWebsocket(context.Background(), ts.url, nil, nil, wsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.close(nil) })
+	return &rawClient{t: t, ws: ws}
+}
+
+func (rc *rawClient) send(format string, a ...any) {
+	rc.t.Helper()
+	if err := rc.ws.writeMessageOp(wsOpText, fmt.Appendf(nil, format, a...)); err != nil {
+		rc.t.Fatal(err)
+	}
+}
+
+// rawMessage is one message a rawClient read: a response or a process notification.
+type rawMessage struct {
+	ID     *int            `json:"id"`
+	Method string          `json:"method"`
+	Result json.RawMessage `json:"result"`
+	Error  *rpcError       `json:"error"`
+	Params procEvent       `json:"params"`
+}
+
+func (rc *rawClient) next() rawMessage {
+	rc.t.Helper()
+	rc.ws.nc.SetReadDeadline(time.Now().Add(procWait))
+	b, err := rc.ws.readMessage()
+	if err != nil {
+		rc.t.Fatalf("read: %v", err)
+	}
+	var m rawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		rc.t.Fatalf("%v: %.200s", err, b)
+	}
+	m.Params.Method = m.Method
+	return m
+}
+
+// outQueueBytes is how many bytes wait in the outgoing queue of session sid's connection.
+func outQueueBytes(ts *testServer, sid string) int {
+	s := serverSession(ts, sid)
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	if c == nil {
+		return 0
+	}
+	c.out.mu.Lock()
+	defer c.out.mu.Unlock()
+	return c.out.bytes
+}
+
+// TestProcessOutputWaitsForASlowClient has a client stop reading while its process writes
+// without pause. The output waits for the client (nothing is dropped, the connection stays),
+// and a wait for the client holds up nothing else: process/terminate still kills at once.
+func TestProcessOutputWaitsForASlowClient(t *testing.T) {
+	ts := startTestServer(t, func(s *server) { s.cfg.stallTimeout = time.Hour })
+	rc := dialRaw(t, ts)
+	rc.send(`{"id":0,"method":"initialize","params":{"clientName":"slow"}}`)
+	var init struct {
+		SessionID string `json:"sessionId"`
+	}
+	json.Unmarshal(rc.next().Result, &init)
+	rc.send(`{"method":"initialized"}`)
+	rc.send(`{"id":1,"method":"process/start","params":{"processId":"flood","argv":["sh","-c","echo $$; exec head -c 400000000 /dev/zero"],"cwd":%q,"env":{"PATH":%q},"tty":false}}`,
+		fileURI(t.TempDir()), os.Getenv("PATH"))
+	var events []procEvent
+	var out []byte
+	for !bytes.Contains(out, []byte("\n")) {
+		if m := rc.next(); m.Method == "process/output" {
+			events = append(events, m.Params)
+			out = append(out, m.Params.Chunk...)
+		}
+	}
+	pid := firstLineInt(t, string(out))
+	// The client reads nothing more until the server's queue to it is full.
+	chunkNote := base64.StdEncoding.EncodedLen(readChunkMax) + 200
+	waitFor(t, "the outgoing queue is full", func() bool { return outQueueBytes(ts, init.SessionID)+2*chunkNote > outQueueLimit })
+	rc.send(`{"id":2,"method":"process/terminate","params":{"processId":"flood"}}`)
+	waitPidGone(t, pid)
+	var terminated json.RawMessage
+	for len(events) == 0 || events[len(events)-1].Method != "process/closed" {
+		m := rc.next()
+		switch {
+		case m.ID != nil && *m.ID == 2:
+			terminated = m.Result
+		case strings.HasPrefix(m.Method, "process/"):
+			events = append(events, m.Params)
+		}
+	}
+	if string(terminated) != `{"running":true}` {
+		t.Errorf("terminate: %s", terminated)
+	}
+	total := 0
+	for i, e := range events {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("event %d (%s) has seq %d", i, e.Method, e.Seq)
+		}
+		if i > 0 && e.Method == "process/output" && bytes.ContainsFunc(e.Chunk, func(r rune) bool { return r != 0 }) {
+			t.Fatalf("seq %d: output that head never wrote", e.Seq)
+		}
+		total += len(e.Chunk)
+	}
+	if ex := events[len(events)-2]; ex.Method != "process/exited" || *ex.ExitCode != 137 {
+		t.Errorf("before closed: %+v", ex)
+	}
+	t.Logf("%d bytes in %d events, none dropped, reached a client that stopped reading", total, len(events))
+}
+
+// pgrpHelperEnv makes this test binary a helper that starts `sleep 600` in a process group
+// of its own (still in the helper's session, holding its stdout), prints the sleep's pid,
+// and waits: a job of an interactive shell, without the shell.
+const pgrpHelperEnv = "EXEC_SERVER_PGRP_HELPER"
+
+func startPgrpHelper(t *testing.T, tc *testClient, id string, tty bool) int {
+	t.Helper()
+	params := with(procStart(t, id, os.Args[0], "-test.run=^TestProcessKillReachesEveryGroupOfTheChildSession$"),
+		"env", map[string]string{"PATH": os.Getenv("PATH"), pgrpHelperEnv: "1"}, "tty", tty)
+	tc.mustCall("process/start", params)
+	waitOutput(tc, id, map[bool]string{false: "stdout", true: "pty"}[tty], "\n")
+	return firstLineInt(t, procOutput(tc, id))
+}
+
+// TestProcessKillReachesEveryGroupOfTheChildSession: process/terminate, and the end of a
+// session, kill what the child moved to another process group of its session (the
+// background jobs of an interactive shell in a PTY), not only the child's own group.
+func TestProcessKillReachesEveryGroupOfTheChildSession(t *testing.T) {
+	if os.Getenv(pgrpHelperEnv) == "1" {
+		cmd := exec.Command("sleep", "600")
+		cmd.Stdout = os.Stdout
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			os.Exit(2)
+		}
+		fmt.Println(cmd.Process.Pid)
+		cmd.Wait()
+		os.Exit(0)
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("finds a session's members through /proc")
+	}
+	for _, tty := range []bool{false, true} {
+		t.Run(fmt.Sprintf("terminate tty=%v", tty), func(t *testing.T) {
+			ts := startTestServer(t)
+			tc := ts.connect(t)
+			pid := startPgrpHelper(t, tc, "job", tty)
+			tc.mustCall("process/terminate", map[string]any{"processId": "job"})
+			waitPidGone(t, pid)
+			if r := waitClosed(tc, "job"); r.exitCode != 137 {
+				t.Errorf("exit code %d", r.exitCode)
+			}
+		})
+	}
+	t.Run("session expiry", func(t *testing.T) {
+		ts := startTestServer(t, func(s *server) { s.cfg.sessionTTL = time.Millisecond })
+		tc := ts.connect(t)
+		pid := startPgrpHelper(t, tc, "job", true)
+		tc.close()
+		waitPidGone(t, pid)
+	})
+}
+
+// TestProcessWriteIDMemoryIsBounded: the remembered writeIds cost a bounded amount of memory
+// however long the ids a client sends, and the oldest are forgotten first.
+func TestProcessWriteIDMemoryIsBounded(t *testing.T) {
+	var ids writeIDSet
+	long := strings.Repeat("w", 8<<10)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; i <= writeIDMemory; i++ {
+		ids.add(long + strconv.Itoa(i))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
+		t.Errorf("%d writeIds of 8 KiB hold %d bytes", writeIDMemory, grew)
+	}
+	if ids.has(long+"0") || !ids.has(long+"1") || !ids.has(long+strconv.Itoa(writeIDMemory)) {
+		t.Errorf("not the newest %d ids", writeIDMemory)
+	}
+	runtime.KeepAlive(&ids)
+}
+
+// TestProcessRetainedOutputMemoryIsBounded feeds a process 200,000 one-byte chunks (an
+// echoing terminal, a byte-at-a-time writer): the retained buffer's memory stays bounded,
+// not 1 MiB of chunks at ~170 bytes of bookkeeping each, and holds the newest chunks.
+func TestProcessRetainedOutputMemoryIsBounded(t *testing.T) {
+	srv := newServer(context.Background(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, nil)
+	sess := &session{id: "tiny", srv: srv}
+	sess.procs = newProcTable(sess)
+	p := newProcess(sess.procs, "tiny", true, time.Minute)
+	const n = 200_000
+	for range n {
+		p.output(streamPTY, []byte{'x'})
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	mem := 0
+	for i, c := range p.chunks {
+		mem += cap(c.msg) + int(unsafe.Sizeof(c))
+		if c.seq != uint64(n-len(p.chunks)+i+1) {
+			t.Fatalf("retained chunk %d has seq %d: not the newest", i, c.seq)
+		}
+	}
+	if mem > retainedMemoryLimit {
+		t.Errorf("%d one-byte chunks retained in %d bytes of memory", len(p.chunks), mem)
 	}
 }

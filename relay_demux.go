@@ -508,3 +508,7 @@ func (q *relayInbox) drop() {
 	defer q.mu.Unlock()
 	q.msgs, q.head, q.bytes = nil, 0, 0
 }
+
+// maxMessageBytes implements messageLimiter (fs.go): a Noise message carries at most
+// noiseMaxRPCMessage bytes, so fs/readFile refuses what would not fit (lessons.md R19).
+func (st *relayStream) maxMessageBytes() int { return noiseMaxRPCMessage }

@@ -152,6 +152,7 @@ func (x *relayExecutor) dial(ctx context.Context, reg *registration, attempt int
 	dctx, cancel := context.WithTimeout(ctx, x.timings.dialTimeout)
 	defer cancel()
 	ws, resp, err := dialWebsocket(dctx, reg.url, http.Header{"X-Request-Id": {requestID}}, x.tls, wsOptions{
+		proxy:        http.ProxyFromEnvironment,
 		maxMessage:   relayMaxMessage,
 		maxFrame:     relayMaxMessage,
 		pingInterval: x.timings.pingInterval,

@@ -1263,11 +1263,16 @@ func TestRemoteUpgradeRetryAfterIsAFloor(t *testing.T) {
 	}
 }
 
-// TestRemoteOversizedReplyBecomesAnError: a reply over the 64 MiB message limit (a 49 MiB
-// file is 65 MiB of base64) cannot cross the relay; the request gets an error and the
-// stream lives on.
+// TestRemoteOversizedReplyBecomesAnError: a reply over the 64 MiB message limit cannot
+// cross the relay; the request gets an error and the stream lives on. fs/readFile knows the
+// limit up front (lessons.md R19: a 49 MiB file is 65 MiB of base64) and refuses as the
+// reference refuses a file over its limit; any other reply that turns out too large becomes
+// an internal error.
 func TestRemoteOversizedReplyBecomesAnError(t *testing.T) {
-	e := startRemote(t, nil, nil)
+	big := strings.Repeat("z", noiseMaxRPCMessage)
+	e := startRemote(t, nil, nil, testMethodOption("test/huge", func(*conn, json.RawMessage) (any, error) {
+		return big, nil
+	}))
 	s := e.harness().mustOpen("s-1")
 	s.initialize()
 	path := filepath.Join(t.TempDir(), "sparse.bin")
@@ -1281,8 +1286,12 @@ func TestRemoteOversizedReplyBecomesAnError(t *testing.T) {
 	}
 	r := s.call("fs/readFile", map[string]any{"path": "file://" + path}, nil)
 	skipIfMissing(t, r, "fs/readFile")
+	if r.Error == nil || r.Error.Code != codeInvalidRequest || !strings.Contains(r.Error.Message, "file is too large to read") {
+		t.Fatalf("fs/readFile of 49 MiB: error %+v, want -32600 file is too large to read", r.Error)
+	}
+	r = s.call("test/huge", nil, nil)
 	if r.Error == nil || r.Error.Code != codeInternal || !strings.Contains(r.Error.Message, "message limit") {
-		t.Fatalf("fs/readFile of 49 MiB: error %+v, want an internal error about the message limit", r.Error)
+		t.Fatalf("a 64 MiB reply: error %+v, want an internal error about the message limit", r.Error)
 	}
 	s.mustCall("environment/info", nil)
 }

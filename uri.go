@@ -1,16 +1,20 @@
 package main
 
-// Path parameters (protocol.md §6.1). 0.169 takes only file: URIs; the SEED contract also
-// promises native absolute paths. We accept both and answer with file: URIs.
+// Path parameters (protocol.md §6.1). 0.169 takes only file: URIs, parsed as WHATWG URLs; the
+// SEED contract also promises native absolute paths. We accept both and answer with file: URIs.
 //
 //	file:///abs/path  FILE:///abs  file:/abs  file://localhost/abs  file:tmp (= /tmp)
-//	%XX decoded (%2F too), "." ".." "//" segments and a trailing "/" normalised
-//	/abs/path                       native absolute path (SEED)
+//	%XX decoded (%2F too; a "%" not followed by two hex digits is itself), "\" is "/",
+//	tab, CR and LF dropped, "." ".." "//" segments and a trailing "/" normalised
+//	/abs/path                       native absolute path (SEED), taken as it is
 //	rejected while decoding params: relative or empty, another scheme, ?query, #fragment, %00
-//	rejected when used:             a host other than localhost, a Windows drive path
+//	rejected when used:             a host other than localhost, a Windows drive ("C:", "C|")
+//	                                as the first segment
+//
+// Answers render a path as the reference's URL library does (fileURI): every byte but the
+// controls, space, non-ASCII and " # % < > ? \ ` { } stays as it is.
 
 import (
-	"net/url"
 	"path"
 	"runtime"
 	"strings"
@@ -33,7 +37,7 @@ func parsePath(s string) (string, error) {
 		}
 		return path.Clean(s), nil
 	}
-	scheme, rest, ok := strings.Cut(s, ":")
+	scheme, rest, ok := strings.Cut(whatwgTrim(s), ":")
 	if !ok || scheme == "" || !validScheme(scheme) {
 		return "", &pathError{msg: "invalid URI: relative URL without a base"}
 	}
@@ -46,36 +50,66 @@ func parsePath(s string) (string, error) {
 	if i := strings.IndexByte(rest, '?'); i >= 0 {
 		return "", &pathError{msg: "query parameters are not allowed in path URIs"}
 	}
-	host := ""
-	if strings.HasPrefix(rest, "//") {
-		rest = rest[2:]
-		i := strings.IndexByte(rest, '/')
-		if i < 0 {
-			host, rest = rest, "/"
-		} else {
-			host, rest = rest[:i], rest[i:]
-		}
-	}
-	p, err := url.PathUnescape(rest)
-	if err != nil {
-		return "", &pathError{msg: "invalid URI: " + err.Error()}
-	}
+	host, rawPath := splitFileAuthority(strings.ReplaceAll(rest, `\`, "/"))
 	invalid := &pathError{msg: "'" + s + "' is invalid on '" + runtime.GOOS + "'", atUse: true}
-	if strings.IndexByte(p, 0) >= 0 {
+	p := percentDecode(rawPath)
+	switch {
+	case strings.IndexByte(p, 0) >= 0:
 		invalid.atUse = false
 		return "", invalid
-	}
-	if host != "" && !strings.EqualFold(host, "localhost") {
+	case host != "" && !strings.EqualFold(host, "localhost"), hasDriveSegment(rawPath):
 		return "", invalid
 	}
-	if !strings.HasPrefix(p, "/") {
-		p = "/" + p
+	return path.Clean("/" + p), nil
+}
+
+// whatwgTrim drops what a WHATWG URL parser ignores: leading and trailing controls and spaces,
+// and every tab, CR and LF.
+func whatwgTrim(s string) string {
+	s = strings.TrimFunc(s, func(r rune) bool { return r <= ' ' })
+	if strings.ContainsAny(s, "\t\r\n") {
+		s = strings.NewReplacer("\t", "", "\r", "", "\n", "").Replace(s)
 	}
-	p = path.Clean(p)
-	if len(p) >= 3 && p[2] == ':' && isASCIILetter(p[1]) { // /C:/x
-		return "", invalid
+	return s
+}
+
+// splitFileAuthority splits what follows "file:" into the host of a "//host" authority and the
+// path.
+func splitFileAuthority(rest string) (host, p string) {
+	after, ok := strings.CutPrefix(rest, "//")
+	if !ok {
+		return "", rest
 	}
-	return p, nil
+	if i := strings.IndexByte(after, '/'); i >= 0 {
+		return after[:i], after[i:]
+	}
+	return after, "/"
+}
+
+// hasDriveSegment says whether the first non-empty segment of a URI path, once "." and ".."
+// are resolved, is a Windows drive ("C:" or "C|"): the reference takes such a URI for a
+// Windows path and refuses it on other systems.
+func hasDriveSegment(rawPath string) bool {
+	first, _, _ := strings.Cut(strings.TrimPrefix(path.Clean("/"+rawPath), "/"), "/")
+	return len(first) == 2 && isASCIILetter(first[0]) && (first[1] == ':' || first[1] == '|')
+}
+
+// percentDecode decodes %XX escapes as a WHATWG URL parser does: a "%" not followed by two hex
+// digits stays as it is.
+func percentDecode(s string) string {
+	if strings.IndexByte(s, '%') < 0 {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
 }
 
 func validScheme(s string) bool {
@@ -90,9 +124,35 @@ func validScheme(s string) bool {
 
 func isASCIILetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
 
-// fileURI renders a native absolute path as a file: URI, percent-encoding as needed.
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'f' }
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c | 0x20 - 'a' + 10
+}
+
+// fileURI renders a native absolute path as a file: URI. It escapes exactly what the
+// reference's URL library escapes in a path segment, so that paths in answers read the same:
+// controls, space, non-ASCII bytes and " # % < > ? \ ` { }.
 func fileURI(p string) string {
-	return (&url.URL{Scheme: "file", Path: p}).String()
+	const hexDigits = "0123456789ABCDEF"
+	b := make([]byte, 0, len("file://")+len(p)+8)
+	b = append(b, "file://"...)
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; uriSegmentEscape(c) {
+			b = append(b, '%', hexDigits[c>>4], hexDigits[c&0xf])
+		} else {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+// uriSegmentEscape says whether a path byte is percent-encoded in a file: URI.
+func uriSegmentEscape(c byte) bool {
+	return c <= ' ' || c >= 0x7f || strings.IndexByte("\"#%<>?\\`{}", c) >= 0
 }
 
 // paramPath parses a path parameter for an fs method: syntax errors are -32602, a path that

@@ -99,6 +99,9 @@ type wsOptions struct {
 	pingInterval time.Duration // 0: no pings
 	pongTimeout  time.Duration // 0: a peer that never answers pings is kept
 	closeWait    time.Duration // how long our close waits for the echo; 0: wsCloseWait
+	// proxy picks an HTTP proxy for a client dial, as http.Transport.Proxy does (the relay
+	// passes http.ProxyFromEnvironment); nil dials directly. The tunnel is HTTP CONNECT.
+	proxy func(*http.Request) (*url.URL, error)
 }
 
 // wsCloseError is a failed connection: the close code we sent and why.
@@ -773,6 +776,73 @@ func acceptKey(key string) string {
 	return base64.StdEncoding.EncodeToString(h[:])
 }
 
+// dialTunnel connects to addr, the host of u, directly or through the HTTP CONNECT proxy that
+// proxy picks for u.
+func dialTunnel(ctx context.Context, u *url.URL, addr string, proxy func(*http.Request) (*url.URL, error)) (net.Conn, error) {
+	var d net.Dialer
+	if proxy == nil {
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	target := &url.URL{Scheme: "http", Host: u.Host}
+	if u.Scheme == "wss" {
+		target.Scheme = "https"
+	}
+	pu, err := proxy(&http.Request{Method: http.MethodGet, URL: target, Host: u.Host, Header: http.Header{}})
+	if err != nil || pu == nil {
+		if err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	if pu.Scheme != "http" {
+		return nil, fmt.Errorf("proxy scheme %q is not supported (http only)", pu.Scheme)
+	}
+	paddr := pu.Host
+	if pu.Port() == "" {
+		paddr = net.JoinHostPort(pu.Hostname(), "80")
+	}
+	pc, err := d.DialContext(ctx, "tcp", paddr)
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", pu.Host, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		pc.SetDeadline(dl)
+	} else {
+		pc.SetDeadline(time.Now().Add(wsHandshakeLimit))
+	}
+	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: addr}, Host: addr, Header: http.Header{}}
+	if pu.User != nil {
+		pass, _ := pu.User.Password()
+		cred := base64.StdEncoding.EncodeToString([]byte(pu.User.Username() + ":" + pass))
+		req.Header.Set("Proxy-Authorization", "Basic "+cred)
+	}
+	req.Header["User-Agent"] = []string{""}
+	if err := req.Write(pc); err != nil {
+		pc.Close()
+		return nil, fmt.Errorf("proxy %s: %w", pu.Host, err)
+	}
+	// The proxy says nothing after its answer until we speak, so no byte is left buffered.
+	resp, err := http.ReadResponse(bufio.NewReaderSize(pc, 512), req)
+	if err != nil {
+		pc.Close()
+		return nil, fmt.Errorf("proxy %s: %w", pu.Host, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		pc.Close()
+		return nil, fmt.Errorf("proxy %s refused the tunnel: %s", pu.Host, resp.Status)
+	}
+	pc.SetDeadline(time.Time{})
+	return pc, nil
+}
+
+// redactQuery renders u without its query: a rendezvous URL carries its credential there.
+func redactQuery(u *url.URL) string {
+	v := *u
+	v.RawQuery, v.ForceQuery = "", false
+	return v.Redacted()
+}
+
 // dialWebsocket opens a client websocket to a ws:// or wss:// URL. On an answer other than
 // 101 it returns the response (body read, up to 64 KiB) with an error, so callers can act on
 // the status.
@@ -792,12 +862,11 @@ func dialWebsocket(ctx context.Context, rawURL string, header http.Header, tlsCo
 			host = net.JoinHostPort(u.Hostname(), "443")
 		}
 	default:
-		return nil, nil, fmt.Errorf("websocket dial %s: scheme must be ws or wss", u.Redacted())
+		return nil, nil, fmt.Errorf("websocket dial %s: scheme must be ws or wss", redactQuery(u))
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", host)
+	nc, err := dialTunnel(ctx, u, host, opts.proxy)
 	if err != nil {
-		return nil, nil, fmt.Errorf("websocket dial %s: %w", u.Redacted(), err)
+		return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
 	}
 	if u.Scheme == "wss" {
 		conf := &tls.Config{}
@@ -810,7 +879,7 @@ func dialWebsocket(ctx context.Context, rawURL string, header http.Header, tlsCo
 		tc := tls.Client(nc, conf)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
-			return nil, nil, fmt.Errorf("websocket dial %s: %w", u.Redacted(), err)
+			return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
 		}
 		nc = tc
 	}
@@ -835,13 +904,13 @@ func dialWebsocket(ctx context.Context, rawURL string, header http.Header, tlsCo
 	req.Header.Set("Sec-WebSocket-Version", "13")
 	if err := req.Write(nc); err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("websocket dial %s: %w", u.Redacted(), err)
+		return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
 	}
 	br := bufio.NewReader(nc)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("websocket dial %s: %w", u.Redacted(), err)
+		return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols ||
 		!headerHasToken(resp.Header, "Upgrade", "websocket") ||
@@ -850,7 +919,7 @@ func dialWebsocket(ctx context.Context, rawURL string, header http.Header, tlsCo
 		resp.Body.Close()
 		resp.Body = io.NopCloser(strings.NewReader(string(body)))
 		nc.Close()
-		return nil, resp, fmt.Errorf("websocket dial %s: upgrade refused: %s", u.Redacted(), resp.Status)
+		return nil, resp, fmt.Errorf("websocket dial %s: upgrade refused: %s", redactQuery(u), resp.Status)
 	}
 	nc.SetDeadline(time.Time{})
 	return newWSConn(nc, br, true, opts), resp, nil

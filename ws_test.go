@@ -18,6 +18,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -1002,5 +1004,55 @@ func TestWSLargeOutgoingMessageIsFragmented(t *testing.T) {
 	want := `{"id":1,"result":"` + big + `"}`
 	if len(frames) < 2 || string(msg) != want {
 		t.Fatalf("got %d frames %v and a %d-byte message, want fragments of a %d-byte message", len(frames), frames, len(msg), len(want))
+	}
+}
+
+// TestWSDialThroughConnectProxy: a client dial with a proxy goes through an HTTP CONNECT
+// tunnel, with the proxy's credentials, and speaks websocket through it.
+func TestWSDialThroughConnectProxy(t *testing.T) {
+	ts := startTestServer(t)
+	target := strings.TrimPrefix(ts.url, "ws://")
+	seen := make(chan string, 1)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect || r.Host != target {
+			http.Error(w, "unexpected "+r.Method+" "+r.Host, http.StatusBadRequest)
+			return
+		}
+		seen <- r.Header.Get("Proxy-Authorization")
+		up, err := net.Dial("tcp", target)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		down, brw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			up.Close()
+			return
+		}
+		io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n")
+		go func() { io.Copy(up, brw); up.Close() }()
+		io.Copy(down, up)
+		down.Close()
+	}))
+	defer proxy.Close()
+	pu, _ := url.Parse(proxy.URL)
+	pu.User = url.UserPassword("u", "p")
+	ws, _, err := dialWebsocket(context.Background(), ts.url, nil, nil, wsOptions{
+		proxy: func(*http.Request) (*url.URL, error) { return pu, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.close(nil)
+	if got := <-seen; got != "Basic dTpw" {
+		t.Errorf("Proxy-Authorization %q, want Basic dTpw", got)
+	}
+	if err := ws.writeMessage([]byte(`{"id":1,"method":"environment/status"}`)); err != nil {
+		t.Fatal(err)
+	}
+	ws.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	reply, err := ws.readMessage()
+	if err != nil || !strings.Contains(string(reply), "must call initialize") {
+		t.Fatalf("reply through the tunnel: %s %v", reply, err)
 	}
 }
