@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/coder/websocket v1.8.15
+	github.com/creack/pty v1.1.24
 	github.com/flynn/noise v1.1.0
 	github.com/gobwas/ws v1.5.0
 	github.com/gorilla/websocket v1.5.3
