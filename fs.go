@@ -48,6 +48,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -111,10 +112,6 @@ type pathParams struct {
 	Sandbox *fsSandbox `json:"sandbox"`
 }
 
-type readFileResult struct {
-	DataBase64 []byte `json:"dataBase64"` // encoding/json writes []byte as padded standard base64
-}
-
 func (c *conn) fsReadFile(p *pathParams) (any, error) {
 	limit := c.readFileLimit()
 	return fsPathOp(p.Path, p.Sandbox, false, func(_ context.Context, path string) (any, error) {
@@ -122,7 +119,10 @@ func (c *conn) fsReadFile(p *pathParams) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return readFileResult{data}, nil
+		// {"dataBase64":"…"} encoded once, into one exact-size buffer.
+		res := make([]byte, 0, len(`{"dataBase64":""}`)+base64.StdEncoding.EncodedLen(len(data)))
+		res = appendBase64String(append(res, `{"dataBase64":`...), data)
+		return rawJSON(append(res, '}')), nil
 	})
 }
 
@@ -212,14 +212,14 @@ func errNotAFile(path string) error {
 
 type writeFileParams struct {
 	Path       string     `json:"path"`
-	DataBase64 string     `json:"dataBase64"`
+	DataBase64 lazyBase64 `json:"dataBase64"`
 	Sandbox    *fsSandbox `json:"sandbox"`
 }
 
 // fsWriteFile decodes dataBase64 late, as the reference does (a bad one is -32600, not -32602).
 func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
 	return fsPathOp(p.Path, p.Sandbox, true, func(ctx context.Context, path string) (any, error) {
-		data, err := decodeBase64(p.DataBase64)
+		data, err := p.DataBase64.data, p.DataBase64.err
 		if err != nil {
 			return nil, errInvalidRequest("fs/writeFile requires valid base64 dataBase64: %s", err)
 		}

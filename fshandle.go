@@ -16,9 +16,11 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 )
@@ -165,11 +167,6 @@ type readBlockParams struct {
 	Len      uint64 `json:"len"`
 }
 
-type readBlockResult struct {
-	Chunk []byte `json:"chunk"`
-	EOF   bool   `json:"eof"`
-}
-
 // fsReadBlock reads up to len bytes at offset; eof is true when fewer came back.
 func (c *conn) fsReadBlock(p *readBlockParams) (any, error) {
 	if p.Len < 1 || p.Len > maxReadBlockBytes {
@@ -188,7 +185,11 @@ func (c *conn) fsReadBlock(p *readBlockParams) (any, error) {
 		if err != nil && err != io.EOF {
 			return nil, fsError(err)
 		}
-		return readBlockResult{Chunk: buf[:n], EOF: n < len(buf)}, nil
+		// {"chunk":"…","eof":B} encoded once, into one exact-size buffer.
+		res := make([]byte, 0, len(`{"chunk":"","eof":false}`)+base64.StdEncoding.EncodedLen(n))
+		res = appendBase64String(append(res, `{"chunk":`...), buf[:n])
+		res = strconv.AppendBool(append(res, `,"eof":`...), n < len(buf))
+		return rawJSON(append(res, '}')), nil
 	})
 }
 
