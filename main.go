@@ -42,6 +42,11 @@ type serverConfig struct {
 	// stallTimeout is how long a connection's full outgoing queue may make no progress
 	// before the client is disconnected (see outQueue).
 	stallTimeout time.Duration
+	// runManagedUnsandboxed runs requests that ask for a managed (restricted) sandbox without
+	// one, answering sandboxType "none", instead of refusing them. Opt-in, for hosts that
+	// are themselves the sandbox (a container, a throwaway VM), until the in-binary sandbox
+	// lands.
+	runManagedUnsandboxed bool
 }
 
 // server is one exec-server: its sessions, its method table and its configuration. Every
@@ -90,6 +95,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		sessionTTL       = fs.Duration("session-ttl", defaultSessionTTL, "how long a detached session waits to be resumed")
 		retention        = fs.Duration("exited-process-retention", defaultRetention, "how long a closed process stays readable")
 		_                = fs.Int("concurrent-requests", 1, "accepted for compatibility; requests never wait for each other here")
+		managedSandbox   = fs.String("managed-sandbox", "refuse", "what to do with a request for a managed sandbox, which this build cannot enforce: refuse, or run-unsandboxed (for hosts that are themselves the sandbox)")
 		wsAuth           = fs.String("ws-auth", "", "websocket auth: capability-token or signed-bearer-token")
 		wsTokenFile      = fs.String("ws-token-file", "", "file holding the capability token")
 		wsTokenSHA256    = fs.String("ws-token-sha256", "", "hex SHA-256 of the capability token")
@@ -137,9 +143,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 
+	if *managedSandbox != "refuse" && *managedSandbox != "run-unsandboxed" {
+		return fail(&usageError{fmt.Sprintf("invalid --managed-sandbox %q: want refuse or run-unsandboxed", *managedSandbox)})
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	srv := newServer(ctx, serverConfig{sessionTTL: *sessionTTL, retention: *retention, stallTimeout: defaultStallTimeout}, log)
+	srv := newServer(ctx, serverConfig{
+		sessionTTL:            *sessionTTL,
+		retention:             *retention,
+		stallTimeout:          defaultStallTimeout,
+		runManagedUnsandboxed: *managedSandbox == "run-unsandboxed",
+	}, log)
 	srv.auth = auth
 	defer srv.shutdown()
 

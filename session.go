@@ -269,8 +269,10 @@ func (s *session) shutdown() {
 	s.procs.killAll()
 }
 
-// notify sends a notification to the attached connection; while detached it is dropped,
-// as in the reference (missed output is recovered with process/read{afterSeq}).
+// notify sends a notification to the attached connection, waiting while the client is slow
+// (conn.notify); while detached it is dropped, as in the reference (missed output is
+// recovered with process/read{afterSeq}). Callers hold no lock that requests need: a
+// process sends under its send lock, never its state lock.
 func (s *session) notify(b []byte) {
 	s.mu.Lock()
 	c := s.conn
