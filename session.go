@@ -3,7 +3,8 @@ package main
 // Sessions (protocol.md §3.5). A session owns processes; a connection only borrows it. When
 // the connection goes, the session detaches: its processes keep running and keep buffering,
 // notifications are dropped, and initialize{resumeSessionId} may reattach it until the
-// detached TTL runs out, when every process group of the session is killed.
+// detached TTL runs out, when every process of the session is killed: each child's group and
+// the rest of its session.
 
 import (
 	"context"
@@ -244,7 +245,7 @@ func (s *session) detach(c *conn) {
 	s.expiry = time.AfterFunc(s.srv.cfg.sessionTTL, s.expire)
 }
 
-// expire ends a detached session: its processes' groups are killed.
+// expire ends a detached session: its processes are killed (procTable.killAll).
 func (s *session) expire() {
 	s.mu.Lock()
 	if s.conn != nil || s.gone {
