@@ -114,7 +114,7 @@ type pathParams struct {
 
 func (c *conn) fsReadFile(p *pathParams) (any, error) {
 	limit := c.readFileLimit()
-	return fsPathOp(p.Path, p.Sandbox, false, func(_ context.Context, path string) (any, error) {
+	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), false, func(_ context.Context, path string) (any, error) {
 		data, err := readWholeFile(path, limit)
 		if err != nil {
 			return nil, err
@@ -218,7 +218,7 @@ type writeFileParams struct {
 
 // fsWriteFile decodes dataBase64 late, as the reference does (a bad one is -32600, not -32602).
 func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
-	return fsPathOp(p.Path, p.Sandbox, true, func(ctx context.Context, path string) (any, error) {
+	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), true, func(ctx context.Context, path string) (any, error) {
 		data, err := p.DataBase64.data, p.DataBase64.err
 		if err != nil {
 			return nil, errInvalidRequest("fs/writeFile requires valid base64 dataBase64: %s", err)
@@ -371,7 +371,7 @@ type createDirectoryParams struct {
 }
 
 func (c *conn) fsCreateDirectory(p *createDirectoryParams) (any, error) {
-	return fsPathOp(p.Path, p.Sandbox, true, func(_ context.Context, path string) (any, error) {
+	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), true, func(_ context.Context, path string) (any, error) {
 		if p.Recursive == nil || *p.Recursive {
 			return struct{}{}, mkdirAll(path)
 		}
@@ -416,7 +416,7 @@ type metadataResult struct {
 
 // fsGetMetadata follows symlinks for everything but isSymlink; a dangling symlink is -32004.
 func (c *conn) fsGetMetadata(p *pathParams) (any, error) {
-	return fsPathOp(p.Path, p.Sandbox, false, func(_ context.Context, path string) (any, error) {
+	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), false, func(_ context.Context, path string) (any, error) {
 		fi, isLink, err := statFollowing(path)
 		if err != nil {
 			return nil, err
@@ -449,7 +449,7 @@ type canonicalizeResult struct {
 }
 
 func (c *conn) fsCanonicalize(p *pathParams) (any, error) {
-	return fsPathOp(p.Path, p.Sandbox, false, func(_ context.Context, path string) (any, error) {
+	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), false, func(_ context.Context, path string) (any, error) {
 		real, err := realPath(path)
 		if err != nil {
 			return nil, err
@@ -481,7 +481,7 @@ type readDirectoryResult struct {
 // fsReadDirectory lists a directory in the kernel's order. Types follow symlinks, and an entry
 // whose type cannot be read (a dangling symlink) is left out, as the reference does.
 func (c *conn) fsReadDirectory(p *pathParams) (any, error) {
-	return fsPathOp(p.Path, p.Sandbox, false, func(_ context.Context, path string) (any, error) {
+	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), false, func(_ context.Context, path string) (any, error) {
 		ents, err := readDirUnsorted(path)
 		if err != nil {
 			return nil, err
@@ -532,7 +532,7 @@ type removeParams struct {
 // fsRemove removes a file, a symlink (never its target) or a directory; recursive and force
 // default to true.
 func (c *conn) fsRemove(p *removeParams) (any, error) {
-	return fsPathOp(p.Path, p.Sandbox, true, func(_ context.Context, path string) (any, error) {
+	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), true, func(_ context.Context, path string) (any, error) {
 		fi, err := os.Lstat(path)
 		switch {
 		case err != nil && errors.Is(err, syscall.ENOENT) && (p.Force == nil || *p.Force):
@@ -562,7 +562,7 @@ func (c *conn) fsCopy(p *copyParams) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fsPathOp(p.DestinationPath, p.Sandbox, true, func(ctx context.Context, dst string) (any, error) {
+	return fsPathOp(p.DestinationPath, c.fsSandboxFor(p.Sandbox), true, func(ctx context.Context, dst string) (any, error) {
 		fi, err := os.Lstat(src)
 		if err != nil {
 			return nil, err
@@ -680,7 +680,8 @@ func copySymlink(src, dst string) error {
 
 // fsSandbox is the optional sandbox of the fs methods (protocol.md §6.3). Filesystem access
 // runs as the server's user; a policy that restricts it cannot be honoured here and is
-// refused rather than ignored (sandbox.md §8.1, fail closed).
+// refused rather than ignored (sandbox.md §8.1, fail closed), unless the operator chose to
+// run managed sandboxes unsandboxed (fsSandboxFor).
 type fsSandbox struct {
 	Permissions         fsPermissions `json:"permissions"`
 	WindowsSandboxLevel string        `json:"windowsSandboxLevel"`
@@ -707,21 +708,37 @@ func (s *fsSandbox) UnmarshalJSON(raw []byte) error {
 	if err := decodeParams(raw, (*FileSystemSandboxContext)(s)); err != nil {
 		return err
 	}
-	switch s.Permissions.Type {
+	return s.Permissions.validate()
+}
+
+// validate checks a permission profile's tags as the reference's decoder does. process/start
+// reads the same profile (parseProcessSandbox).
+func (p *fsPermissions) validate() error {
+	switch p.Type {
 	case "disabled", "external":
 	case "managed":
-		if s.Permissions.FileSystem == nil {
+		if p.FileSystem == nil {
 			return errInvalidParams("missing field `file_system`")
 		}
-		if t := s.Permissions.FileSystem.Type; t != "restricted" && t != "unrestricted" {
+		if t := p.FileSystem.Type; t != "restricted" && t != "unrestricted" {
 			return errUnknownVariant(t, "restricted", "unrestricted")
 		}
 	case "":
 		return errInvalidParams("missing field `type`")
 	default:
-		return errUnknownVariant(s.Permissions.Type, "managed", "disabled", "external")
+		return errUnknownVariant(p.Type, "managed", "disabled", "external")
 	}
 	return nil
+}
+
+// fsSandboxFor is the sandbox the server enforces for an fs request's sb: sb itself, or nil
+// (direct access) when the operator runs managed sandboxes unsandboxed (--managed-sandbox
+// run-unsandboxed), on a host that is itself the sandbox.
+func (c *conn) fsSandboxFor(sb *fsSandbox) *fsSandbox {
+	if sb != nil && sb.Permissions.Type == "managed" && c.srv.cfg.runManagedUnsandboxed {
+		return nil
+	}
+	return sb
 }
 
 // decodeVariant decodes a JSON string that must be one of variants, as serde decodes an enum.

@@ -138,7 +138,7 @@ func (c *conn) fsOpen(p *openParams) (any, error) {
 		return nil, err
 	}
 	replace := p.Mode != nil && *p.Mode == "replace"
-	if err := p.Sandbox.check(replace); err != nil {
+	if err := c.fsSandboxFor(p.Sandbox).check(replace); err != nil {
 		return nil, err
 	}
 	return c.onHandle(p.HandleID, func(h *fileHandles) (any, error) {

@@ -78,7 +78,7 @@ func (c *conn) fsWalk(p *walkParams) (any, error) {
 		return nil, errInvalidRequest("filesystem walk limits exceed maximums: depth=%d, directories=%d, entries=%d",
 			maxWalkDepth, maxWalkDirectories, maxWalkEntries)
 	}
-	return fsPathOp(p.Path, p.Sandbox, false, func(ctx context.Context, root string) (any, error) {
+	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), false, func(ctx context.Context, root string) (any, error) {
 		return walkTree(ctx, root, o)
 	})
 }

@@ -63,7 +63,7 @@ func (c *conn) fsWatchMissing(p *watchMissingParams) (any, error) {
 		}
 		paths = append(paths, path)
 	}
-	if err := p.Sandbox.check(false); err != nil {
+	if err := c.fsSandboxFor(p.Sandbox).check(false); err != nil {
 		return nil, err
 	}
 	ws := c.scopedState("fs/watchMissing", func() any {

@@ -36,7 +36,9 @@ package main
 // not only its process group (the jobs of an interactive shell live in groups of their own);
 // output in chunks of less than ~70 bytes is retained below 1 MiB, within a memory bound;
 // sandboxType is "none" for a disabled or external sandbox (0.169 says "linuxSeccomp" because
-// it always routes through its launcher); native absolute cwd paths are accepted (SEED).
+// it always routes through its launcher); a managed sandbox is refused, or, when the operator
+// opted in (--managed-sandbox run-unsandboxed), run without one and answered "none"; native
+// absolute cwd paths are accepted (SEED).
 
 import (
 	"context"
@@ -95,6 +97,8 @@ type procTable struct {
 	mu    sync.Mutex
 	procs map[string]*process
 	gone  bool // killAll ran: the session is over
+
+	sweeper sessionSweeper // what process/terminate leaves of its children's sessions
 }
 
 func newProcTable(s *session) *procTable {
@@ -139,9 +143,9 @@ func (t *procTable) remove(p *process) {
 }
 
 // killAll ends the session's processes: SIGKILL to every process group and the rest of
-// every child's session, then a bounded wait for each to close; streams still open after
-// that (a child that left its session holds them) are closed by force, so no reader
-// goroutine outlives the session.
+// every child's session (one listing, with the sweeps terminate queued), then a bounded wait
+// for each to close; streams still open after that (a child that left its session holds
+// them) are closed by force, so no reader goroutine outlives the session.
 func (t *procTable) killAll() {
 	t.mu.Lock()
 	t.gone = true
@@ -151,13 +155,26 @@ func (t *procTable) killAll() {
 	}
 	t.procs = map[string]*process{}
 	t.mu.Unlock()
-	var sids []int
-	for _, p := range procs {
-		if _, sid := p.killGroup(true); sid > 0 {
-			sids = append(sids, sid)
-		}
+	queued := t.sweeper.close()
+	sweep := newSessionSweep()
+	if queued != nil {
+		sweep.sids = append(sweep.sids, queued.sids...)
 	}
-	killSessions(sids)
+	for _, p := range procs {
+		p.mu.Lock()
+		if _, sid := p.killGroupLocked(true); sid > 0 {
+			sweep.sids = append(sweep.sids, sid)
+			if !p.reaped {
+				p.sweep = sweep.done
+			}
+		}
+		p.mu.Unlock()
+	}
+	sweep.run()
+	if queued != nil {
+		close(queued.done)
+	}
+	t.sweeper.wait()
 	deadline := time.NewTimer(killReapTimeout)
 	defer deadline.Stop()
 	for _, p := range procs {
@@ -223,7 +240,7 @@ func (c *conn) processStart(p *startParams) (any, error) {
 	if pe, ok := cwdErr.(*pathError); cwdErr != nil && (!ok || !pe.atUse) {
 		return nil, errInvalidParams("%s", cwdErr)
 	}
-	sandbox, err := parseProcessSandbox(p.Sandbox)
+	sandbox, err := parseProcessSandbox(p.Sandbox, c.srv.cfg.runManagedUnsandboxed)
 	if err != nil {
 		return nil, err
 	}
@@ -244,8 +261,9 @@ func (c *conn) processStart(p *startParams) (any, error) {
 	}
 	rows, cols := p.ptySize()
 	spec, err := newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols)
+	sandboxType := ""
 	if err == nil {
-		err = applySandbox(spec, sandbox)
+		sandboxType, err = applySandbox(spec, sandbox)
 	}
 	if err == nil {
 		err = proc.spawn(spec)
@@ -258,7 +276,7 @@ func (c *conn) processStart(p *startParams) (any, error) {
 		proc.kill()
 		return nil, errInvalidRequest("session is shutting down")
 	}
-	return startResult{ProcessID: p.ProcessID, SandboxType: "none"}, nil
+	return startResult{ProcessID: p.ProcessID, SandboxType: sandboxType}, nil
 }
 
 // readParams are the params of process/read (§5.2).
@@ -358,8 +376,8 @@ type terminateResult struct {
 	Running bool `json:"running"`
 }
 
-// processTerminate kills the process group, and the rest of the child's session, at once
-// (§5.5): no SIGTERM, no grace period.
+// processTerminate kills the process group at once (§5.5): no SIGTERM, no grace period. The
+// rest of the child's session is killed in the background, right after (sessionSweeper).
 func (c *conn) processTerminate(p *idParams) (any, error) {
 	proc := c.procs().get(p.ProcessID)
 	if proc == nil {

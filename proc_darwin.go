@@ -18,6 +18,10 @@ func childSysProcAttr(tty bool) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setsid: true, Setctty: tty, Ctty: 0}
 }
 
+// reaperHoldsPid: the reaper learns of an exit only by reaping, so a session is swept before
+// process/terminate answers, while the leader's pid is surely still held.
+const reaperHoldsPid = false
+
 // childExit would watch a child's exit without reaping it; darwin has no waitid binding in
 // x/sys, so the reaper learns of the exit from Wait itself.
 type childExit struct{}

@@ -261,24 +261,30 @@ func spawnErrorText(err error) string {
 }
 
 // sandboxContextParams is the FileSystemSandboxContext of process/start (sandbox.md §1.1).
-// Only what decides whether we can run the process is read here.
+// Only what decides whether we can run the process is read here; the permission profile is
+// the one the fs methods read (fsPermissions).
 type sandboxContextParams struct {
 	Permissions         json.RawMessage `json:"permissions"`
 	WindowsSandboxLevel string          `json:"windowsSandboxLevel"`
 }
 
-type sandboxPermissionsParams struct {
-	Type string `json:"type"`
-}
-
 // processSandbox is what a process/start sandbox object asks for.
 type processSandbox struct {
-	kind string // "disabled" or "external": no platform sandbox
+	kind string // "disabled" or "external" (no platform sandbox), or "managed"
+	// unenforced: a managed sandbox that the operator chose to run without one
+	// (--managed-sandbox run-unsandboxed), for hosts that are themselves the sandbox.
+	unenforced bool
+}
+
+// errManagedSandboxRefused is the answer to a managed sandbox by default (fail closed,
+// sandbox.md §8.1): the reference's words, then why, then the operator's way out.
+func errManagedSandboxRefused() error {
+	return errInvalidParams("sandbox intent cannot be enforced on this executor: a managed sandbox is not available in this exec-server yet (its operator may run such requests without a sandbox: --managed-sandbox run-unsandboxed)")
 }
 
 // parseProcessSandbox decodes process/start's sandbox; nil when absent or null. A managed
-// policy is refused (fail closed, sandbox.md §8.1) until this server can enforce it.
-func parseProcessSandbox(raw json.RawMessage) (*processSandbox, error) {
+// policy is refused (fail closed, sandbox.md §8.1) unless runManagedUnsandboxed.
+func parseProcessSandbox(raw json.RawMessage, runManagedUnsandboxed bool) (*processSandbox, error) {
 	if procParamAbsent(raw) {
 		return nil, nil
 	}
@@ -291,29 +297,33 @@ func parseProcessSandbox(raw json.RawMessage) (*processSandbox, error) {
 	default:
 		return nil, errInvalidParams("unknown variant `%s`, expected one of `disabled`, `restricted-token`, `elevated`, `mxc`", ctx.WindowsSandboxLevel)
 	}
-	var perm sandboxPermissionsParams
+	var perm fsPermissions
 	if err := decodeParams(ctx.Permissions, &perm); err != nil {
 		return nil, err
 	}
-	switch perm.Type {
-	case "disabled", "external":
-		return &processSandbox{kind: perm.Type}, nil
-	case "managed":
-		return nil, errInvalidParams("sandbox intent cannot be enforced on this executor: a managed sandbox is not available in this exec-server yet")
+	if err := perm.validate(); err != nil {
+		return nil, err
 	}
-	return nil, errInvalidParams("unknown variant `%s`, expected one of `managed`, `disabled`, `external`", perm.Type)
+	if perm.Type != "managed" {
+		return &processSandbox{kind: perm.Type}, nil
+	}
+	if !runManagedUnsandboxed {
+		return nil, errManagedSandboxRefused()
+	}
+	return &processSandbox{kind: perm.Type, unenforced: true}, nil
 }
 
-// applySandbox is the one seam where a sandbox policy wraps a launch: a future sandbox
-// rewrites spec here (for example into a re-exec of this binary that confines itself and then
-// execs spec.path). Disabled and external sandboxes launch as is.
-func applySandbox(spec *launchSpec, sb *processSandbox) error {
-	if sb == nil {
-		return nil
+// applySandbox is the one seam where a sandbox policy wraps a launch, and says which sandbox
+// the process runs in (process/start's sandboxType). A future sandbox rewrites spec here (for
+// example into a re-exec of this binary that confines itself and then execs spec.path).
+// Disabled and external sandboxes launch as is, and so does a managed one the operator chose
+// to run unsandboxed: "none" tells the client that nothing confines the process.
+func applySandbox(spec *launchSpec, sb *processSandbox) (sandboxType string, err error) {
+	switch {
+	case sb == nil, sb.kind == "disabled", sb.kind == "external":
+		return "none", nil
+	case sb.kind == "managed" && sb.unenforced:
+		return "none", nil
 	}
-	switch sb.kind {
-	case "disabled", "external":
-		return nil
-	}
-	return errInvalidParams("sandbox intent cannot be enforced on this executor")
+	return "", errManagedSandboxRefused()
 }

@@ -6,7 +6,6 @@ package main
 // members of a child's session are found through /proc.
 
 import (
-	"bytes"
 	"os"
 	"runtime"
 	"strconv"
@@ -32,6 +31,10 @@ var spawnThread struct {
 	once  sync.Once
 	calls chan func()
 }
+
+// reaperHoldsPid: the reaper learns of an exit without reaping (childExit.wait), so it can
+// keep a killed leader's pid, and with it its session's number, until the session is swept.
+const reaperHoldsPid = true
 
 // childExit is a child's pidfd, polled by Go's netpoller; nil where the kernel has none.
 type childExit struct{ f *os.File }
@@ -114,14 +117,14 @@ func waitidInfo(idType, id int, info *unix.Siginfo, options int) error {
 }
 
 // sessionMembers calls member with the pid of every process, listed in /proc, whose session
-// is in want.
+// is in want. getsid(2) answers for any process on Linux (it has no same-session check), one
+// system call per process against an open, read and parse of /proc/<pid>/stat.
 func sessionMembers(want map[int]bool, member func(pid int)) {
 	dir, err := os.Open("/proc")
 	if err != nil {
 		return
 	}
 	defer dir.Close()
-	var buf [512]byte
 	for {
 		names, err := dir.Readdirnames(256)
 		for _, name := range names {
@@ -129,7 +132,7 @@ func sessionMembers(want map[int]bool, member func(pid int)) {
 			if perr != nil {
 				continue
 			}
-			if sid, ok := procSession(pid, buf[:]); ok && want[sid] {
+			if sid, err := unix.Getsid(pid); err == nil && want[sid] {
 				member(pid)
 			}
 		}
@@ -137,30 +140,4 @@ func sessionMembers(want map[int]bool, member func(pid int)) {
 			return
 		}
 	}
-}
-
-// procSession reads the session of process pid from /proc/<pid>/stat, whose line reads
-// "pid (comm) state ppid pgrp session ...": comm, up to 16 bytes, may hold spaces and
-// parentheses, nothing after it does.
-func procSession(pid int, buf []byte) (int, bool) {
-	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, false
-	}
-	n, err := unix.Read(fd, buf)
-	unix.Close(fd)
-	if err != nil || n <= 0 {
-		return 0, false
-	}
-	line := buf[:n]
-	i := bytes.LastIndexByte(line, ')')
-	if i < 0 {
-		return 0, false
-	}
-	fields := bytes.Fields(line[i+1:])
-	if len(fields) < 4 {
-		return 0, false
-	}
-	sid, err := strconv.Atoi(string(fields[3]))
-	return sid, err == nil
 }

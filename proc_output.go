@@ -63,7 +63,8 @@ type process struct {
 	draining    int           // streams asked to drain that have not yet
 	exited      bool
 	exitCode    int
-	reaped      bool // the exit status was collected: the pid may name another process now
+	reaped      bool          // the exit status was collected: the pid may name another process now
+	sweep       chan struct{} // a queued sweep of the child's session; the reaper waits for it
 	closed      bool
 	wake        chan struct{} // non-nil while a long poll waits; closed by the next event
 	removal     *time.Timer   // forgets the process when the retention window ends

@@ -14,11 +14,22 @@ package main
 // kill is a SIGKILL to the whole group, never a SIGTERM grace (protocol.md §4.5), and then to
 // the rest of the child's session (killSessions): an interactive shell in a PTY puts each
 // job in a process group of its own, and those jobs would otherwise outlive the shell, hold
-// the terminal open (so the process never closes) and outlive the server.
+// the terminal open (so the process never closes) and outlive the server. A pipe-mode child
+// can do the same without a terminal (setpgid: `set -m` in sh, make's jobs), so both modes
+// are swept.
+//
+// Finding a session's members means listing every process on the host (/proc), far slower
+// than a group kill, so process/terminate does not wait for it: it kills the group, answers,
+// and queues the session for the table's sweeper (sessionSweeper), which serves every
+// terminate queued while it scans with one listing. The session's number must still be the
+// child's when the sweep runs: the reaper leaves the leader unreaped until then, so its pid,
+// hence the number, cannot be reused (where the reaper cannot wait without reaping, darwin,
+// and for a leader already reaped, the sweep runs before the answer instead).
 
 import (
 	"errors"
 	"os"
+	"sync"
 	"syscall"
 )
 
@@ -134,6 +145,15 @@ func (p *process) reap(exit *childExit) {
 	)
 	if exit.wait(p.pid) {
 		p.mu.Lock()
+		for p.sweep != nil { // the leader's pid keeps its session's number ours until the sweep
+			sweep := p.sweep
+			p.mu.Unlock()
+			<-sweep
+			p.mu.Lock()
+			if p.sweep == sweep {
+				p.sweep = nil
+			}
+		}
 		st, err = p.osProc.Wait() // at once: the child is a zombie
 		p.reaped = true
 		p.mu.Unlock()
@@ -172,24 +192,30 @@ func (p *process) signalGroupLocked(sig syscall.Signal) bool {
 	return true
 }
 
-// kill is process/terminate: SIGKILL to p's process group and the rest of its session. It
-// reports whether p was still running. A process that exited but has not closed is killed
-// too: what holds its streams is in its session.
+// kill is process/terminate: SIGKILL to p's process group at once, and to the rest of its
+// session soon after (the table's sweeper). It reports whether p was still running. A
+// process that exited but has not closed is killed too: what holds its streams is in its
+// session.
 func (p *process) kill() bool {
-	running, sid := p.killGroup(false)
-	if sid > 0 {
+	p.mu.Lock()
+	running, sid := p.killGroupLocked(false)
+	if sid > 0 && !p.reaped && reaperHoldsPid {
+		if sweep := p.table.sweeper.queue(sid); sweep != nil {
+			p.sweep, sid = sweep, 0
+		}
+	}
+	p.mu.Unlock()
+	if sid > 0 { // the leader is reaped, or the table is shutting down: sweep now
 		killSessions([]int{sid})
 	}
 	return running
 }
 
-// killGroup sends SIGKILL to p's process group; it returns whether p was still running and,
-// when the group was signalled, the child's session id for killSessions (the leader's pid).
-// all (killAll) also kills the group of a closed process, whose background children may
-// linger, and ends its retention window.
-func (p *process) killGroup(all bool) (running bool, sid int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// killGroupLocked sends SIGKILL to p's process group; it returns whether p was still running
+// and, when the group was signalled, the child's session id for killSessions (the leader's
+// pid). all (killAll) also kills the group of a closed process, whose background children
+// may linger, and ends its retention window.
+func (p *process) killGroupLocked(all bool) (running bool, sid int) {
 	if !p.started {
 		return false, 0
 	}
@@ -202,6 +228,82 @@ func (p *process) killGroup(all bool) (running bool, sid int) {
 	return !p.exited, sid
 }
 
+// sessionSweeper kills, off the request path, what remains of the sessions of the children
+// that process/terminate killed. One goroutine runs while sweeps are queued and ends when
+// none are; each of its /proc listings serves every session queued before it began. killAll
+// closes it: it takes over what is queued and waits for the goroutine to end.
+type sessionSweeper struct {
+	mu      sync.Mutex
+	next    *sessionSweep // collecting sessions for the next listing; nil when none is queued
+	running bool          // the goroutine is alive
+	closed  bool          // killAll ran: sweeps run synchronously from now on
+	wg      sync.WaitGroup
+}
+
+// sessionSweep is the sessions one listing kills; done is closed once it has.
+type sessionSweep struct {
+	sids []int
+	done chan struct{}
+}
+
+func newSessionSweep() *sessionSweep { return &sessionSweep{done: make(chan struct{})} }
+
+// run kills what is left of the sessions, then lets the reapers waiting on it go on.
+func (s *sessionSweep) run() {
+	killSessions(s.sids)
+	close(s.done)
+}
+
+// queue adds session sid to the next sweep and returns that sweep's done channel, or nil
+// once the sweeper is closed.
+func (w *sessionSweeper) queue(sid int) chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	if w.next == nil {
+		w.next = newSessionSweep()
+	}
+	w.next.sids = append(w.next.sids, sid)
+	if !w.running {
+		w.running = true
+		w.wg.Add(1)
+		go w.loop()
+	}
+	return w.next.done
+}
+
+// loop runs the queued sweeps one after another and ends when none is queued.
+func (w *sessionSweeper) loop() {
+	defer w.wg.Done()
+	for {
+		w.mu.Lock()
+		sweep := w.next
+		w.next = nil
+		if sweep == nil {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		sweep.run()
+	}
+}
+
+// close stops queueing and returns what was queued and not yet begun (nil when nothing),
+// for the caller to sweep; wait then waits for a sweep in progress.
+func (w *sessionSweeper) close() *sessionSweep {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	next := w.next
+	w.next = nil
+	return next
+}
+
+func (w *sessionSweeper) wait() { w.wg.Wait() }
+
 // killSessionPasses bounds the scans of one killSessions. A member may fork while a scan
 // runs; the next scan finds and kills the child. A SIGKILLed process forks no more, so the
 // scans end once one finds nobody new.
@@ -210,7 +312,7 @@ const killSessionPasses = 8
 // killSessions sends SIGKILL to every process in the sessions sids, whatever its process
 // group. A session's number stays allocated while the session has members, so every member
 // found belongs to the child that led it, as long as the caller made sure the leader's pid
-// was not reused (signalGroupLocked).
+// was not reused (signalGroupLocked, and the reaper waiting for queued sweeps).
 func killSessions(sids []int) {
 	if len(sids) == 0 {
 		return
