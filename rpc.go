@@ -1020,11 +1020,11 @@ func (c *conn) reply(id json.RawMessage, res any, err error) {
 		c.sendError(id, errInternal("encode result: %v", merr))
 		return
 	}
-	c.out.push(b)
+	c.sendReply(b)
 }
 
 func (c *conn) sendError(id json.RawMessage, e *rpcError) {
-	c.out.push(appendError(nil, id, e))
+	c.sendReply(appendError(nil, id, e))
 }
 
 // notify sends a notification built by appendNotification or by a hot path of its own. It
@@ -1044,10 +1044,26 @@ func (c *conn) writeLoop() {
 		if !ok {
 			return
 		}
-		if err := c.t.writeMessage(b); err != nil {
+		err := c.t.writeMessage(b)
+		c.out.writeDone()
+		if err != nil {
 			c.fail(err)
 			c.out.close()
 			return
 		}
+	}
+}
+
+// sendReply writes a reply at once when the connection is idle, saving the hop to the writer
+// goroutine; otherwise it queues it behind what is waiting.
+func (c *conn) sendReply(b []byte) {
+	if !c.out.claimWrite() {
+		c.out.push(b)
+		return
+	}
+	err := c.t.writeMessage(b)
+	c.out.writeDone()
+	if err != nil {
+		c.fail(err)
 	}
 }

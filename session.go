@@ -41,6 +41,7 @@ type outQueue struct {
 	space    chan struct{} // closed and replaced when a message leaves while pushWait waits
 	waiting  int           // pushWait callers waiting on space
 	progress time.Time     // when a message last left, or the queue last became non-empty
+	busy     bool          // a message is being written, by the writer or by claimWrite's caller
 }
 
 func newOutQueue(limit int) *outQueue {
@@ -113,11 +114,46 @@ func (q *outQueue) signalSpace() {
 	}
 }
 
-// pop waits for the next message; false once the queue is closed and drained.
+// claimWrite reports whether the caller may write a message itself, now: nothing is queued
+// and no write is under way, so order is kept. The caller must call writeDone after. A quick
+// reply then reaches the socket without waking the writer goroutine.
+func (q *outQueue) claimWrite() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || q.busy || q.head < len(q.msgs) {
+		return false
+	}
+	q.busy = true
+	return true
+}
+
+// writeDone ends a write begun by pop or claimWrite.
+func (q *outQueue) writeDone() {
+	q.mu.Lock()
+	q.busy = false
+	q.progress = time.Now()
+	pending := q.head < len(q.msgs) || q.closed
+	q.mu.Unlock()
+	if pending {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pop waits for the next message and marks a write under way (end it with writeDone); false
+// once the queue is closed and drained.
 func (q *outQueue) pop() ([]byte, bool) {
 	for {
 		q.mu.Lock()
+		if q.busy {
+			q.mu.Unlock()
+			<-q.ready
+			continue
+		}
 		if q.head < len(q.msgs) {
+			q.busy = true
 			b := q.msgs[q.head]
 			q.msgs[q.head] = nil
 			q.head++
