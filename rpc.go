@@ -741,8 +741,9 @@ type msgTransport interface {
 	// readMessage returns the next message; the slice is valid until the next call. It
 	// returns an error (io.EOF for a clean end) once the transport is closed.
 	readMessage() ([]byte, error)
-	// writeMessage sends one message. Only the connection's writer goroutine calls it, and it
-	// must not modify b: process notifications share their bytes with the retained output.
+	// writeMessage sends one message. Calls never overlap (the writer goroutine, or a reply
+	// written directly while the connection is idle: see outQueue.claimWrite), and it must
+	// not modify b: process notifications share their bytes with the retained output.
 	writeMessage(b []byte) error
 	// close ends the transport; reason says why (nil for a normal end). It unblocks
 	// readMessage and is safe to call more than once and from any goroutine.
