@@ -543,6 +543,7 @@ func newRegistryClient(cfg *remoteConfig, creds *registryCredentials, log *slog.
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   registryRequestTimeout,
 		ResponseHeaderTimeout: registryRequestTimeout,
+		DisableCompression:    true, // no Accept-Encoding: gzip, as 0.169 sends none
 	}
 	return &registryClient{
 		base:  cfg.base,

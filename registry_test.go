@@ -445,7 +445,7 @@ func TestRegistryRegister(t *testing.T) {
 			}
 			h := reqs[0].header
 			if h.Get("Authorization") != "Bearer TOKEN" || h.Get("Content-Type") != "application/json" ||
-				h.Get("Accept") != "*/*" || h.Get("User-Agent") != "" {
+				h.Get("Accept") != "*/*" || h.Get("User-Agent") != "" || h.Get("Accept-Encoding") != "" {
 				t.Fatalf("headers %v", h)
 			}
 			var sent map[string]json.RawMessage
