@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 
 // TestSmokeAgainstOwnServer builds exec-server from the root module and runs a tiny bench
 // against it, so the bench cannot rot unnoticed. It checks that every selected metric
-// produced figures, not how fast they are.
+// produced figures, and the null-server and no-server limits theirs, not how fast they are.
 func TestSmokeAgainstOwnServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server")
@@ -35,7 +35,7 @@ func TestSmokeAgainstOwnServer(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	args := []string{
 		"-a", bin + " --listen ws://127.0.0.1:{PORT}", "-name-a", "ours",
-		"-rounds", "1", "-small", "-quiet", "0", "-metrics", "size,idle,connect,getMetadata,start,pipe,pty",
+		"-rounds", "1", "-small", "-quiet", "0", "-metrics", "size,idle,connect,getMetadata,start,pipe,pty,writeFile,conns",
 	}
 	code := run(args, &stdout, &stderr)
 	t.Logf("report:\n%s", stdout.String())
@@ -46,12 +46,30 @@ func TestSmokeAgainstOwnServer(t *testing.T) {
 		"connect + initialize + initialized", "fs/getMetadata round trip",
 		"process/start response, pipe", "start → process/closed, PTY",
 		"pipe output", "PTY output", "idle RSS after initialize", "binary size",
+		"fs/writeFile", "4 conns × 3 processes, wall",
 	} {
 		line := lineWith(stdout.String(), "| "+title)
 		if line == "" || strings.Contains(line, "| error |") {
 			t.Errorf("row %q missing or failed: %q", title, line)
 		}
 	}
+	for _, title := range []string{
+		"connect + initialize + initialized", "fs/getMetadata round trip", "pipe output",
+		"fs/writeFile", "4 conns × 3 processes, wall", "limit only: raw pipe",
+	} {
+		if lim := limitCell(lineWith(stdout.String(), "| "+title)); lim == "" || lim == "–" {
+			t.Errorf("row %q has no limit figure (%q)", title, lim)
+		}
+	}
+}
+
+// limitCell returns the "limit (no server)" cell of a report row: the last but one.
+func limitCell(line string) string {
+	cells := strings.Split(strings.TrimSpace(line), "|")
+	if len(cells) < 4 {
+		return ""
+	}
+	return strings.TrimSpace(cells[len(cells)-3])
 }
 
 func lineWith(text, prefix string) string {

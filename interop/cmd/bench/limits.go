@@ -2,9 +2,11 @@ package main
 
 // Physical limits: the same work as the server metrics, done by the bench itself with no
 // server in between, on the same machine in the same round. A server cannot move output
-// faster than `head -c` can push it through a pipe or a PTY into one reader, nor start and
-// reap /bin/true faster than a fork+exec+wait, nor answer a request faster than a null
-// server that answers without doing anything (nullserver.go).
+// faster than `head -c` can push it through a PTY into one reader, nor start and reap
+// /bin/true faster than a fork+exec+wait (50 × 20 of them at once: as fast as 50
+// goroutines can), nor answer a request, stream pipe output to this client or take an
+// fs/writeFile from it faster than the null server, which does only the unavoidable part
+// of each (nullserver.go).
 
 import (
 	"context"
@@ -15,6 +17,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,7 +31,7 @@ const rawReadBuffer = 64 << 10
 // measureLimits measures the limits of the selected metrics for one round.
 func measureLimits(cfg *config, res *results, fx *fixtures, round int) error {
 	add := func(key string, v ...float64) { res.add(key, sideLimit, round, v...) }
-	if cfg.metrics["connect"] || cfg.metrics["getMetadata"] {
+	if cfg.metrics["connect"] || cfg.metrics["getMetadata"] || cfg.metrics["pipe"] || cfg.metrics["writeFile"] {
 		if err := nullServerLimits(cfg, res, fx, round); err != nil {
 			return fmt.Errorf("null server: %w", err)
 		}
@@ -39,7 +42,7 @@ func measureLimits(cfg *config, res *results, fx *fixtures, round int) error {
 			if err != nil {
 				return fmt.Errorf("raw pipe: %w", err)
 			}
-			add("pipe", mbps(cfg.pipeBytes, d))
+			add("raw-pipe", mbps(cfg.pipeBytes, d))
 		}
 		if cfg.metrics["pty"] {
 			d, err := rawOutput(cfg.ptyBytes, true)
@@ -56,6 +59,13 @@ func measureLimits(cfg *config, res *results, fx *fixtures, round int) error {
 		}
 		add("tcp", mbps(cfg.pipeBytes, d))
 		add("base64", mbps(cfg.pipeBytes, rawBase64(cfg.pipeBytes)))
+	}
+	if cfg.metrics["conns"] {
+		wall, err := rawManySpawns(cfg.conns, cfg.perConn)
+		if err != nil {
+			return fmt.Errorf("raw %d × %d spawns: %w", cfg.conns, cfg.perConn, err)
+		}
+		add("conns-wall", wall.Seconds())
 	}
 	if cfg.metrics["start"] {
 		for _, tty := range []bool{false, true} {
@@ -78,7 +88,8 @@ func measureLimits(cfg *config, res *results, fx *fixtures, round int) error {
 	return nil
 }
 
-// nullServerLimits runs the connect and getMetadata metrics against the null server.
+// nullServerLimits runs the connect, getMetadata, pipe and writeFile metrics against the
+// null server, with the same client code and checks as for the servers under test.
 func nullServerLimits(cfg *config, res *results, fx *fixtures, round int) error {
 	spec, err := nullServerSpec()
 	if err != nil {
@@ -91,14 +102,23 @@ func nullServerLimits(cfg *config, res *results, fx *fixtures, round int) error 
 		return err
 	}
 	defer srv.stop()
-	rc := &runCtx{cfg: cfg, srv: srv, res: res, side: sideLimit, round: round, fx: fx}
-	if cfg.metrics["connect"] {
-		if err := connectLatency(ctx, rc); err != nil {
-			return err
+	rc := &runCtx{cfg: cfg, srv: srv, res: res, side: sideLimit, round: round, fx: fx,
+		logf: func(string, ...any) {}}
+	for _, m := range []struct {
+		name string
+		run  func(context.Context, *runCtx) error
+	}{
+		{"connect", connectLatency},
+		{"getMetadata", getMetadata},
+		{"pipe", pipeThroughput},
+		{"writeFile", writeFile},
+	} {
+		if !cfg.metrics[m.name] {
+			continue
 		}
-	}
-	if cfg.metrics["getMetadata"] {
-		return getMetadata(ctx, rc)
+		if err := m.run(ctx, rc); err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
 	}
 	return nil
 }
@@ -137,10 +157,15 @@ func rawOutput(n int64, tty bool) (time.Duration, error) {
 	return d, nil
 }
 
-// drain reads r to its end with blocking read(2) calls on its descriptor, the cheapest
-// reader there is (no poller round trip per chunk); on a PTY master the end is EIO once the
-// child side is closed.
+// drain reads r to its end and discards what it read.
 func drain(r io.Reader) (int64, error) {
+	return readEach(r, func([]byte) error { return nil })
+}
+
+// readEach reads r to its end with blocking read(2) calls of rawReadBuffer bytes on its
+// descriptor, the cheapest reader there is (no poller round trip per chunk), and hands each
+// read to fn; on a PTY master the end is EIO once the child side is closed.
+func readEach(r io.Reader, fn func(chunk []byte) error) (int64, error) {
 	buf := make([]byte, rawReadBuffer)
 	var total int64
 	f, ok := r.(interface{ Fd() uintptr })
@@ -152,6 +177,9 @@ func drain(r io.Reader) (int64, error) {
 		n, err := syscall.Read(fd, buf)
 		if n > 0 {
 			total += int64(n)
+			if err := fn(buf[:n]); err != nil {
+				return total, err
+			}
 		}
 		switch {
 		case err == syscall.EINTR:
@@ -241,4 +269,28 @@ func rawSpawn(tty bool) (started, closed time.Duration, err error) {
 	closed = time.Since(t0)
 	r.Close()
 	return started, closed, errors.Join(rerr, werr)
+}
+
+// rawManySpawns runs perConn pipe-mode rawSpawns of /bin/true one after another in each of
+// conns goroutines, all at once, as the many-connections metric asks a server to, and
+// returns the wall time. Go's exec serialises the fork itself (syscall.ForkLock), as a
+// server's single forking thread does. Per-process times are not kept: with 50 spawners on
+// 2 CPUs they measure the Go scheduler's unfairness, not a cost a server could avoid.
+func rawManySpawns(conns, perConn int) (time.Duration, error) {
+	var wg sync.WaitGroup
+	errs := make([]error, conns)
+	t0 := time.Now()
+	for i := range conns {
+		wg.Go(func() {
+			for range perConn {
+				if _, _, err := rawSpawn(false); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(t0)
+	return wall, errors.Join(errs...)
 }

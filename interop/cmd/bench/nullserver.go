@@ -1,16 +1,32 @@
 package main
 
-// The null server: the floor of a request's round trip. It is this bench binary run again
-// with nullServerEnv set; it speaks just enough of the protocol for the connect and
-// getMetadata metrics, answering every request at once from the goroutine that read it, with
-// gorilla/websocket. What a real server adds on top of it is its own cost.
+// The null server: the floor under every server. It is this bench binary run again with
+// nullServerEnv set, speaking just enough of the protocol for the bench's limit
+// measurements over gorilla/websocket, with each request handled to the end by the goroutine
+// that read it (no locks, no queues). It does the least work any server must do:
+//
+//	request          what the null server does                                 reply
+//	process/start    runs argv with stdout on a pipe, answers, then reads the   {"processId":P}
+//	                 pipe in 64 KiB read(2)s and sends each read as one
+//	                 process/output notification (base64, in our layout),
+//	                 then process/exited and process/closed
+//	fs/writeFile     decodes dataBase64 and writes the file in place            {}
+//	anything else    nothing                                                   {"isFile":true}
+//
+// What a real server measures above it is its own cost; what it cannot beat is the
+// null server's figure, which already contains the pipe, base64, the websocket and the client.
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"os/exec"
 	"strconv"
 
 	"github.com/gorilla/websocket"
@@ -43,24 +59,190 @@ func serveNull() int {
 			return
 		}
 		defer ws.Close()
-		var out []byte
-		for {
-			_, msg, err := ws.ReadMessage()
-			if err != nil {
-				return
-			}
-			id := field(msg, "id")
-			if id == nil {
-				continue // a notification
-			}
-			out = append(out[:0], `{"id":`...)
-			out = append(out, bytes.TrimSpace(id)...)
-			out = append(out, `,"result":{"isFile":true}}`...)
-			if err := ws.WriteMessage(websocket.TextMessage, out); err != nil {
-				return
-			}
-		}
+		(&nullConn{ws: ws}).serve()
 	}))
 	fmt.Fprintln(os.Stderr, err)
 	return 1
+}
+
+// nullConn is one connection of the null server. Its buffers are reused from message to
+// message, so a 32 MiB fs/writeFile costs no allocation after the first.
+type nullConn struct {
+	ws   *websocket.Conn
+	in   bytes.Buffer // the request being handled
+	out  []byte       // the message being written
+	data []byte       // decoded fs/writeFile content
+}
+
+// serve handles requests until the connection ends.
+func (nc *nullConn) serve() {
+	for {
+		_, r, err := nc.ws.NextReader()
+		if err != nil {
+			return
+		}
+		nc.in.Reset()
+		if _, err := nc.in.ReadFrom(r); err != nil {
+			return
+		}
+		if err := nc.handle(nc.in.Bytes()); err != nil {
+			fmt.Fprintln(os.Stderr, "null server:", err)
+			return
+		}
+	}
+}
+
+// handle answers one message; notifications are ignored.
+func (nc *nullConn) handle(msg []byte) error {
+	var id, method, params []byte
+	if err := members(msg, func(k, v []byte) bool {
+		switch string(k) {
+		case "id":
+			id = v
+		case "method":
+			method = v
+		case "params":
+			params = v
+		}
+		return true
+	}); err != nil {
+		return err
+	}
+	if id == nil {
+		return nil
+	}
+	var err error
+	switch string(method) {
+	case `"process/start"`:
+		err = nc.processStart(id, params)
+	case `"fs/writeFile"`:
+		err = nc.writeFile(id, params)
+	default:
+		return nc.reply(id, []byte(`{"isFile":true}`))
+	}
+	var rerr *rpcError
+	if errors.As(err, &rerr) {
+		return nc.replyError(id, rerr)
+	}
+	return err
+}
+
+// reply sends a result.
+func (nc *nullConn) reply(id, result []byte) error {
+	nc.out = append(nc.out[:0], `{"id":`...)
+	nc.out = append(nc.out, id...)
+	nc.out = append(nc.out, `,"result":`...)
+	nc.out = append(nc.out, result...)
+	nc.out = append(nc.out, '}')
+	return nc.ws.WriteMessage(websocket.TextMessage, nc.out)
+}
+
+// replyError sends a JSON-RPC error.
+func (nc *nullConn) replyError(id []byte, e *rpcError) error {
+	b, err := json.Marshal(map[string]any{"id": json.RawMessage(id), "error": e})
+	if err != nil {
+		return err
+	}
+	return nc.ws.WriteMessage(websocket.TextMessage, b)
+}
+
+// requestError makes err the JSON-RPC error of a request, so the connection survives it.
+func requestError(method string, err error) error {
+	return &rpcError{Code: -32000, Message: fmt.Sprintf("%s: %v", method, err)}
+}
+
+// processStart runs a pipe-mode process/start to its end: answer, stream stdout, then
+// exited and closed, all before reading the next request (the bench waits for closed).
+func (nc *nullConn) processStart(id, params []byte) error {
+	var p startParams
+	if err := json.Unmarshal(params, &p); err != nil || len(p.Argv) == 0 {
+		return requestError("process/start", fmt.Errorf("bad params %.200s", params))
+	}
+	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
+	for k, v := range p.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		return requestError("process/start", err)
+	}
+	pid, _ := json.Marshal(p.ProcessID)
+	if err := nc.reply(id, append(append([]byte(`{"processId":`), pid...), '}')); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return err
+	}
+	var seq uint64
+	_, werr := readEach(out, func(chunk []byte) error {
+		seq++
+		nc.out = appendNullOutput(nc.out[:0], pid, seq, chunk)
+		return nc.ws.WriteMessage(websocket.TextMessage, nc.out)
+	})
+	if werr != nil {
+		cmd.Process.Kill()
+	}
+	cmd.Wait()
+	if werr != nil {
+		return werr
+	}
+	seq++
+	nc.out = fmt.Appendf(nc.out[:0], `{"method":"process/exited","params":{"processId":%s,"seq":%d,"exitCode":%d,"sandboxDenied":false}}`,
+		pid, seq, cmd.ProcessState.ExitCode())
+	if err := nc.ws.WriteMessage(websocket.TextMessage, nc.out); err != nil {
+		return err
+	}
+	seq++
+	nc.out = fmt.Appendf(nc.out[:0], `{"method":"process/closed","params":{"processId":%s,"seq":%d}}`, pid, seq)
+	return nc.ws.WriteMessage(websocket.TextMessage, nc.out)
+}
+
+// appendNullOutput appends a process/output notification in the layout our server sends
+// (protocol.md §5.6), base64-encoding data straight into place.
+func appendNullOutput(dst, pid []byte, seq uint64, data []byte) []byte {
+	dst = append(dst, `{"method":"process/output","params":{"processId":`...)
+	dst = append(dst, pid...)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendUint(dst, seq, 10)
+	dst = append(dst, `,"stream":"stdout","chunk":"`...)
+	dst = base64.StdEncoding.AppendEncode(dst, data)
+	return append(dst, `"}}`...)
+}
+
+// writeFile decodes dataBase64 and writes it to path: no temporary file, no rename, no
+// sandbox check, the least a server can do with the request.
+func (nc *nullConn) writeFile(id, params []byte) error {
+	var path, data []byte
+	if err := members(params, func(k, v []byte) bool {
+		switch string(k) {
+		case "path":
+			path = v
+		case "dataBase64":
+			data = v
+		}
+		return true
+	}); err != nil {
+		return requestError("fs/writeFile", err)
+	}
+	name, err := stringValue(path)
+	if err != nil {
+		return requestError("fs/writeFile path", err)
+	}
+	u, err := url.Parse(string(name))
+	if err != nil || u.Scheme != "file" {
+		return requestError("fs/writeFile", fmt.Errorf("path %q is not a file: URI", name))
+	}
+	b64, err := stringValue(data)
+	if err != nil {
+		return requestError("fs/writeFile dataBase64", err)
+	}
+	if nc.data, err = base64.StdEncoding.AppendDecode(nc.data[:0], b64); err != nil {
+		return requestError("fs/writeFile dataBase64", err)
+	}
+	if err := os.WriteFile(u.Path, nc.data, 0o644); err != nil {
+		return requestError("fs/writeFile", err)
+	}
+	return nc.reply(id, []byte(`{}`))
 }
