@@ -313,22 +313,8 @@ func (c *client) readLoop() {
 
 // dispatch routes one message to its call or process watch.
 func (c *client) dispatch(msg []byte, at time.Time) error {
-	var id, method, params, result, errv []byte
-	err := members(msg, func(k, v []byte) bool {
-		switch string(k) {
-		case "id":
-			id = v
-		case "method":
-			method = v
-		case "params":
-			params = v
-		case "result":
-			result = v
-		case "error":
-			errv = v
-		}
-		return true
-	})
+	e, err := splitEnvelope(msg)
+	id, method, params, result, errv := e.id, e.method, e.params, e.result, e.err
 	if err != nil {
 		return fmt.Errorf("bad message from server: %w: %.200q", err, msg)
 	}

@@ -184,3 +184,27 @@ func base64Len(s []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// envelope is the top-level members of one JSON-RPC message, as slices of it.
+type envelope struct{ id, method, params, result, err []byte }
+
+// splitEnvelope finds the members of msg that a JSON-RPC peer routes on.
+func splitEnvelope(msg []byte) (envelope, error) {
+	var e envelope
+	err := members(msg, func(k, v []byte) bool {
+		switch string(k) {
+		case "id":
+			e.id = v
+		case "method":
+			e.method = v
+		case "params":
+			e.params = v
+		case "result":
+			e.result = v
+		case "error":
+			e.err = v
+		}
+		return true
+	})
+	return e, err
+}

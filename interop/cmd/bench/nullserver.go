@@ -94,24 +94,14 @@ func (nc *nullConn) serve() {
 
 // handle answers one message; notifications are ignored.
 func (nc *nullConn) handle(msg []byte) error {
-	var id, method, params []byte
-	if err := members(msg, func(k, v []byte) bool {
-		switch string(k) {
-		case "id":
-			id = v
-		case "method":
-			method = v
-		case "params":
-			params = v
-		}
-		return true
-	}); err != nil {
+	e, err := splitEnvelope(msg)
+	if err != nil {
 		return err
 	}
+	id, method, params := e.id, e.method, e.params
 	if id == nil {
 		return nil
 	}
-	var err error
 	switch string(method) {
 	case `"process/start"`:
 		err = nc.processStart(id, params)
