@@ -216,10 +216,12 @@ type writeFileParams struct {
 	Sandbox    *fsSandbox `json:"sandbox"`
 }
 
-// fsWriteFile decodes dataBase64 late, as the reference does (a bad one is -32600, not -32602).
+// fsWriteFile decodes dataBase64 late, as the reference does (a bad one is -32600, not
+// -32602), on the lane's goroutine and in place: the handler keeps the message, and gives its
+// buffer back for the next large message once the file is written.
 func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
-	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), true, func(ctx context.Context, path string) (any, error) {
-		data, err := p.DataBase64.data, p.DataBase64.err
+	res, err := fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), true, func(ctx context.Context, path string) (any, error) {
+		data, err := p.DataBase64.decodeInPlace()
 		if err != nil {
 			return nil, errInvalidRequest("fs/writeFile requires valid base64 dataBase64: %s", err)
 		}
@@ -229,6 +231,15 @@ func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
 		})
 		return struct{}{}, err
 	})
+	if l, ok := res.(later); ok {
+		release, run := c.t.keepMessage(), l.run
+		l.run = func(ctx context.Context) (any, error) {
+			defer release()
+			return run(ctx)
+		}
+		res = l
+	}
+	return res, err
 }
 
 // writeFileContents creates or replaces the file at path with what fill writes; see the file

@@ -296,6 +296,8 @@ func (m *fsLimitedTransport) readMessage() ([]byte, error) {
 	}
 }
 
+func (m *fsLimitedTransport) keepMessage() func() { return func() {} }
+
 func (m *fsLimitedTransport) writeMessage(b []byte) error {
 	if len(b) > m.limit {
 		return fmt.Errorf("message of %d bytes over the limit of %d", len(b), m.limit)
@@ -837,5 +839,46 @@ func TestFSManagedSandboxIsRefusedUnlessRunUnsandboxed(t *testing.T) {
 				t.Errorf("writes happened: %v, want %v (new: %v, gone: %v)", newErr == nil, unsandboxed, newErr, goneErr)
 			}
 		})
+	}
+}
+
+// TestWriteFilePipelinedKeepsEachMessage sends fs/writeFile requests back to back without
+// waiting: each one's base64 is decoded in place later, on its lane, so the websocket reader
+// must not read the next message into the same bytes (small messages share one reassembly
+// buffer; large ones get a buffer given back by the previous write). Every file must hold
+// its own content.
+func TestWriteFilePipelinedKeepsEachMessage(t *testing.T) {
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	root := t.TempDir()
+	sizes := []int{10 << 10, 600 << 10, 100, 3 << 20, 3 << 20, 5 << 20, 200 << 10, 3 << 20, 7}
+	want := make([][]byte, len(sizes))
+	replies := make([]<-chan testReply, len(sizes))
+	for i, n := range sizes {
+		want[i] = make([]byte, n)
+		for j := range want[i] {
+			want[i][j] = byte(i*31 + j*7 + j>>9)
+		}
+		replies[i] = tc.start("fs/writeFile", map[string]string{
+			"path":       fileURI(filepath.Join(root, strconv.Itoa(i))),
+			"dataBase64": base64.StdEncoding.EncodeToString(want[i]),
+		})
+	}
+	for i, ch := range replies {
+		select {
+		case r := <-ch:
+			if r.Err != nil {
+				t.Fatalf("write %d (%d bytes): error %d %s", i, sizes[i], r.Err.Code, r.Err.Message)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("write %d: no reply within a minute", i)
+		}
+	}
+	for i := range sizes {
+		got, err := os.ReadFile(filepath.Join(root, strconv.Itoa(i)))
+		fsMust(t, err)
+		if !slices.Equal(got, want[i]) {
+			t.Errorf("file %d holds %d bytes that differ from the %d written", i, len(got), len(want[i]))
+		}
 	}
 }

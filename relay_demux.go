@@ -378,6 +378,9 @@ func (st *relayStream) readMessage() ([]byte, error) {
 	return nil, io.EOF
 }
 
+// keepMessage implements msgTransport: every message is a buffer of its own already.
+func (st *relayStream) keepMessage() (release func()) { return func() {} }
+
 // writeMessage implements msgTransport: one JSON-RPC message becomes as many Data frames as
 // it has records. A record is encrypted once with nonce = seq; should acks ever ship
 // (lessons.md R17), this is where its ciphertext would be kept for resending.

@@ -369,12 +369,12 @@ func (b *base64Bytes) decodeRawJSON(raw []byte) error {
 	return nil
 }
 
-// lazyBase64 is a params field holding base64 whose decoding error is the handler's to
-// report (fs/writeFile answers -32600, not -32602, protocol.md §5.7). It decodes straight
-// from the message bytes, as base64Bytes does.
+// lazyBase64 is a params field holding base64 that its handler decodes, not the params
+// decoder: a bad one is the handler's error to report (fs/writeFile answers -32600, not
+// -32602, protocol.md §5.7), and a large one is decoded in place, on the handler's goroutine,
+// over the message bytes that carried it (the handler keeps the message: msgTransport.keepMessage).
 type lazyBase64 struct {
-	data []byte
-	err  error
+	raw []byte // the JSON string as it came, quotes included: a sub-slice of the message
 }
 
 func (l *lazyBase64) UnmarshalJSON(raw []byte) error { return l.decodeRawJSON(raw) }
@@ -383,10 +383,79 @@ func (l *lazyBase64) decodeRawJSON(raw []byte) error {
 	if len(raw) == 0 || raw[0] != '"' {
 		return &json.UnmarshalTypeError{Value: jsonKind(raw), Type: reflect.TypeFor[string]()}
 	}
-	var b base64Bytes
-	l.err = b.decodeRawJSON(raw)
-	l.data = b
+	l.raw = raw
 	return nil
+}
+
+// decodeInPlace returns the decoded bytes, written over the string's own bytes, which it
+// destroys: it runs once, on a message the handler has kept.
+func (l *lazyBase64) decodeInPlace() ([]byte, error) {
+	return decodeJSONBase64InPlace(l.raw)
+}
+
+// base64Block is how many base64 characters decodeJSONBase64InPlace decodes at a time (a
+// multiple of four).
+const base64Block = 64 << 10
+
+// decodeJSONBase64InPlace decodes the JSON string raw (quotes included) as standard padded
+// base64 and returns the bytes written over raw itself. Four characters become three bytes, so
+// the output never overtakes the characters still to be read. It goes a block at a time
+// through a small buffer: each block is read once while in cache, and nothing depends on how
+// encoding/base64 treats overlapping slices. Results and errors are base64Bytes's for the same
+// raw.
+func decodeJSONBase64InPlace(raw []byte) ([]byte, error) {
+	return decodeJSONBase64Blocks(raw, base64Block)
+}
+
+func decodeJSONBase64Blocks(raw []byte, block int) ([]byte, error) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		var s string
+		return nil, json.Unmarshal(raw, &s) // not a whole string: say what is wrong with it
+	}
+	body := raw[1 : len(raw)-1]
+	buf := make([]byte, base64.StdEncoding.DecodedLen(min(len(body), block)))
+	n := 0 // decoded bytes, at the front of body
+	for i := 0; i < len(body); i += block {
+		blk := body[i:min(len(body), i+block)]
+		if bytes.IndexByte(blk, '\\') >= 0 {
+			// An escaped string (some encoders write "\/"). All before blk is plain base64 and
+			// already decoded; unquote and decode the rest the slow way.
+			s, err := unquoteFrom(raw, i)
+			if err != nil {
+				return nil, err
+			}
+			rest, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				return nil, base64Error(s, i)
+			}
+			return append(body[:n], rest...), nil // it fits: rest is shorter than s
+		}
+		k, err := base64.StdEncoding.Decode(buf, blk)
+		if err == nil && k != len(blk)/4*3 && i+len(blk) < len(body) {
+			err = errors.New("padding before the last block")
+		}
+		if err != nil {
+			// What is wrong is in body[i:], which is intact; an escape later on is unquoted
+			// first, so that offsets count characters as the whole string's decoding would.
+			if bytes.IndexByte(body[i:], '\\') < 0 {
+				return nil, base64Error(body[i:], i)
+			}
+			s, err := unquoteFrom(raw, i)
+			if err != nil {
+				return nil, err
+			}
+			return nil, base64Error(s, i)
+		}
+		n += copy(body[n:], buf[:k])
+	}
+	return body[:n], nil
+}
+
+// unquoteFrom unquotes the JSON string raw from its body's offset i on.
+func unquoteFrom(raw []byte, i int) (string, error) {
+	var s string
+	err := json.Unmarshal(append([]byte{'"'}, raw[1+i:]...), &s)
+	return s, err
 }
 
 // appendBase64String appends data as a JSON string of standard base64, encoding in place
@@ -404,17 +473,23 @@ func appendBase64String(dst, data []byte) []byte {
 // crate does ("Invalid symbol 33, offset 0.", "Invalid padding").
 func decodeBase64(s string) ([]byte, error) {
 	out, err := base64.StdEncoding.DecodeString(s)
-	if err == nil {
-		return out, nil
+	if err != nil {
+		return nil, base64Error(s, 0)
 	}
-	// The first byte outside the alphabet is named; anything else is a padding or length error.
+	return out, nil
+}
+
+// base64Error describes why s, which failed to decode, is not base64, as the reference's
+// base64 crate does: the first byte outside the alphabet is named with its offset (plus base,
+// the offset of s in the whole string); anything else is a padding or length error.
+func base64Error[T string | []byte](s T, base int) error {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
-			return nil, fmt.Errorf("Invalid symbol %d, offset %d.", c, i)
+			return fmt.Errorf("Invalid symbol %d, offset %d.", c, base+i)
 		}
 	}
-	return nil, errors.New("Invalid padding")
+	return errors.New("Invalid padding")
 }
 
 // rawJSONDecoder is a params field that decodes its own raw JSON value, skipping
@@ -741,6 +816,10 @@ type msgTransport interface {
 	// readMessage returns the next message; the slice is valid until the next call. It
 	// returns an error (io.EOF for a clean end) once the transport is closed.
 	readMessage() ([]byte, error)
+	// keepMessage gives the bytes of the message last returned by readMessage to the caller,
+	// which may then hold on to them past the next call, until it calls release; then the
+	// transport may reuse them. Only readMessage's caller calls it, between two reads.
+	keepMessage() (release func())
 	// writeMessage sends one message. Calls never overlap (the writer goroutine, or a reply
 	// written directly while the connection is idle: see outQueue.claimWrite), and it must
 	// not modify b: process notifications share their bytes with the retained output.

@@ -52,6 +52,12 @@ func (t *stdioTransport) readMessage() ([]byte, error) {
 	}
 }
 
+// keepMessage implements msgTransport: the next line is read into a new buffer.
+func (t *stdioTransport) keepMessage() (release func()) {
+	t.line = nil
+	return func() {}
+}
+
 func (t *stdioTransport) writeMessage(b []byte) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -86,8 +86,9 @@ const (
 	wsHandshakeLimit  = 10 * time.Second
 	wsMaxHeaderBytes  = 16 << 10
 	wsWriteBufferSize = 64 << 10
-	wsReadStep        = 256 << 10 // the reassembly buffer grows by received bytes, at least this much at a time
-	wsKeepBuffer      = 1 << 20   // a reassembly buffer larger than this is dropped after its message
+	wsReadStep        = 256 << 10       // the reassembly buffer grows by received bytes, at least this much at a time
+	wsKeepBuffer      = 1 << 20         // a reassembly buffer larger than this is dropped after its message
+	wsSpareLinger     = 2 * time.Second // how long a large buffer given back after keepMessage waits for the next large message
 )
 
 const wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -128,6 +129,9 @@ type wsConn struct {
 	hdr  [14]byte
 	ctrl [wsMaxControl]byte // a control frame's payload
 	skip int                // payload bytes of a refused frame, still unread
+	// spare is a large reassembly buffer whose message a handler kept and has released
+	// (keepMessage); the next large message is read into it for wsSpareLinger.
+	spare atomic.Pointer[[]byte]
 
 	wmu  sync.Mutex // guards bw, whdr, wkey and frame writes
 	bw   *bufio.Writer
@@ -197,6 +201,23 @@ func (c *wsConn) closeTCP() {
 func (c *wsConn) readMessage() ([]byte, error) {
 	_, b, err := c.readFrameMessage()
 	return b, err
+}
+
+// keepMessage implements msgTransport. A released buffer of over wsKeepBuffer becomes the
+// spare for wsSpareLinger: back-to-back large messages (fs/writeFile of 32 MiB) are then read
+// into one buffer instead of growing a new one each time, and an idle connection does not hold
+// one for long.
+func (c *wsConn) keepMessage() (release func()) {
+	b := c.msg
+	c.msg = nil
+	if cap(b) <= wsKeepBuffer {
+		return func() {}
+	}
+	return func() {
+		p := &b
+		c.spare.Store(p)
+		time.AfterFunc(wsSpareLinger, func() { c.spare.CompareAndSwap(p, nil) })
+	}
 }
 
 // readFrameMessage returns the next whole data message and its opcode, answering pings and
@@ -396,6 +417,11 @@ func (c *wsConn) readPayload(h wsHeader) error {
 	start := len(c.msg)
 	for remaining := h.n; remaining > 0; {
 		step := min(remaining, max(cap(c.msg)-len(c.msg), wsReadStep))
+		if cap(c.msg)-len(c.msg) < step {
+			if sp := c.spare.Swap(nil); sp != nil && cap(*sp) > cap(c.msg) {
+				c.msg = append((*sp)[:0], c.msg...)
+			}
+		}
 		c.msg = growBytes(c.msg, step, c.opts.maxMessage)
 		end := len(c.msg) + step
 		if _, err := io.ReadFull(c.br, c.msg[len(c.msg):end]); err != nil {

@@ -99,6 +99,8 @@ func (m *memTransport) readMessage() ([]byte, error) {
 	}
 }
 
+func (m *memTransport) keepMessage() func() { return func() {} }
+
 func (m *memTransport) writeMessage(b []byte) error {
 	select {
 	case m.out <- b:
