@@ -5,17 +5,22 @@ package main
 // its session) without slowing anyone else.
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // openFDs counts this process's open descriptors, or -1 where /proc/self/fd does not exist.
@@ -138,6 +143,65 @@ func TestConnLongPollDoesNotDelayOthers(t *testing.T) {
 // stall timeout the connection is closed for errSlowClient (close code 1008 when it can
 // still be written), the session detaches and can be resumed, and another connection is
 // answered all along.
+// TestConnStuckQuickRequestMovesTheReader pins runQuick's hand-over. fs methods first run
+// on the reader; one that blocks (a write into a FIFO whose reader does not read) must not
+// keep the connection from answering the requests after it, and it answers once unblocked.
+func TestConnStuckQuickRequestMovesTheReader(t *testing.T) {
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	root := t.TempDir()
+	fifo := filepath.Join(root, "fifo")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0) // a reader, not reading yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	awaitBytes := func() {
+		t.Helper()
+		if n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 30_000); n != 1 {
+			t.Fatalf("the FIFO got no bytes within 30 s (poll: %d, %v)", n, err)
+		}
+	}
+	data := bytes.Repeat([]byte("stuck "), 200<<10) // far more than a pipe holds
+	stuck := tc.start("fs/writeFile", map[string]string{"path": fileURI(fifo), "dataBase64": base64.StdEncoding.EncodeToString(data)})
+	awaitBytes() // the write has begun, and blocks once the pipe is full
+	for range 3 {
+		tc.mustCall("fs/getMetadata", map[string]string{"path": fileURI(root)})
+	}
+	select {
+	case rep := <-stuck:
+		t.Fatalf("the write into the FIFO answered before anyone read it: %+v", rep)
+	default:
+	}
+	var got []byte
+	buf := make([]byte, 64<<10)
+	for len(got) < len(data) {
+		awaitBytes()
+		n, err := unix.Read(fd, buf)
+		if err == unix.EAGAIN || err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			t.Fatalf("the FIFO ended after %d of %d bytes: %v", len(got), len(data), err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("the FIFO gave other bytes than those written")
+	}
+	select {
+	case rep := <-stuck:
+		if rep.Err != nil {
+			t.Fatalf("the write into the FIFO: error %d %s", rep.Err.Code, rep.Err.Message)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write into the FIFO did not answer once drained")
+	}
+}
+
 func TestConnSlowClientIsClosed(t *testing.T) {
 	flooding := make(chan struct{})
 	ended := make(chan error, 1)

@@ -97,7 +97,7 @@ func fsPathOp(raw string, sb *fsSandbox, write bool, op func(ctx context.Context
 	if err := sb.check(write); err != nil {
 		return nil, err
 	}
-	return later{run: func(ctx context.Context) (any, error) {
+	return later{quick: true, run: func(ctx context.Context) (any, error) {
 		res, err := op(ctx, p)
 		if err != nil {
 			return nil, fsError(err)

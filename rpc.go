@@ -33,6 +33,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // JSON-RPC error codes used by the reference (protocol.md §7).
@@ -86,8 +88,17 @@ const maxDeferredPerConn = 1024
 // means no ordering at all. ctx is cancelled when the connection ends.
 type later struct {
 	key string
-	run func(ctx context.Context) (any, error)
+	// quick says that run, although it may block, almost always returns at once (a stat, a
+	// small read). It then first runs on the reader itself, and gets a goroutine of its own
+	// only if it outlasts inlineBudget (conn.runQuick). A quick later has no key.
+	quick bool
+	run   func(ctx context.Context) (any, error)
 }
+
+// inlineBudget is how long a quick later may hold up the reader. Past it, reading moves to a
+// new goroutine, so a slow file system (a stalled network mount, a FIFO whose reader stalls)
+// never holds up the connection's other requests for longer.
+const inlineBudget = time.Millisecond
 
 // afterReplier is a result whose follow-up must reach the client after the reply itself,
 // such as the body deltas of a streamed http/request: afterReply runs once the reply is queued.
@@ -792,6 +803,7 @@ type conn struct {
 	out         *outQueue
 	work        sync.WaitGroup // deferred handler work
 	slots       chan struct{}  // one token per running deferred handler
+	readEnded   chan struct{}  // closed by the last goroutine to run readLoop
 
 	mu          sync.Mutex
 	state       connState
@@ -842,6 +854,7 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 		cancel:      cancel,
 		lanes:       map[string]chan struct{}{},
 		slots:       make(chan struct{}, maxDeferredPerConn),
+		readEnded:   make(chan struct{}),
 	}
 	c.out = newOutQueue(outQueueLimit)
 	writerDone := make(chan struct{})
@@ -850,15 +863,8 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 		c.writeLoop()
 	}()
 	stop := context.AfterFunc(ctx, func() { t.close(c.endCause()) })
-	for {
-		msg, err := t.readMessage()
-		if err != nil {
-			break
-		}
-		if !c.handleMessage(msg) {
-			break
-		}
-	}
+	c.readLoop()
+	<-c.readEnded
 	// The reader is done: the transport needs no unblocking, and what is queued still
 	// goes out before the transport closes (stdio's stdout outlives stdin's EOF).
 	stop()
@@ -868,6 +874,35 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 	<-writerDone
 	t.close(c.reason())
 	c.finish()
+}
+
+// readStep is what the reader does after a message.
+type readStep int
+
+const (
+	readNext  readStep = iota // read the next message
+	readEnd                   // the connection ends
+	readMoved                 // reading has moved to another goroutine (runQuick)
+)
+
+// readLoop reads and handles messages until the transport or the connection ends, then
+// closes readEnded. It returns early, leaving readEnded open, when a quick later outlasted
+// inlineBudget and reading moved to a new goroutine running readLoop.
+func (c *conn) readLoop() {
+	for {
+		msg, err := c.t.readMessage()
+		if err != nil {
+			break
+		}
+		step := c.handleMessage(msg)
+		if step == readMoved {
+			return
+		}
+		if step == readEnd {
+			break
+		}
+	}
+	close(c.readEnded)
 }
 
 // reason is why the connection ended, for the transport's close.
@@ -952,19 +987,22 @@ func (c *conn) currentSession() *session {
 	return c.session
 }
 
-// handleMessage handles one incoming message; false ends the connection.
-func (c *conn) handleMessage(msg []byte) bool {
+// handleMessage handles one incoming message and says what the reader does next.
+func (c *conn) handleMessage(msg []byte) readStep {
 	in, name, perr := parseIncoming(msg)
 	if perr != nil {
 		c.sendError(nil, errInvalidRequest("%s: %s", c.parsePrefix, perr))
-		return true
+		return readNext
 	}
 	if in.Method == nil { // a response or error from the client: we never asked
 		c.sendError(nil, errInvalidRequest("unexpected JSON-RPC response from client: the server sends no requests"))
-		return true
+		return readNext
 	}
 	if in.ID == nil {
-		return c.handleNotification(name)
+		if !c.handleNotification(name) {
+			return readEnd
+		}
+		return readNext
 	}
 	if c.log.Enabled(c.ctx, slog.LevelDebug) {
 		c.log.Debug("request", "method", name, "conn", c.parsePrefix[strings.LastIndexByte(c.parsePrefix, ' ')+1:])
@@ -972,16 +1010,15 @@ func (c *conn) handleMessage(msg []byte) bool {
 	m, ok := c.srv.methods[name]
 	if !ok {
 		c.sendError(in.ID, newRPCError(codeMethodNotFound, "exec-server stub does not implement `%s` yet", name))
-		return true
+		return readNext
 	}
 	id := append(json.RawMessage(nil), in.ID...)
 	res, err := c.callSafely(m, in.Params)
 	if l, ok := res.(later); ok && err == nil {
-		c.schedule(id, l)
-		return true
+		return c.schedule(id, l)
 	}
 	c.reply(id, res, err)
-	return true
+	return readNext
 }
 
 // callSafely runs a handler, turning a panic into an internal error so that no input can
@@ -1034,12 +1071,17 @@ func (c *conn) gate(family string) error {
 	return nil
 }
 
-// schedule runs deferred work after earlier work with the same key, then replies.
-func (c *conn) schedule(id json.RawMessage, l later) {
+// schedule runs deferred work after earlier work with the same key, then replies; a quick
+// later runs on the reader (runQuick).
+func (c *conn) schedule(id json.RawMessage, l later) readStep {
 	select {
 	case c.slots <- struct{}{}:
 	case <-c.ctx.Done():
-		return
+		return readNext
+	}
+	if l.quick {
+		defer func() { <-c.slots }()
+		return c.runQuick(id, l)
 	}
 	var prev, done chan struct{}
 	if l.key != "" {
@@ -1067,6 +1109,32 @@ func (c *conn) schedule(id json.RawMessage, l later) {
 			close(done)
 		}
 	}()
+	return readNext
+}
+
+// runQuick runs a quick later on the reader, which then costs no goroutine and no wake-up of
+// another thread: a stat answered this way takes a third of the time. If the later is still
+// running after inlineBudget, a new goroutine takes over reading (readLoop), and this one
+// ends once the later has been answered: it reports readMoved.
+func (c *conn) runQuick(id json.RawMessage, l later) readStep {
+	const running, finished, moved = 0, 1, 2
+	var state atomic.Int32
+	state.Store(running) // orders the reader's last read before the takeover below
+	timer := time.AfterFunc(inlineBudget, func() {
+		if state.CompareAndSwap(running, moved) {
+			c.t.keepMessage() // the later may still use the message's bytes
+			c.work.Add(1)     // the old reader is now one more deferred handler
+			go c.readLoop()
+		}
+	})
+	res, err := c.runLater(l)
+	c.reply(id, res, err)
+	if state.CompareAndSwap(running, finished) {
+		timer.Stop()
+		return readNext
+	}
+	c.work.Done()
+	return readMoved
 }
 
 func (c *conn) runLater(l later) (res any, err error) {
