@@ -115,15 +115,56 @@ type pathParams struct {
 func (c *conn) fsReadFile(p *pathParams) (any, error) {
 	limit := c.readFileLimit()
 	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), false, func(_ context.Context, path string) (any, error) {
-		data, err := readWholeFile(path, limit)
-		if err != nil {
-			return nil, err
-		}
-		// {"dataBase64":"…"} encoded once, into one exact-size buffer.
-		res := make([]byte, 0, len(`{"dataBase64":""}`)+base64.StdEncoding.EncodedLen(len(data)))
-		res = appendBase64String(append(res, `{"dataBase64":`...), data)
-		return rawJSON(append(res, '}')), nil
+		return readFileAnswer(path, limit)
 	})
+}
+
+// readFileAnswer reads a regular file of at most limit bytes into its answer,
+// {"dataBase64":"…"}: the bytes go straight into the answer's buffer and are encoded there
+// (base64Answer). A file whose size the kernel does not know in advance (/proc), or that grows
+// while it is read, is read on until EOF under the same limit, into a buffer that grows.
+func readFileAnswer(path string, limit int64) (any, error) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > limit {
+		return nil, errTooLarge(limit)
+	}
+	a := newBase64Answer(`{"dataBase64":`, int(fi.Size()), len(`}`))
+	m, err := io.ReadFull(f, a.data)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, err
+	}
+	buf := make([]byte, m, m+4096)
+	k, err := f.Read(buf[m:cap(buf)])
+	if k == 0 && (err == nil || err == io.EOF) {
+		return a.finish(m, `}`), nil
+	}
+	copy(buf, a.data[:m])
+	buf = buf[:m+k]
+	for err == nil {
+		if int64(len(buf)) > limit {
+			return nil, errTooLarge(limit)
+		}
+		buf = slices.Grow(buf, 4096)
+		k, err = f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+	}
+	if err != io.EOF {
+		return nil, err
+	}
+	if int64(len(buf)) > limit {
+		return nil, errTooLarge(limit)
+	}
+	res := make([]byte, 0, len(`{"dataBase64":""}`)+base64.StdEncoding.EncodedLen(len(buf)))
+	res = appendBase64String(append(res, `{"dataBase64":`...), buf)
+	return rawJSON(append(res, '}')), nil
 }
 
 // messageLimiter is a transport that cannot carry a message over some size (the relay's Noise
@@ -143,40 +184,6 @@ func (c *conn) readFileLimit() int64 {
 		limit = min(limit, int64(ml.maxMessageBytes()-readFileAnswerOverhead)/4*3)
 	}
 	return limit
-}
-
-// readWholeFile reads a regular file of at most limit bytes. Files whose size the kernel does
-// not know in advance (/proc) are read until EOF under the same limit.
-func readWholeFile(path string, limit int64) ([]byte, error) {
-	f, err := openRegular(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() > limit {
-		return nil, errTooLarge(limit)
-	}
-	buf := make([]byte, 0, fi.Size()+1) // +1: EOF is seen without growing the buffer
-	for {
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if int64(len(buf)) > limit {
-			return nil, errTooLarge(limit)
-		}
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-	}
 }
 
 func errTooLarge(limit int64) error {

@@ -16,11 +16,9 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"io"
 	"math"
 	"os"
-	"strconv"
 	"sync"
 	"syscall"
 )
@@ -180,16 +178,16 @@ func (c *conn) fsReadBlock(p *readBlockParams) (any, error) {
 		if p.Offset > math.MaxInt64 {
 			return nil, fsError(syscall.EINVAL)
 		}
-		buf := make([]byte, p.Len)
-		n, err := f.ReadAt(buf, int64(p.Offset))
+		// {"chunk":"…","eof":B}, read and encoded in place (base64Answer).
+		a := newBase64Answer(`{"chunk":`, int(p.Len), len(`,"eof":false}`))
+		n, err := f.ReadAt(a.data, int64(p.Offset))
 		if err != nil && err != io.EOF {
 			return nil, fsError(err)
 		}
-		// {"chunk":"…","eof":B} encoded once, into one exact-size buffer.
-		res := make([]byte, 0, len(`{"chunk":"","eof":false}`)+base64.StdEncoding.EncodedLen(n))
-		res = appendBase64String(append(res, `{"chunk":`...), buf[:n])
-		res = strconv.AppendBool(append(res, `,"eof":`...), n < len(buf))
-		return rawJSON(append(res, '}')), nil
+		if n < len(a.data) {
+			return a.finish(n, `,"eof":true}`), nil
+		}
+		return a.finish(n, `,"eof":false}`), nil
 	})
 }
 

@@ -23,7 +23,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,6 +106,31 @@ type afterReplier interface{ afterReply() }
 // rawJSON is a result already encoded as JSON; it is sent as is, without a second pass over a
 // large payload.
 type rawJSON []byte
+
+// framedJSON is a large result already encoded as JSON, with room left before it for the
+// response's head ({"id":ID,"result":) and after it for the closing brace: reply writes the
+// envelope around it instead of copying it (fs/readFile's 43 MiB of base64). An id too long for
+// the room is copied the ordinary way.
+type framedJSON struct {
+	buf  []byte // framedRoom bytes of room, then the result; cap(buf) > len(buf)
+	head int    // where the result starts in buf
+}
+
+// framedRoom is the room a framedJSON keeps for the response's head: ids of up to 48 bytes.
+const framedRoom = 64
+
+// frame writes the response's envelope around the result, in place.
+func (f framedJSON) frame(id json.RawMessage) ([]byte, bool) {
+	n := len(`{"id":`) + len(id) + len(`,"result":`)
+	if n > f.head || cap(f.buf) == len(f.buf) {
+		return nil, false
+	}
+	b := f.buf[f.head-n:]
+	k := copy(b, `{"id":`)
+	k += copy(b[k:], id)
+	copy(b[k:], `,"result":`)
+	return append(b, '}'), true
+}
 
 // method is one entry of a server's method table.
 type method struct {
@@ -351,156 +375,6 @@ func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	dst = append(dst, s...)
 	return append(dst, '"')
-}
-
-// base64Bytes is a params field holding standard base64 with padding. Decoding errors become
-// -32602 during params decoding, as in the reference (protocol.md §3.3).
-type base64Bytes []byte
-
-func (b *base64Bytes) UnmarshalJSON(raw []byte) error { return b.decodeRawJSON(raw) }
-
-// decodeRawJSON decodes the JSON string raw straight from the message bytes. Base64 needs
-// no JSON escapes; a string that has some takes the slow path.
-func (b *base64Bytes) decodeRawJSON(raw []byte) error {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' || bytes.IndexByte(raw, '\\') >= 0 {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return err
-		}
-		raw = []byte(`"` + s + `"`)
-	}
-	body := raw[1 : len(raw)-1]
-	out := make([]byte, base64.StdEncoding.DecodedLen(len(body)))
-	n, err := base64.StdEncoding.Decode(out, body)
-	if err != nil {
-		_, err = decodeBase64(string(body))
-		return err
-	}
-	*b = out[:n]
-	return nil
-}
-
-// lazyBase64 is a params field holding base64 that its handler decodes, not the params
-// decoder: a bad one is the handler's error to report (fs/writeFile answers -32600, not
-// -32602, protocol.md §5.7), and a large one is decoded in place, on the handler's goroutine,
-// over the message bytes that carried it (the handler keeps the message: msgTransport.keepMessage).
-type lazyBase64 struct {
-	raw []byte // the JSON string as it came, quotes included: a sub-slice of the message
-}
-
-func (l *lazyBase64) UnmarshalJSON(raw []byte) error { return l.decodeRawJSON(raw) }
-
-func (l *lazyBase64) decodeRawJSON(raw []byte) error {
-	if len(raw) == 0 || raw[0] != '"' {
-		return &json.UnmarshalTypeError{Value: jsonKind(raw), Type: reflect.TypeFor[string]()}
-	}
-	l.raw = raw
-	return nil
-}
-
-// decodeInPlace returns the decoded bytes, written over the string's own bytes, which it
-// destroys: it runs once, on a message the handler has kept.
-func (l *lazyBase64) decodeInPlace() ([]byte, error) {
-	return decodeJSONBase64InPlace(l.raw)
-}
-
-// base64Block is how many base64 characters decodeJSONBase64InPlace decodes at a time (a
-// multiple of four).
-const base64Block = 64 << 10
-
-// decodeJSONBase64InPlace decodes the JSON string raw (quotes included) as standard padded
-// base64 and returns the bytes written over raw itself. Four characters become three bytes, so
-// the output never overtakes the characters still to be read. It goes a block at a time
-// through a small buffer: each block is read once while in cache, and nothing depends on how
-// encoding/base64 treats overlapping slices. Results and errors are base64Bytes's for the same
-// raw.
-func decodeJSONBase64InPlace(raw []byte) ([]byte, error) {
-	return decodeJSONBase64Blocks(raw, base64Block)
-}
-
-func decodeJSONBase64Blocks(raw []byte, block int) ([]byte, error) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		var s string
-		return nil, json.Unmarshal(raw, &s) // not a whole string: say what is wrong with it
-	}
-	body := raw[1 : len(raw)-1]
-	buf := make([]byte, base64.StdEncoding.DecodedLen(min(len(body), block)))
-	n := 0 // decoded bytes, at the front of body
-	for i := 0; i < len(body); i += block {
-		blk := body[i:min(len(body), i+block)]
-		if bytes.IndexByte(blk, '\\') >= 0 {
-			// An escaped string (some encoders write "\/"). All before blk is plain base64 and
-			// already decoded; unquote and decode the rest the slow way.
-			s, err := unquoteFrom(raw, i)
-			if err != nil {
-				return nil, err
-			}
-			rest, err := base64.StdEncoding.DecodeString(s)
-			if err != nil {
-				return nil, base64Error(s, i)
-			}
-			return append(body[:n], rest...), nil // it fits: rest is shorter than s
-		}
-		k, err := base64.StdEncoding.Decode(buf, blk)
-		if err == nil && k != len(blk)/4*3 && i+len(blk) < len(body) {
-			err = errors.New("padding before the last block")
-		}
-		if err != nil {
-			// What is wrong is in body[i:], which is intact; an escape later on is unquoted
-			// first, so that offsets count characters as the whole string's decoding would.
-			if bytes.IndexByte(body[i:], '\\') < 0 {
-				return nil, base64Error(body[i:], i)
-			}
-			s, err := unquoteFrom(raw, i)
-			if err != nil {
-				return nil, err
-			}
-			return nil, base64Error(s, i)
-		}
-		n += copy(body[n:], buf[:k])
-	}
-	return body[:n], nil
-}
-
-// unquoteFrom unquotes the JSON string raw from its body's offset i on.
-func unquoteFrom(raw []byte, i int) (string, error) {
-	var s string
-	err := json.Unmarshal(append([]byte{'"'}, raw[1+i:]...), &s)
-	return s, err
-}
-
-// appendBase64String appends data as a JSON string of standard base64, encoding in place
-// into one exact-size growth of dst.
-func appendBase64String(dst, data []byte) []byte {
-	n := base64.StdEncoding.EncodedLen(len(data))
-	dst = slices.Grow(dst, n+2)
-	dst = append(dst, '"')
-	base64.StdEncoding.Encode(dst[len(dst):len(dst)+n], data)
-	dst = dst[:len(dst)+n]
-	return append(dst, '"')
-}
-
-// decodeBase64 decodes standard padded base64, describing a failure as the reference's base64
-// crate does ("Invalid symbol 33, offset 0.", "Invalid padding").
-func decodeBase64(s string) ([]byte, error) {
-	out, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return nil, base64Error(s, 0)
-	}
-	return out, nil
-}
-
-// base64Error describes why s, which failed to decode, is not base64, as the reference's
-// base64 crate does: the first byte outside the alphabet is named with its offset (plus base,
-// the offset of s in the whole string); anything else is a padding or length error.
-func base64Error[T string | []byte](s T, base int) error {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
-			return fmt.Errorf("Invalid symbol %d, offset %d.", c, base+i)
-		}
-	}
-	return errors.New("Invalid padding")
 }
 
 // rawJSONDecoder is a params field that decodes its own raw JSON value, skipping
@@ -1155,6 +1029,13 @@ func (c *conn) reply(id json.RawMessage, res any, err error) {
 	if err != nil {
 		c.sendError(id, toRPCError(err))
 		return
+	}
+	if f, ok := res.(framedJSON); ok {
+		if b, ok := f.frame(id); ok {
+			c.sendReply(b)
+			return
+		}
+		res = rawJSON(f.buf[f.head:])
 	}
 	size := 64
 	switch r := res.(type) { // one exact allocation for large pre-encoded results

@@ -99,3 +99,36 @@ func FuzzDecodeJSONBase64InPlace(f *testing.F) {
 		checkInPlaceAgrees(t, []byte(`"`+s+`"`), block)
 	})
 }
+
+// TestBase64AnswerEncodesInPlace builds answers across chunk boundaries, full and shrunk (a
+// file that lost bytes after its size was read), frames them with ids short and long, and
+// compares each message with the one appendResponse makes from the same bytes.
+func TestBase64AnswerEncodesInPlace(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 4, base64Chunk - 1, base64Chunk, base64Chunk + 1, 3*base64Chunk + 2, 200<<10 + 1} {
+		for _, m := range []int{n, n / 2, max(n-1, 0)} {
+			for _, id := range []string{`7`, `"a-request-id"`, `"` + strings.Repeat("x", 80) + `"`} {
+				data := make([]byte, n)
+				for i := range data {
+					data[i] = byte(rand.Uint32())
+				}
+				a := newBase64Answer(`{"chunk":`, n, len(`,"eof":false}`))
+				copy(a.data, data)
+				f := a.finish(m, `,"eof":true}`)
+				want, err := appendResponse(nil, json.RawMessage(id), json.RawMessage(`{"chunk":"`+base64.StdEncoding.EncodeToString(data[:m])+`","eof":true}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, framed := f.frame(json.RawMessage(id))
+				if !framed {
+					if len(id) <= framedRoom-len(`{"id":,"result":`) {
+						t.Fatalf("n=%d m=%d id %s: not framed in place", n, m, id)
+					}
+					got, _ = appendResponse(nil, json.RawMessage(id), rawJSON(f.buf[f.head:]))
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("n=%d m=%d id %.20s: the answer differs from appendResponse's", n, m, id)
+				}
+			}
+		}
+	}
+}
