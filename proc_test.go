@@ -1123,7 +1123,7 @@ func BenchmarkPipeThroughput(b *testing.B) {
 }
 
 // TestProcessChildrenDieWhenTheServerIsKilled kills a real server process with SIGKILL and checks that its
-// children die with it (PR_SET_PDEATHSIG on the long-lived spawn thread).
+// children die with it (PR_SET_PDEATHSIG, on whichever thread forked them: see startProcess).
 func TestProcessChildrenDieWhenTheServerIsKilled(t *testing.T) {
 	if os.Getenv("EXEC_SERVER_CRASH_HELPER") == "1" {
 		os.Exit(run([]string{"--listen", "ws://127.0.0.1:0"}, os.Stdin, os.Stdout, os.Stderr))
@@ -1490,6 +1490,28 @@ func TestProcessManagedSandbox(t *testing.T) {
 					t.Errorf("output %q, exit code %d", out, r.exitCode)
 				}
 			})
+		}
+	}
+}
+
+// TestNoGoroutineLocksItsThread keeps the invariant startProcess relies on: Go ends a thread
+// when a goroutine exits locked to it, and the kernel then kills every child forked on that
+// thread (PR_SET_PDEATHSIG belongs to the thread). No source file of the server may lock one.
+func TestNoGoroutineLocksItsThread(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(src, []byte("LockOSThread(")) {
+			t.Errorf("%s locks an OS thread: a child forked on it dies when its goroutine exits (see startProcess)", name)
 		}
 	}
 }
