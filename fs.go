@@ -58,6 +58,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -432,6 +433,18 @@ type metadataResult struct {
 	ModifiedAtMs int64 `json:"modifiedAtMs"`
 }
 
+// appendJSON appends m as encoding/json encodes it, without reflection: fs/getMetadata is
+// the most frequent small answer.
+func (m metadataResult) appendJSON(b []byte) []byte {
+	b = strconv.AppendBool(append(b, `{"isDirectory":`...), m.IsDirectory)
+	b = strconv.AppendBool(append(b, `,"isFile":`...), m.IsFile)
+	b = strconv.AppendBool(append(b, `,"isSymlink":`...), m.IsSymlink)
+	b = strconv.AppendInt(append(b, `,"size":`...), m.Size, 10)
+	b = strconv.AppendInt(append(b, `,"createdAtMs":`...), m.CreatedAtMs, 10)
+	b = strconv.AppendInt(append(b, `,"modifiedAtMs":`...), m.ModifiedAtMs, 10)
+	return append(b, '}')
+}
+
 // fsGetMetadata follows symlinks for everything but isSymlink; a dangling symlink is -32004.
 func (c *conn) fsGetMetadata(p *pathParams) (any, error) {
 	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), false, func(_ context.Context, path string) (any, error) {
@@ -439,27 +452,31 @@ func (c *conn) fsGetMetadata(p *pathParams) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return metadataResult{
+		m := metadataResult{
 			IsDirectory:  fi.IsDir(),
 			IsFile:       fi.Mode().IsRegular(),
 			IsSymlink:    isLink,
 			Size:         fi.Size(),
 			ModifiedAtMs: max(fi.ModTime().UnixMilli(), 0),
-		}, nil
+		}
+		return rawJSON(m.appendJSON(make([]byte, 0, 128))), nil
 	})
 }
 
 // statFollowing stats path following symlinks, and says whether path itself is a symlink.
 func statFollowing(path string) (os.FileInfo, bool, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, false, err
-	}
 	li, err := os.Lstat(path)
 	if err != nil {
 		return nil, false, err
 	}
-	return fi, li.Mode()&os.ModeSymlink != 0, nil
+	if li.Mode()&os.ModeSymlink == 0 {
+		return li, false, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, false, err
+	}
+	return fi, true, nil
 }
 
 type canonicalizeResult struct {

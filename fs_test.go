@@ -882,3 +882,21 @@ func TestWriteFilePipelinedKeepsEachMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestMetadataResultAppendJSONIsEncodingJSON pins the hand-written encoder of fs/getMetadata's
+// answer to what encoding/json makes of the same struct.
+func TestMetadataResultAppendJSONIsEncodingJSON(t *testing.T) {
+	for _, m := range []metadataResult{
+		{},
+		{IsFile: true, Size: 5, ModifiedAtMs: 1763779200000},
+		{IsDirectory: true, IsSymlink: true, Size: 1 << 62, CreatedAtMs: -1, ModifiedAtMs: 1},
+	} {
+		want, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.appendJSON(nil); string(got) != string(want) {
+			t.Errorf("appendJSON gives %s, encoding/json %s", got, want)
+		}
+	}
+}

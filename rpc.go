@@ -32,8 +32,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 )
 
 // JSON-RPC error codes used by the reference (protocol.md §7).
@@ -93,11 +91,6 @@ type later struct {
 	quick bool
 	run   func(ctx context.Context) (any, error)
 }
-
-// inlineBudget is how long a quick later may hold up the reader. Past it, reading moves to a
-// new goroutine, so a slow file system (a stalled network mount, a FIFO whose reader stalls)
-// never holds up the connection's other requests for longer.
-const inlineBudget = time.Millisecond
 
 // afterReplier is a result whose follow-up must reach the client after the reply itself,
 // such as the body deltas of a streamed http/request: afterReply runs once the reply is queued.
@@ -243,6 +236,8 @@ func parseIncoming(msg []byte) (in incoming, name string, err error) {
 		return in, "", errors.New("data did not match any variant of untagged enum RequestId")
 	}
 	switch {
+	case in.Method != nil && plainJSONString(in.Method):
+		return in, string(in.Method[1 : len(in.Method)-1]), nil
 	case in.Method != nil:
 		if err := json.Unmarshal(in.Method, &name); err != nil {
 			return in, "", fmt.Errorf("invalid type: %s, expected a string", jsonKind(in.Method))
@@ -459,6 +454,10 @@ func decodeParams(raw json.RawMessage, v any) error {
 
 // decodeField decodes one params value into field fv, named key.
 func decodeField(fv reflect.Value, key string, val []byte) error {
+	if fv.Type() == reflect.TypeFor[string]() && plainJSONString(val) { // paths, ids: most fields
+		fv.SetString(string(val[1 : len(val)-1]))
+		return nil
+	}
 	target := fv.Addr().Interface()
 	var err error
 	if d, ok := target.(rawJSONDecoder); ok {
@@ -487,6 +486,20 @@ func decodeField(fv reflect.Value, key string, val []byte) error {
 		return errInvalidParams("invalid type: %s, expected %s for field `%s`", got, goTypeName(te.Type), field)
 	}
 	return errInvalidParams("%s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// plainJSONString reports whether val is a JSON string of printable ASCII with no escapes,
+// which decodes to its own bytes.
+func plainJSONString(val []byte) bool {
+	if len(val) < 2 || val[0] != '"' || val[len(val)-1] != '"' {
+		return false
+	}
+	for _, c := range val[1 : len(val)-1] {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // sameKind reports whether the raw value val is of the JSON type encoding/json names goValue
@@ -571,7 +584,7 @@ func scanObject(obj []byte, fn func(key string, value []byte) bool) bool {
 		if end < 0 {
 			return false
 		}
-		key := string(obj[i+1 : end-1])
+		key := knownKey(obj[i+1 : end-1])
 		if strings.IndexByte(key, '\\') >= 0 && json.Unmarshal(obj[i:end], &key) != nil {
 			return false
 		}
@@ -595,6 +608,28 @@ func scanObject(obj []byte, fn func(key string, value []byte) bool) bool {
 		}
 		i = skipSpace(obj, i+1)
 	}
+}
+
+// knownKey returns a member name as a string, without allocating for the names every
+// message carries.
+func knownKey(b []byte) string {
+	switch string(b) {
+	case "id":
+		return "id"
+	case "method":
+		return "method"
+	case "params":
+		return "params"
+	case "jsonrpc":
+		return "jsonrpc"
+	case "path":
+		return "path"
+	case "processId":
+		return "processId"
+	case "handleId":
+		return "handleId"
+	}
+	return string(b)
 }
 
 func skipSpace(b []byte, i int) int {
@@ -678,6 +713,7 @@ type conn struct {
 	work        sync.WaitGroup // deferred handler work
 	slots       chan struct{}  // one token per running deferred handler
 	readEnded   chan struct{}  // closed by the last goroutine to run readLoop
+	quick       quickWatch     // the quick later running on the reader (quick.go)
 
 	mu          sync.Mutex
 	state       connState
@@ -737,8 +773,10 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 		c.writeLoop()
 	}()
 	stop := context.AfterFunc(ctx, func() { t.close(c.endCause()) })
+	c.startQuickWatch()
 	c.readLoop()
 	<-c.readEnded
+	c.stopQuickWatch()
 	// The reader is done: the transport needs no unblocking, and what is queued still
 	// goes out before the transport closes (stdio's stdout outlives stdin's EOF).
 	stop()
@@ -984,31 +1022,6 @@ func (c *conn) schedule(id json.RawMessage, l later) readStep {
 		}
 	}()
 	return readNext
-}
-
-// runQuick runs a quick later on the reader, which then costs no goroutine and no wake-up of
-// another thread: a stat answered this way takes a third of the time. If the later is still
-// running after inlineBudget, a new goroutine takes over reading (readLoop), and this one
-// ends once the later has been answered: it reports readMoved.
-func (c *conn) runQuick(id json.RawMessage, l later) readStep {
-	const running, finished, moved = 0, 1, 2
-	var state atomic.Int32
-	state.Store(running) // orders the reader's last read before the takeover below
-	timer := time.AfterFunc(inlineBudget, func() {
-		if state.CompareAndSwap(running, moved) {
-			c.t.keepMessage() // the later may still use the message's bytes
-			c.work.Add(1)     // the old reader is now one more deferred handler
-			go c.readLoop()
-		}
-	})
-	res, err := c.runLater(l)
-	c.reply(id, res, err)
-	if state.CompareAndSwap(running, finished) {
-		timer.Stop()
-		return readNext
-	}
-	c.work.Done()
-	return readMoved
 }
 
 func (c *conn) runLater(l later) (res any, err error) {

@@ -7,10 +7,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -76,14 +79,20 @@ func BenchmarkWSWriteFrame(b *testing.B) {
 	}
 }
 
+// benchSession is an initialized connection to a fresh server, both ended with b.
+func benchSession(b *testing.B) *memSession {
+	srv := newServer(b.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b.Cleanup(srv.shutdown)
+	ms := startMemSession(b, srv)
+	b.Cleanup(ms.end)
+	ms.initialize()
+	return ms
+}
+
 // BenchmarkDispatch is one environment/status request's round trip through serveConn:
 // parse, dispatch, encode, the outgoing queue and the writer goroutine.
 func BenchmarkDispatch(b *testing.B) {
-	srv := newServer(b.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	defer srv.shutdown()
-	ms := startMemSession(b, srv)
-	defer ms.end()
-	ms.initialize()
+	ms := benchSession(b)
 	req := []byte(`{"id":7,"method":"environment/status"}`)
 	want := `{"id":7,"result":{"status":"ready"}}`
 	b.ReportAllocs()
@@ -116,5 +125,23 @@ func BenchmarkAppendResponse(b *testing.B) {
 			}
 			b.SetBytes(int64(len(buf)))
 		})
+	}
+}
+
+// BenchmarkDispatchGetMetadata is one fs/getMetadata through the dispatcher, stat included:
+// the server's own part of the round trip that the bench's getMetadata row measures.
+func BenchmarkDispatchGetMetadata(b *testing.B) {
+	ms := benchSession(b)
+	path := filepath.Join(b.TempDir(), "f")
+	if err := os.WriteFile(path, []byte("hello"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	req := []byte(`{"id":7,"method":"fs/getMetadata","params":{"path":"` + fileURI(path) + `"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		ms.send(req)
+		if got, ok := ms.recv(); !ok || !bytes.Contains(got, []byte(`"isFile":true`)) {
+			b.Fatalf("got %s", got)
+		}
 	}
 }

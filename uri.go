@@ -51,14 +51,19 @@ func parsePath(s string) (string, error) {
 		return "", &pathError{msg: "query parameters are not allowed in path URIs"}
 	}
 	host, rawPath := splitFileAuthority(strings.ReplaceAll(rest, `\`, "/"))
-	invalid := &pathError{msg: "'" + s + "' is invalid on '" + runtime.GOOS + "'", atUse: true}
+	invalid := func(atUse bool) error {
+		return &pathError{msg: "'" + s + "' is invalid on '" + runtime.GOOS + "'", atUse: atUse}
+	}
 	p := percentDecode(rawPath)
-	switch {
-	case strings.IndexByte(p, 0) >= 0:
-		invalid.atUse = false
-		return "", invalid
-	case host != "" && !strings.EqualFold(host, "localhost"), hasDriveSegment(rawPath):
-		return "", invalid
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", invalid(false)
+	}
+	cleanRaw := path.Clean("/" + rawPath)
+	if host != "" && !strings.EqualFold(host, "localhost") || hasDriveSegment(cleanRaw) {
+		return "", invalid(true)
+	}
+	if p == rawPath { // no escapes: the path is cleaned already
+		return cleanRaw, nil
 	}
 	return path.Clean("/" + p), nil
 }
@@ -86,11 +91,11 @@ func splitFileAuthority(rest string) (host, p string) {
 	return after, "/"
 }
 
-// hasDriveSegment says whether the first non-empty segment of a URI path, once "." and ".."
-// are resolved, is a Windows drive ("C:" or "C|"): the reference takes such a URI for a
-// Windows path and refuses it on other systems.
-func hasDriveSegment(rawPath string) bool {
-	first, _, _ := strings.Cut(strings.TrimPrefix(path.Clean("/"+rawPath), "/"), "/")
+// hasDriveSegment says whether the first segment of a URI path, cleaned ("." and ".."
+// resolved), is a Windows drive ("C:" or "C|"): the reference takes such a URI for a Windows
+// path and refuses it on other systems.
+func hasDriveSegment(cleanRaw string) bool {
+	first, _, _ := strings.Cut(strings.TrimPrefix(cleanRaw, "/"), "/")
 	return len(first) == 2 && isASCIILetter(first[0]) && (first[1] == ':' || first[1] == '|')
 }
 
