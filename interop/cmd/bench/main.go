@@ -31,6 +31,7 @@ type config struct {
 	metrics      map[string]bool
 	samples      int // latency samples per round for connect and process/start
 	metaSamples  int // fs/getMetadata samples per round
+	metaWarmup   time.Duration
 	pipeBytes    int64
 	ptyBytes     int64
 	fileBytes    int64
@@ -86,6 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	small := fs.Bool("small", false, "tiny sizes and sample counts, for a smoke run")
 	fs.IntVar(&cfg.samples, "samples", 30, "latency samples per round for connect and process/start")
 	fs.IntVar(&cfg.metaSamples, "meta-samples", 300, "fs/getMetadata samples per round")
+	fs.DurationVar(&cfg.metaWarmup, "meta-warmup", 300*time.Millisecond, "untimed fs/getMetadata calls before the samples, for this long (see getMetadata)")
 	pipe := fs.String("pipe-bytes", "256M", "bytes of pipe output")
 	ptyb := fs.String("pty-bytes", "64M", "bytes of PTY output")
 	file := fs.String("file-bytes", "32M", "bytes of fs/readFile and fs/writeFile")
@@ -129,6 +131,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		shrink("block-bytes", block, "8M")
 		shrinkInt("samples", &cfg.samples, 5)
 		shrinkInt("meta-samples", &cfg.metaSamples, 20)
+		if !set["meta-warmup"] {
+			cfg.metaWarmup = 10 * time.Millisecond
+		}
 		shrinkInt("reps", &cfg.reps, 1)
 		shrinkInt("conns", &cfg.conns, 4)
 		shrinkInt("per-conn", &cfg.perConn, 3)
@@ -329,8 +334,8 @@ func writePreamble(w io.Writer, cfg *config) {
 			sel = append(sel, n)
 		}
 	}
-	fmt.Fprintf(w, "- %d rounds (alternating), metrics %s; %d latency samples per round (%d for getMetadata) after %d warm-ups; %d repetitions of each throughput figure per round\n",
-		cfg.rounds, strings.Join(sel, ","), cfg.samples, cfg.metaSamples, warmups, cfg.reps)
+	fmt.Fprintf(w, "- %d rounds (alternating), metrics %s; %d latency samples per round (%d for getMetadata) after %d warm-ups (getMetadata: %v of calls); %d repetitions of each throughput figure per round\n",
+		cfg.rounds, strings.Join(sel, ","), cfg.samples, cfg.metaSamples, warmups, cfg.metaWarmup, cfg.reps)
 	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Fprintf(w, "- load average at the end: %s\n", strings.Join(strings.Fields(string(la))[:3], " "))
 	}
