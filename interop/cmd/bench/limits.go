@@ -4,9 +4,9 @@ package main
 // server in between, on the same machine in the same round. A server cannot move output
 // faster than `head -c` can push it through a PTY into one reader, nor start and reap
 // /bin/true faster than a fork+exec+wait (50 × 20 of them at once: as fast as 50
-// goroutines can), nor answer a request, stream pipe output to this client or take an
-// fs/writeFile from it faster than the null server, which does only the unavoidable part
-// of each (nullserver.go).
+// goroutines can), nor answer a request, run 50 × 20 processes for this client, stream pipe
+// output to it or take an fs/writeFile from it faster than the null server, which does only
+// the unavoidable part of each (nullserver.go).
 
 import (
 	"context"
@@ -31,7 +31,7 @@ const rawReadBuffer = 64 << 10
 // measureLimits measures the limits of the selected metrics for one round.
 func measureLimits(cfg *config, res *results, fx *fixtures, round int) error {
 	add := func(key string, v ...float64) { res.add(key, sideLimit, round, v...) }
-	if cfg.metrics["connect"] || cfg.metrics["getMetadata"] || cfg.metrics["pipe"] || cfg.metrics["writeFile"] {
+	if cfg.metrics["connect"] || cfg.metrics["getMetadata"] || cfg.metrics["conns"] || cfg.metrics["pipe"] || cfg.metrics["writeFile"] {
 		if err := nullServerLimits(cfg, res, fx, round); err != nil {
 			return fmt.Errorf("null server: %w", err)
 		}
@@ -65,7 +65,7 @@ func measureLimits(cfg *config, res *results, fx *fixtures, round int) error {
 		if err != nil {
 			return fmt.Errorf("raw %d × %d spawns: %w", cfg.conns, cfg.perConn, err)
 		}
-		add("conns-wall", wall.Seconds())
+		add("raw-conns-wall", wall.Seconds())
 	}
 	if cfg.metrics["start"] {
 		for _, tty := range []bool{false, true} {
@@ -88,8 +88,8 @@ func measureLimits(cfg *config, res *results, fx *fixtures, round int) error {
 	return nil
 }
 
-// nullServerLimits runs the connect, getMetadata, pipe and writeFile metrics against the
-// null server, with the same client code and checks as for the servers under test.
+// nullServerLimits runs the connect, getMetadata, 50 × 20, pipe and writeFile metrics against
+// the null server, with the same client code and checks as for the servers under test.
 func nullServerLimits(cfg *config, res *results, fx *fixtures, round int) error {
 	spec, err := nullServerSpec()
 	if err != nil {
@@ -110,6 +110,7 @@ func nullServerLimits(cfg *config, res *results, fx *fixtures, round int) error 
 	}{
 		{"connect", connectLatency},
 		{"getMetadata", getMetadata},
+		{"conns", manyConns},
 		{"pipe", pipeThroughput},
 		{"writeFile", writeFile},
 	} {

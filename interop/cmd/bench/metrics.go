@@ -75,6 +75,7 @@ func rowDefs(cfg *config) []*row {
 		{key: "idle-rss", title: "idle RSS after initialize", unit: "MiB", kind: level, target: target{op: "≤", ratio: 0.2}},
 		{key: "size", title: "binary size", unit: "MB", kind: level, target: target{abs: 8}},
 		{key: "raw-pipe", title: fmt.Sprintf("limit only: raw pipe, head -c %s into one reader", sizeName(cfg.pipeBytes)), unit: "MB/s", kind: throughput},
+		{key: "raw-conns-wall", title: fmt.Sprintf("limit only: %d goroutines × %d fork+exec+wait of /bin/true, no server", cfg.conns, cfg.perConn), unit: "s", kind: level},
 		{key: "tcp", title: "limit only: loopback TCP, one connection", unit: "MB/s", kind: throughput},
 		{key: "base64", title: "limit only: base64 encoding, one core", unit: "MB/s", kind: throughput},
 	}
