@@ -75,7 +75,8 @@ const base64Block = 64 << 10
 // the output never overtakes the characters still to be read. It goes a block at a time
 // through a small buffer: each block is read once while in cache, and nothing depends on how
 // encoding/base64 treats overlapping slices. Results and errors are base64Bytes's for the same
-// raw.
+// raw, when raw is valid JSON: a raw line break (invalid in a JSON string) is skipped by
+// base64Bytes, and by this decoder too within the last block only.
 func decodeJSONBase64InPlace(raw []byte) ([]byte, error) {
 	return decodeJSONBase64Blocks(raw, base64Block)
 }

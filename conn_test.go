@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -138,11 +139,6 @@ func TestConnLongPollDoesNotDelayOthers(t *testing.T) {
 	}
 }
 
-// TestConnSlowClientIsClosed: a client that never reads while notifications pour in fills its
-// outgoing queue; the producer then waits, and once the queue has made no progress for the
-// stall timeout the connection is closed for errSlowClient (close code 1008 when it can
-// still be written), the session detaches and can be resumed, and another connection is
-// answered all along.
 // TestConnStuckQuickRequestMovesTheReader pins runQuick's hand-over. fs methods first run
 // on the reader; one that blocks (a write into a FIFO whose reader does not read) must not
 // keep the connection from answering the requests after it, and it answers once unblocked.
@@ -202,6 +198,54 @@ func TestConnStuckQuickRequestMovesTheReader(t *testing.T) {
 	}
 }
 
+// TestConnQuickLatersEndingAtTheBudget runs quick laters that end right around inlineBudget,
+// where the reader finishing one and the watch moving reading away from it meet. Whichever
+// wins, every request is answered once and the connection's count of deferred work never
+// goes below zero (it once did: the old reader gave back a count the watch had not taken
+// yet, and the server panicked).
+func TestConnQuickLatersEndingAtTheBudget(t *testing.T) {
+	srv := newServer(t.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer srv.shutdown()
+	srv.methods["test/spin"] = method{call: func(c *conn, params json.RawMessage) (any, error) {
+		var d time.Duration
+		if err := json.Unmarshal(params, &d); err != nil {
+			return nil, err
+		}
+		return later{quick: true, run: func(context.Context) (any, error) {
+			for end := time.Now().Add(d); time.Now().Before(end); {
+			}
+			return struct{}{}, nil
+		}}, nil
+	}}
+	mt := newMemTransport()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.serveConn(mt, "test")
+	}()
+	const n = 3000
+	for i := range n {
+		// 0.9 to 1.1 times the budget, spread over the requests.
+		d := inlineBudget*9/10 + time.Duration(i%41)*inlineBudget/200
+		mt.in <- []byte(fmt.Sprintf(`{"id":%d,"method":"test/spin","params":%d}`, i, d))
+		select {
+		case rep := <-mt.out:
+			if !strings.Contains(string(rep), `"result":{}`) {
+				t.Fatalf("request %d: %s", i, rep)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("request %d: no answer", i)
+		}
+	}
+	close(mt.in)
+	<-done
+}
+
+// TestConnSlowClientIsClosed: a client that never reads while notifications pour in fills its
+// outgoing queue; the producer then waits, and once the queue has made no progress for the
+// stall timeout the connection is closed for errSlowClient (close code 1008 when it can
+// still be written), the session detaches and can be resumed, and another connection is
+// answered all along.
 func TestConnSlowClientIsClosed(t *testing.T) {
 	flooding := make(chan struct{})
 	ended := make(chan error, 1)

@@ -21,9 +21,10 @@ package main
 // Errors from the OS keep the reference's text, "<description> (os error N)", and code:
 // ENOENT -32004; EACCES, EPERM, EINVAL -32600; anything else -32603 (fsError).
 //
-// Scheduling: every method that touches the disk returns a later. Path methods run
-// concurrently (key ""); handle methods run in order per handle (key "fh/"+handleId), so a
-// pipelined open, writeBlock…, close keeps its order. Nothing here blocks on a FIFO or opens a
+// Scheduling: every method that touches the disk returns a later. Path methods are quick
+// laters: they run on the connection's reader, and get a goroutine of their own only if they
+// outlast inlineBudget (quick.go). Handle methods run in order per handle (key
+// "fh/"+handleId), so a pipelined open, writeBlock…, close keeps its order. Nothing here blocks on a FIFO or opens a
 // device to read it: a file is checked with stat before it is opened (O_NONBLOCK) and with
 // fstat after.
 //
@@ -89,7 +90,7 @@ func fsMethods(t methodTable) {
 }
 
 // fsPathOp is the shape of most filesystem methods: check the path and the sandbox now, then
-// do the I/O on a goroutine of its own.
+// do the I/O as a quick later (on the reader, handed over if it blocks: quick.go).
 func fsPathOp(raw string, sb *fsSandbox, write bool, op func(ctx context.Context, path string) (any, error)) (any, error) {
 	p, err := paramPath(raw)
 	if err != nil {
@@ -142,13 +143,12 @@ func readFileAnswer(path string, limit int64) (any, error) {
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return nil, err
 	}
-	buf := make([]byte, m, m+4096)
-	k, err := f.Read(buf[m:cap(buf)])
+	var probe [512]byte
+	k, err := f.Read(probe[:])
 	if k == 0 && (err == nil || err == io.EOF) {
 		return a.finish(m, `}`), nil
 	}
-	copy(buf, a.data[:m])
-	buf = buf[:m+k]
+	buf := append(append(make([]byte, 0, m+k+4096), a.data[:m]...), probe[:k]...)
 	for err == nil {
 		if int64(len(buf)) > limit {
 			return nil, errTooLarge(limit)
@@ -225,7 +225,7 @@ type writeFileParams struct {
 }
 
 // fsWriteFile decodes dataBase64 late, as the reference does (a bad one is -32600, not
-// -32602), on the lane's goroutine and in place: the handler keeps the message, and gives its
+// -32602), in the later and in place: the handler keeps the message, and gives its
 // buffer back for the next large message once the file is written.
 func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
 	res, err := fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), true, func(ctx context.Context, path string) (any, error) {

@@ -12,6 +12,7 @@ package main
 
 import (
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -36,6 +37,10 @@ type quickWatch struct {
 	run   atomic.Pointer[quickRun]
 	armed atomic.Bool
 	timer *time.Timer // made stopped with the connection (startQuickWatch)
+	// end orders a run's two possible ends: the reader finishing it, or the watch moving
+	// reading away and counting the old reader in conn.work. The count must be taken before
+	// the reader can see the move and give it back.
+	end sync.Mutex
 }
 
 // runQuick runs a quick later on the reader and answers it. If the watch finds it still
@@ -48,7 +53,10 @@ func (c *conn) runQuick(id json.RawMessage, l later) readStep {
 	res, err := c.runLater(l)
 	c.reply(id, res, err)
 	c.quick.run.CompareAndSwap(r, nil)
-	if r.state.CompareAndSwap(quickRunning, quickFinished) {
+	c.quick.end.Lock()
+	finished := r.state.CompareAndSwap(quickRunning, quickFinished)
+	c.quick.end.Unlock()
+	if finished {
 		return readNext
 	}
 	c.work.Done() // counted as deferred work by checkQuick
@@ -78,9 +86,18 @@ func (c *conn) checkQuick() {
 			c.quick.timer.Reset(left)
 			return
 		}
-		if r.state.CompareAndSwap(quickRunning, quickMoved) {
-			c.t.keepMessage() // the later may still use the message's bytes
-			c.work.Add(1)     // the old reader is now one more deferred handler
+		// While r runs, its reader has not ended reading, so conn.work is not being waited
+		// on: the Add is safe, and it comes before the reader's Done.
+		c.quick.end.Lock()
+		moved := r.state.CompareAndSwap(quickRunning, quickMoved)
+		if moved {
+			c.work.Add(1) // the old reader is now one more deferred handler
+		}
+		c.quick.end.Unlock()
+		if moved {
+			// The watch takes the reader's place: the later may still use the message's
+			// bytes, so the transport must not read into them again.
+			c.t.keepMessage()
 			go c.readLoop()
 		}
 	}

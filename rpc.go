@@ -740,7 +740,8 @@ type msgTransport interface {
 	readMessage() ([]byte, error)
 	// keepMessage gives the bytes of the message last returned by readMessage to the caller,
 	// which may then hold on to them past the next call, until it calls release; then the
-	// transport may reuse them. Only readMessage's caller calls it, between two reads.
+	// transport may reuse them. Only the reader calls it, between two reads: readMessage's
+	// caller, or the goroutine taking reading over from it (checkQuick) before it reads.
 	keepMessage() (release func())
 	// writeMessage sends one message. Calls never overlap (the writer goroutine, or a reply
 	// written directly while the connection is idle: see outQueue.claimWrite), and it must
@@ -991,7 +992,7 @@ func (c *conn) schedule(id json.RawMessage, l later) readStep {
 	case <-c.ctx.Done():
 		return readNext
 	}
-	if l.quick {
+	if l.quick && l.key == "" {
 		defer func() { <-c.slots }()
 		return c.runQuick(id, l)
 	}

@@ -417,9 +417,12 @@ func (c *wsConn) readPayload(h wsHeader) error {
 	start := len(c.msg)
 	for remaining := h.n; remaining > 0; {
 		step := min(remaining, max(cap(c.msg)-len(c.msg), wsReadStep))
-		if cap(c.msg)-len(c.msg) < step {
+		if cap(c.msg)-len(c.msg) < step && len(c.msg)+step > wsKeepBuffer {
+			// A large message: read it into the spare, if one is there and larger.
 			if sp := c.spare.Swap(nil); sp != nil && cap(*sp) > cap(c.msg) {
 				c.msg = append((*sp)[:0], c.msg...)
+			} else if sp != nil {
+				c.spare.CompareAndSwap(nil, sp)
 			}
 		}
 		c.msg = growBytes(c.msg, step, c.opts.maxMessage)
