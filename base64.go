@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 )
 
 // base64Bytes is a params field holding standard base64 with padding. Decoding errors become
@@ -130,17 +129,6 @@ func unquoteFrom(raw []byte, i int) (string, error) {
 	var s string
 	err := json.Unmarshal(append([]byte{'"'}, raw[1+i:]...), &s)
 	return s, err
-}
-
-// appendBase64String appends data as a JSON string of standard base64, encoding in place
-// into one exact-size growth of dst.
-func appendBase64String(dst, data []byte) []byte {
-	n := base64.StdEncoding.EncodedLen(len(data))
-	dst = slices.Grow(dst, n+2)
-	dst = append(dst, '"')
-	base64.StdEncoding.Encode(dst[len(dst):len(dst)+n], data)
-	dst = dst[:len(dst)+n]
-	return append(dst, '"')
 }
 
 // decodeBase64 decodes standard padded base64, describing a failure as the reference's base64

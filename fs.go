@@ -24,9 +24,9 @@ package main
 // Scheduling: every method that touches the disk returns a later. Path methods are quick
 // laters: they run on the connection's reader, and get a goroutine of their own only if they
 // outlast inlineBudget (quick.go). Handle methods run in order per handle (key
-// "fh/"+handleId), so a pipelined open, writeBlock…, close keeps its order. Nothing here blocks on a FIFO or opens a
-// device to read it: a file is checked with stat before it is opened (O_NONBLOCK) and with
-// fstat after.
+// "fh/"+handleId), so a pipelined open, writeBlock…, close keeps its order. Nothing here
+// blocks on a FIFO or opens a device to read it: a file is checked with stat before it is
+// opened (O_NONBLOCK) and with fstat after.
 //
 // Writes (fs/writeFile, and each file fs/copy creates) replace a lone regular file atomically
 // (a temporary file in the same directory, then rename), keeping its mode and owner. They
@@ -49,7 +49,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -163,9 +162,8 @@ func readFileAnswer(path string, limit int64) (any, error) {
 	if int64(len(buf)) > limit {
 		return nil, errTooLarge(limit)
 	}
-	res := make([]byte, 0, len(`{"dataBase64":""}`)+base64.StdEncoding.EncodedLen(len(buf)))
-	res = appendBase64String(append(res, `{"dataBase64":`...), buf)
-	return rawJSON(append(res, '}')), nil
+	a = newBase64Answer(`{"dataBase64":`, len(buf), len(`}`))
+	return a.finish(copy(a.data, buf), `}`), nil
 }
 
 // messageLimiter is a transport that cannot carry a message over some size (the relay's Noise
