@@ -1,0 +1,680 @@
+package main
+
+// The sandbox a request asks for (docs/sandbox.md): the `sandbox` object of process/start and
+// of every fs method, decoded with the reference's rules and resolved into a sandboxProfile,
+// the one type every platform enforces (sandbox_linux.go, sandbox_darwin.go).
+//
+//	sandbox (FileSystemSandboxContext; outer keys camelCase, permissions snake_case)
+//	  permissions          required   {"type":"managed","file_system":FS,"network":NET}
+//	                                  {"type":"disabled"}
+//	                                  {"type":"external","network":NET}
+//	  windowsSandboxLevel  required   disabled | restricted-token | elevated | mxc
+//	  cwd                  file: URI  anchors current_working_directory, project_roots, globs
+//	  workspaceRoots       [file: URI] what project_roots means (default: cwd)
+//	  temporaryDirectories [file: URI] what tmpdir means (default: the TMPDIR in force)
+//	  userHomeDir, useLegacyLandlock, sandboxOverride, windowsSandboxProxySettingsMode,
+//	  windowsSandboxPrivateDesktop                     accepted, not used on Linux or macOS
+//	  sandboxPolicy, sandboxPolicyCwd                  the older shape (below), used when
+//	                                                   permissions is absent
+//	FS     {"type":"unrestricted"}
+//	       {"type":"restricted","entries":[ENTRY…],"glob_scan_max_depth":N>0}
+//	ENTRY  {"path":PATH,"access":"read"|"write"|"deny"|"none","missing_path_behavior":"skip"}
+//	PATH   {"type":"path","path":URI} | {"type":"glob_pattern","pattern":GLOB} |
+//	       {"type":"special","value":{"kind":K,"subpath":REL}}
+//	K      root | minimal | current_working_directory | project_roots | tmpdir | slash_tmp |
+//	       unknown (ignored)
+//	NET    restricted | enabled
+//
+// The older shape (sandboxPolicy, tagged by type) maps onto the same profiles:
+//
+//	danger-full-access                      disabled
+//	external-sandbox {network_access}       external
+//	read-only {network_access}              managed, root:read
+//	workspace-write {writable_roots, network_access, exclude_tmpdir_env_var,
+//	                 exclude_slash_tmp}     managed, root:read + cwd, roots, /tmp, $TMPDIR :write
+//
+// Every writable root keeps its top-level protectedNames read-only (missing ones cannot be
+// created), and a `.git` file's gitdir target with it.
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// protectedNames are the top-level entries of every writable root that stay read-only.
+var protectedNames = []string{".git", ".codex", ".agents", ".aws"}
+
+// minimalReadRoots are what the special path `minimal` makes readable: enough to run programs.
+var minimalReadRoots = []string{"/bin", "/etc", "/lib", "/lib64", "/sbin", "/usr"}
+
+// Profile kinds, the permissions' type.
+const (
+	profileManaged  = "managed"
+	profileDisabled = "disabled"
+	profileExternal = "external"
+)
+
+// sandboxProfile is a sandbox object resolved to absolute paths: what a process or an fs
+// operation under it may read, write and reach. It is what crosses to the sandbox stage
+// (sandbox_linux.go), so its fields are exported for encoding/json.
+type sandboxProfile struct {
+	Kind    string `json:"kind"`    // profileManaged, profileDisabled or profileExternal
+	Network bool   `json:"network"` // the network may be used
+	// FullRead: every path is readable (a root entry). Otherwise only Read, Write and what
+	// the platform needs to start a program.
+	FullRead bool `json:"fullRead"`
+	// FullWrite: every path is writable (root:write, or an unrestricted file system).
+	FullWrite bool     `json:"fullWrite"`
+	Read      []string `json:"read,omitempty"`  // readable roots (with FullRead: read-only carve-outs in Write)
+	Write     []string `json:"write,omitempty"` // writable roots, outermost first
+	Deny      []string `json:"deny,omitempty"`  // neither readable nor writable
+	// Protected are the protected names of each writable root, and `.git` files' gitdir
+	// targets: read-only whether they exist or not.
+	Protected []string `json:"protected,omitempty"`
+}
+
+// confinesFiles reports whether the profile restricts the file system at all.
+func (p *sandboxProfile) confinesFiles() bool {
+	return p != nil && p.Kind == profileManaged && !(p.FullWrite && len(p.Deny) == 0)
+}
+
+// readsFreely reports whether every read is allowed: reads then run in the server, as in
+// the reference, and only writes need the sandbox.
+func (p *sandboxProfile) readsFreely() bool {
+	return !p.confinesFiles() || p.FullRead && len(p.Deny) == 0
+}
+
+// restrictsNetwork reports whether the profile takes the network away. A disabled profile
+// never does; external and managed ones follow their network field (the reference blocks the
+// network of an external or unrestricted profile too).
+func (p *sandboxProfile) restrictsNetwork() bool {
+	return p != nil && p.Kind != profileDisabled && !p.Network
+}
+
+// sandboxContext is the wire object (the table above).
+type sandboxContext struct {
+	Permissions          json.RawMessage `json:"permissions,omitempty"`
+	WindowsSandboxLevel  string          `json:"windowsSandboxLevel"`
+	Cwd                  *string         `json:"cwd"`
+	WorkspaceRoots       *[]string       `json:"workspaceRoots"`
+	UserHomeDir          *string         `json:"userHomeDir"`
+	TemporaryDirectories *[]string       `json:"temporaryDirectories"`
+	UseLegacyLandlock    *bool           `json:"useLegacyLandlock"`
+	SandboxOverride      *string         `json:"sandboxOverride"`
+	ProxySettingsMode    *string         `json:"windowsSandboxProxySettingsMode"`
+	SandboxPolicy        json.RawMessage `json:"sandboxPolicy,omitempty"`
+	SandboxPolicyCwd     *string         `json:"sandboxPolicyCwd"`
+}
+
+// permissionProfile is the permissions object.
+type permissionProfile struct {
+	Type       string          `json:"type"`
+	FileSystem json.RawMessage `json:"file_system,omitempty"`
+	Network    json.RawMessage `json:"network,omitempty"`
+}
+
+type fileSystemPolicy struct {
+	Type      string          `json:"type"`
+	Entries   *[]sandboxEntry `json:"entries"`
+	GlobDepth *json.Number    `json:"glob_scan_max_depth"`
+}
+
+type sandboxEntry struct {
+	Path    json.RawMessage `json:"path"`
+	Access  string          `json:"access"`
+	Missing *string         `json:"missing_path_behavior"`
+}
+
+type sandboxPath struct {
+	Type    string          `json:"type"`
+	Path    *string         `json:"path"`
+	Pattern *string         `json:"pattern"`
+	Value   json.RawMessage `json:"value,omitempty"`
+}
+
+type specialPath struct {
+	Kind    string  `json:"kind"`
+	Subpath *string `json:"subpath"`
+	Path    *string `json:"path"`
+}
+
+// legacyPolicy is the older SandboxPolicy (sandboxPolicy), snake_case inside.
+type legacyPolicy struct {
+	Type                string    `json:"type"`
+	WritableRoots       *[]string `json:"writable_roots"`
+	NetworkAccess       any       `json:"network_access"`
+	ExcludeTmpdirEnvVar *bool     `json:"exclude_tmpdir_env_var"`
+	ExcludeSlashTmp     *bool     `json:"exclude_slash_tmp"`
+}
+
+// sandboxRequest is a decoded sandbox object: the profile's entries still unresolved, since
+// what tmpdir and a missing cwd mean differs between process/start and the fs methods.
+type sandboxRequest struct {
+	kind      string
+	network   bool
+	fsType    string // "restricted" or "unrestricted" (managed only)
+	entries   []resolvableEntry
+	dynamic   bool // an entry needs cwd: current_working_directory, project_roots, a glob
+	cwd       string
+	roots     []string // workspaceRoots
+	tmpdirs   []string // temporaryDirectories; nil when not given
+	globDepth int
+}
+
+// resolvableEntry is one entry: a path, a special kind or a glob, and what it grants.
+type resolvableEntry struct {
+	path    string // type path
+	special string // type special: the kind
+	subpath string
+	glob    string // type glob_pattern
+	access  string // read, write or deny (none is deny)
+	skip    bool   // missing_path_behavior skip
+}
+
+// parseSandbox decodes a sandbox object; nil when absent or null. Every error is the -32602
+// the reference sends for the same object.
+func parseSandbox(raw json.RawMessage) (*sandboxRequest, error) {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+		return nil, nil
+	}
+	var ctx sandboxContext
+	if err := decodeParams(raw, &ctx); err != nil {
+		return nil, err
+	}
+	if err := checkVariant(ctx.WindowsSandboxLevel, "disabled", "restricted-token", "elevated", "mxc"); err != nil {
+		return nil, err
+	}
+	if ctx.SandboxOverride != nil {
+		if err := checkVariant(*ctx.SandboxOverride, "noOverride", "escalatedSandboxWithRestrictions", "bypassSandboxFirstAttempt"); err != nil {
+			return nil, err
+		}
+	}
+	if ctx.ProxySettingsMode != nil {
+		if err := checkVariant(*ctx.ProxySettingsMode, "reconcile", "preserve"); err != nil {
+			return nil, err
+		}
+	}
+	req := &sandboxRequest{}
+	var err error
+	cwd := ctx.Cwd
+	if cwd == nil {
+		cwd = ctx.SandboxPolicyCwd
+	}
+	if cwd != nil {
+		if req.cwd, err = sandboxURI(*cwd); err != nil {
+			return nil, err
+		}
+	}
+	if req.roots, err = sandboxURIs(ctx.WorkspaceRoots); err != nil {
+		return nil, err
+	}
+	if ctx.TemporaryDirectories != nil {
+		if req.tmpdirs, err = sandboxURIs(ctx.TemporaryDirectories); err != nil {
+			return nil, err
+		}
+		if req.tmpdirs == nil {
+			req.tmpdirs = []string{}
+		}
+	}
+	if ctx.UserHomeDir != nil {
+		if _, err := sandboxURI(*ctx.UserHomeDir); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case len(ctx.Permissions) > 0:
+		err = req.decodePermissions(ctx.Permissions)
+	case len(ctx.SandboxPolicy) > 0:
+		err = req.decodeLegacy(ctx.SandboxPolicy)
+	default:
+		err = errInvalidParams("missing field `permissions`")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// decodePermissions decodes the permissions object.
+func (r *sandboxRequest) decodePermissions(raw json.RawMessage) error {
+	var p permissionProfile
+	if err := decodeParams(raw, &p); err != nil {
+		return err
+	}
+	if err := checkVariant(p.Type, profileManaged, profileDisabled, profileExternal); err != nil {
+		return err
+	}
+	r.kind = p.Type
+	if p.Type == profileDisabled {
+		r.network = true
+		return nil
+	}
+	if len(p.Network) == 0 {
+		return errInvalidParams("missing field `network`")
+	}
+	network, err := decodeVariant(p.Network, "restricted", "enabled")
+	if err != nil {
+		return err
+	}
+	r.network = network == "enabled"
+	if p.Type == profileExternal {
+		return nil
+	}
+	if len(p.FileSystem) == 0 {
+		return errInvalidParams("missing field `file_system`")
+	}
+	var fs fileSystemPolicy
+	if err := decodeParams(p.FileSystem, &fs); err != nil {
+		return err
+	}
+	if err := checkVariant(fs.Type, "restricted", "unrestricted"); err != nil {
+		return err
+	}
+	r.fsType = fs.Type
+	if fs.Type == "unrestricted" {
+		return nil
+	}
+	if fs.Entries == nil {
+		return errInvalidParams("missing field `entries`")
+	}
+	if fs.GlobDepth != nil {
+		n, err := fs.GlobDepth.Int64()
+		if err != nil || n < 0 {
+			return errInvalidParams("invalid value: %s, expected a nonzero usize", fs.GlobDepth)
+		}
+		if n == 0 {
+			return errInvalidParams("invalid value: integer `0`, expected a nonzero usize")
+		}
+		r.globDepth = int(min(n, 64))
+	}
+	for _, e := range *fs.Entries {
+		re, err := decodeEntry(e)
+		if err != nil {
+			return err
+		}
+		switch re.special {
+		case "current_working_directory", "project_roots":
+			r.dynamic = true
+		}
+		if re.glob != "" {
+			r.dynamic = true
+		}
+		r.entries = append(r.entries, re)
+	}
+	return nil
+}
+
+// decodeEntry decodes one entry of a restricted file system.
+func decodeEntry(e sandboxEntry) (resolvableEntry, error) {
+	var re resolvableEntry
+	if err := checkVariant(e.Access, "read", "write", "deny", "none"); err != nil {
+		return re, err
+	}
+	re.access = e.Access
+	if re.access == "none" {
+		re.access = "deny"
+	}
+	if e.Missing != nil {
+		if err := checkVariant(*e.Missing, "skip"); err != nil {
+			return re, err
+		}
+		re.skip = true
+	}
+	if len(e.Path) == 0 {
+		return re, errInvalidParams("missing field `path`")
+	}
+	var p sandboxPath
+	if err := decodeParams(e.Path, &p); err != nil {
+		return re, err
+	}
+	switch p.Type {
+	case "path":
+		if p.Path == nil {
+			return re, errInvalidParams("missing field `path`")
+		}
+		path, err := sandboxURI(*p.Path)
+		if err != nil {
+			return re, err
+		}
+		re.path = path
+	case "glob_pattern":
+		if p.Pattern == nil {
+			return re, errInvalidParams("missing field `pattern`")
+		}
+		if re.access != "deny" {
+			return re, errInvalidParams("glob_pattern entries support only `deny` access")
+		}
+		re.glob = *p.Pattern
+	case "special":
+		if len(p.Value) == 0 {
+			return re, errInvalidParams("missing field `value`")
+		}
+		var sp specialPath
+		if err := decodeParams(p.Value, &sp); err != nil {
+			return re, err
+		}
+		if err := checkVariant(sp.Kind, "root", "minimal", "current_working_directory", "project_roots", "tmpdir", "slash_tmp", "unknown"); err != nil {
+			return re, err
+		}
+		re.special = sp.Kind
+		if sp.Subpath != nil {
+			re.subpath = *sp.Subpath
+		}
+	default:
+		return re, errUnknownVariant(p.Type, "path", "glob_pattern", "special")
+	}
+	return re, nil
+}
+
+// decodeLegacy maps the older SandboxPolicy onto a profile (the table at the top).
+func (r *sandboxRequest) decodeLegacy(raw json.RawMessage) error {
+	var p legacyPolicy
+	if err := decodeParams(raw, &p); err != nil {
+		return err
+	}
+	network := false
+	switch v := p.NetworkAccess.(type) {
+	case nil:
+	case bool:
+		network = v
+	case string:
+		if err := checkVariant(v, "restricted", "enabled"); err != nil {
+			return err
+		}
+		network = v == "enabled"
+	default:
+		return errInvalidParams("invalid type for `network_access`")
+	}
+	r.network = network
+	root := resolvableEntry{special: "root", access: "read"}
+	switch p.Type {
+	case "danger-full-access":
+		r.kind, r.network = profileDisabled, true
+	case "external-sandbox":
+		r.kind = profileExternal
+	case "read-only":
+		r.kind, r.fsType = profileManaged, "restricted"
+		r.entries = []resolvableEntry{root}
+	case "workspace-write":
+		r.kind, r.fsType = profileManaged, "restricted"
+		r.entries = []resolvableEntry{root, {special: "current_working_directory", access: "write"}}
+		r.dynamic = true
+		if p.WritableRoots != nil {
+			for _, w := range *p.WritableRoots {
+				path, err := sandboxURIOrPath(w)
+				if err != nil {
+					return err
+				}
+				r.entries = append(r.entries, resolvableEntry{path: path, access: "write"})
+			}
+		}
+		if p.ExcludeSlashTmp == nil || !*p.ExcludeSlashTmp {
+			r.entries = append(r.entries, resolvableEntry{special: "slash_tmp", access: "write"})
+		}
+		if p.ExcludeTmpdirEnvVar == nil || !*p.ExcludeTmpdirEnvVar {
+			r.entries = append(r.entries, resolvableEntry{special: "tmpdir", access: "write"})
+		}
+	default:
+		return errUnknownVariant(p.Type, "danger-full-access", "read-only", "external-sandbox", "workspace-write")
+	}
+	return nil
+}
+
+// checkVariant is decodeVariant for a string already decoded.
+func checkVariant(got string, variants ...string) error {
+	if slices.Contains(variants, got) {
+		return nil
+	}
+	return errUnknownVariant(got, variants...)
+}
+
+// sandboxURI parses a path inside a sandbox object: a file: URI, never a native path (the
+// reference's rule for these fields).
+func sandboxURI(s string) (string, error) {
+	if strings.HasPrefix(s, "/") {
+		return "", errInvalidParams("invalid URI: relative URL without a base")
+	}
+	p, err := parsePath(s)
+	if err != nil {
+		return "", errInvalidParams("%s", err)
+	}
+	return p, nil
+}
+
+// sandboxURIOrPath parses a path of the older shape, which carried native paths.
+func sandboxURIOrPath(s string) (string, error) {
+	p, err := parsePath(s)
+	if err != nil {
+		return "", errInvalidParams("%s", err)
+	}
+	return p, nil
+}
+
+func sandboxURIs(list *[]string) ([]string, error) {
+	if list == nil {
+		return nil, nil
+	}
+	out := make([]string, 0, len(*list))
+	for _, s := range *list {
+		p, err := sandboxURI(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// sandboxAnchors are what resolve needs to know of the request that carries the sandbox.
+type sandboxAnchors struct {
+	cwd    string // the process's cwd when the sandbox names none (process/start only)
+	tmpdir string // the TMPDIR in force for tmpdir when temporaryDirectories is absent
+}
+
+// resolve turns a decoded request into a profile: specials and URIs into absolute, clean,
+// symlink-resolved paths, missing paths dropped, protected names added.
+func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
+	p := &sandboxProfile{Kind: r.kind, Network: r.network}
+	if r.kind != profileManaged || r.fsType == "unrestricted" {
+		p.FullRead, p.FullWrite = true, true
+		return p
+	}
+	cwd := r.cwd
+	roots := r.roots
+	if len(roots) == 0 && cwd != "" {
+		roots = []string{cwd}
+	}
+	if len(roots) == 0 && a.cwd != "" && r.cwd == "" {
+		roots = []string{a.cwd}
+	}
+	tmpdirs := r.tmpdirs
+	if tmpdirs == nil && a.tmpdir != "" {
+		tmpdirs = []string{a.tmpdir}
+	}
+	var deny []string
+	for _, e := range r.entries {
+		var paths []string
+		switch e.special {
+		case "":
+			if e.glob != "" {
+				deny = append(deny, expandGlob(cwd, e.glob, r.globDepth)...)
+				continue
+			}
+			paths = []string{e.path}
+		case "root":
+			paths = []string{"/"}
+		case "minimal":
+			paths = minimalReadRoots
+		case "current_working_directory":
+			if cwd != "" {
+				paths = []string{cwd}
+			}
+		case "project_roots":
+			paths = roots
+		case "tmpdir":
+			paths = tmpdirs
+		case "slash_tmp":
+			paths = []string{"/tmp"}
+		}
+		for _, path := range paths {
+			if e.subpath != "" {
+				path = filepath.Join(path, e.subpath)
+			}
+			path = filepath.Clean(path)
+			real, err := filepath.EvalSymlinks(path)
+			if err != nil {
+				continue // a missing path grants nothing (skip or not)
+			}
+			switch {
+			case e.access == "deny":
+				deny = append(deny, real)
+			case real == "/" && e.access == "write":
+				p.FullRead, p.FullWrite = true, true
+			case real == "/":
+				p.FullRead = true
+			case e.access == "write":
+				p.Write = append(p.Write, real)
+			default:
+				p.Read = append(p.Read, real)
+			}
+		}
+	}
+	p.Read = uniquePaths(p.Read)
+	p.Write = uniquePaths(p.Write)
+	p.Deny = uniquePaths(deny)
+	if !p.FullWrite {
+		p.Protected = protectedPaths(p.Write)
+	}
+	return p
+}
+
+// protectedPaths lists the protected names of every writable root, existing or not, and the
+// gitdir target of a `.git` file.
+func protectedPaths(write []string) []string {
+	var out []string
+	for _, root := range write {
+		for _, name := range protectedNames {
+			path := filepath.Join(root, name)
+			out = append(out, path)
+			if name == ".git" {
+				if dir := gitdirTarget(path); dir != "" {
+					out = append(out, dir)
+				}
+			}
+		}
+	}
+	return uniquePaths(out)
+}
+
+// gitdirTarget is where a `.git` file ("gitdir: <path>") points, resolved; "" otherwise.
+func gitdirTarget(path string) string {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 4096 {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	dir, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
+	if !ok {
+		return ""
+	}
+	dir = strings.TrimSpace(dir)
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(filepath.Dir(path), dir)
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		return real
+	}
+	return ""
+}
+
+// uniquePaths sorts paths outermost first and drops repeats.
+func uniquePaths(paths []string) []string {
+	slices.SortFunc(paths, func(a, b string) int {
+		if d := strings.Count(a, "/") - strings.Count(b, "/"); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	return slices.Compact(paths)
+}
+
+// pathWithin reports whether path is root or beneath it.
+func pathWithin(path, root string) bool {
+	return path == root || root == "/" || strings.HasPrefix(path, root+"/")
+}
+
+// defaultGlobDepth bounds how deep a glob_pattern looks below cwd when the profile does not say.
+const defaultGlobDepth = 8
+
+// maxGlobMatches bounds how many paths one glob_pattern denies.
+const maxGlobMatches = 4096
+
+// expandGlob lists the existing paths under cwd that pattern matches ("**" matches any
+// number of directories), at most depth levels down. Deny-only: a match found now is denied
+// for the life of the process; a file created later is not.
+func expandGlob(cwd, pattern string, depth int) []string {
+	if cwd == "" {
+		return nil
+	}
+	if depth == 0 {
+		depth = defaultGlobDepth
+	}
+	if !filepath.IsAbs(pattern) {
+		pattern = filepath.Join(cwd, pattern)
+	}
+	pattern = filepath.Clean(pattern)
+	base := cwd
+	if !pathWithin(pattern, cwd) {
+		base = filepath.Dir(pattern[:max(strings.IndexAny(pattern, "*?["), 1)])
+	}
+	var out []string
+	baseDepth := strings.Count(base, "/")
+	filepath.WalkDir(base, func(path string, d os.DirEntry, err error) error {
+		if err != nil || len(out) >= maxGlobMatches {
+			return filepath.SkipDir
+		}
+		if globMatch(pattern, path) {
+			out = append(out, path)
+		}
+		if d.IsDir() && strings.Count(path, "/")-baseDepth >= depth {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return out
+}
+
+// globMatch matches path against pattern segment by segment; "**" matches zero or more
+// segments, other segments as filepath.Match.
+func globMatch(pattern, path string) bool {
+	return globSegments(strings.Split(pattern, "/"), strings.Split(path, "/"))
+}
+
+func globSegments(pat, segs []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			for i := 0; i <= len(segs); i++ {
+				if globSegments(pat[1:], segs[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(segs) == 0 {
+			return false
+		}
+		if ok, err := filepath.Match(pat[0], segs[0]); err != nil || !ok {
+			return false
+		}
+		pat, segs = pat[1:], segs[1:]
+	}
+	return len(segs) == 0
+}
