@@ -43,9 +43,8 @@ type serverConfig struct {
 	// before the client is disconnected (see outQueue).
 	stallTimeout time.Duration
 	// runManagedUnsandboxed runs requests that ask for a managed (restricted) sandbox without
-	// one, answering sandboxType "none", instead of refusing them. Opt-in, for hosts that
-	// are themselves the sandbox (a container, a throwaway VM), until the in-binary sandbox
-	// lands.
+	// one, answering sandboxType "none", instead of enforcing them. Opt-in, for hosts that
+	// are themselves the sandbox (a container, a throwaway VM).
 	runManagedUnsandboxed bool
 }
 
@@ -58,12 +57,14 @@ type server struct {
 	methods  methodTable
 	sessions sessionTable
 	envInfo  *environmentInfo
+	sandbox  *sandboxer
 	auth     *wsAuthConfig
 	conns    sync.WaitGroup
 }
 
 func newServer(ctx context.Context, cfg serverConfig, log *slog.Logger) *server {
-	return &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment()}
+	sbx, _ := newSandboxer("isolate", "")
+	return &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment(), sandbox: sbx}
 }
 
 // shutdown kills every managed process group of every session.
@@ -74,6 +75,9 @@ func (s *server) shutdown() {
 }
 
 func main() {
+	if isSandboxStage() { // before anything else: this process is a sandbox stage (sandbox_linux.go)
+		runSandboxStage()
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -84,6 +88,9 @@ func (e *usageError) Error() string { return e.msg }
 
 // run is main without the process exit, so tests can drive it.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "sandbox" {
+		return runSandboxCommand(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("exec-server", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
@@ -95,7 +102,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		sessionTTL       = fs.Duration("session-ttl", defaultSessionTTL, "how long a detached session waits to be resumed")
 		retention        = fs.Duration("exited-process-retention", defaultRetention, "how long a closed process stays readable")
 		_                = fs.Int("concurrent-requests", 1, "accepted for compatibility; requests never wait for each other here")
-		managedSandbox   = fs.String("managed-sandbox", "refuse", "what to do with a request for a managed sandbox, which this build cannot enforce: refuse, or run-unsandboxed (for hosts that are themselves the sandbox)")
+		managedSandbox   = fs.String("managed-sandbox", "enforce", "what to do with a request for a managed sandbox: enforce it, or run-unsandboxed (for hosts that are themselves the sandbox)")
+		pidNamespace     = fs.String("linux-sandbox-pid-namespace", "isolate", "sandboxed processes get a pid namespace of their own (isolate) or share the server's (inherit)")
 		wsAuth           = fs.String("ws-auth", "", "websocket auth: capability-token or signed-bearer-token")
 		wsTokenFile      = fs.String("ws-token-file", "", "file holding the capability token")
 		wsTokenSHA256    = fs.String("ws-token-sha256", "", "hex SHA-256 of the capability token")
@@ -143,8 +151,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 
-	if *managedSandbox != "refuse" && *managedSandbox != "run-unsandboxed" {
-		return fail(&usageError{fmt.Sprintf("invalid --managed-sandbox %q: want refuse or run-unsandboxed", *managedSandbox)})
+	if *managedSandbox != "enforce" && *managedSandbox != "run-unsandboxed" {
+		return fail(&usageError{fmt.Sprintf("invalid --managed-sandbox %q: want enforce or run-unsandboxed", *managedSandbox)})
+	}
+	sbx, err := newSandboxer(*pidNamespace, "")
+	if err != nil {
+		return fail(&usageError{err.Error()})
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -156,6 +168,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		runManagedUnsandboxed: *managedSandbox == "run-unsandboxed",
 	}, log)
 	srv.auth = auth
+	srv.sandbox = sbx
+	if *managedSandbox == "run-unsandboxed" {
+		log.Warn("--managed-sandbox run-unsandboxed: requests that ask for a sandbox run WITHOUT one; use this only on a host that is itself the sandbox")
+	} else {
+		log.Info("sandbox", "mechanism", sbx.describe())
+	}
 	defer srv.shutdown()
 
 	if remote.enabled() {

@@ -14,6 +14,15 @@ import (
 	"time"
 )
 
+// TestMain lets the test binary serve as the sandbox stage too: the server under test
+// re-executes /proc/self/exe, which is this binary.
+func TestMain(m *testing.M) {
+	if isSandboxStage() {
+		runSandboxStage()
+	}
+	os.Exit(m.Run())
+}
+
 func TestCommandLineErrorsExit2WithOneLine(t *testing.T) {
 	for _, tt := range []struct {
 		name string

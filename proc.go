@@ -263,7 +263,7 @@ func (c *conn) processStart(p *startParams) (any, error) {
 	spec, err := newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols)
 	sandboxType := ""
 	if err == nil {
-		sandboxType, err = applySandbox(spec, sandbox)
+		sandboxType, err = applySandbox(c.srv.sandbox, spec, sandbox)
 	}
 	if err == nil {
 		err = proc.spawn(spec)

@@ -35,6 +35,7 @@ type launchSpec struct {
 	pipeStdin bool
 	rows      uint16
 	cols      uint16
+	stage     *sandboxStage // the sandbox stage that runs path, when confined (applySandbox)
 }
 
 // coreEnvVars are what envPolicy inherit:"core" keeps of the server's environment (Codex's
@@ -260,70 +261,45 @@ func spawnErrorText(err error) string {
 	return fmt.Sprintf("%s (os error %d)", s, int(errno))
 }
 
-// sandboxContextParams is the FileSystemSandboxContext of process/start (sandbox.md §1.1).
-// Only what decides whether we can run the process is read here; the permission profile is
-// the one the fs methods read (fsPermissions).
-type sandboxContextParams struct {
-	Permissions         json.RawMessage `json:"permissions"`
-	WindowsSandboxLevel string          `json:"windowsSandboxLevel"`
-}
-
 // processSandbox is what a process/start sandbox object asks for.
 type processSandbox struct {
-	kind string // "disabled" or "external" (no platform sandbox), or "managed"
+	req *sandboxRequest
 	// unenforced: a managed sandbox that the operator chose to run without one
 	// (--managed-sandbox run-unsandboxed), for hosts that are themselves the sandbox.
 	unenforced bool
 }
 
-// errManagedSandboxRefused is the answer to a managed sandbox by default (fail closed,
-// sandbox.md §8.1): the reference's words, then why, then the operator's way out.
-func errManagedSandboxRefused() error {
-	return errInvalidParams("sandbox intent cannot be enforced on this executor: a managed sandbox is not available in this exec-server yet (its operator may run such requests without a sandbox: --managed-sandbox run-unsandboxed)")
-}
-
-// parseProcessSandbox decodes process/start's sandbox; nil when absent or null. A managed
-// policy is refused (fail closed, sandbox.md §8.1) unless runManagedUnsandboxed.
+// parseProcessSandbox decodes process/start's sandbox; nil when absent or null.
 func parseProcessSandbox(raw json.RawMessage, runManagedUnsandboxed bool) (*processSandbox, error) {
-	if procParamAbsent(raw) {
-		return nil, nil
-	}
-	var ctx sandboxContextParams
-	if err := decodeParams(raw, &ctx); err != nil {
+	req, err := parseSandbox(raw)
+	if req == nil || err != nil {
 		return nil, err
 	}
-	switch ctx.WindowsSandboxLevel {
-	case "disabled", "restricted-token", "elevated", "mxc":
-	default:
-		return nil, errInvalidParams("unknown variant `%s`, expected one of `disabled`, `restricted-token`, `elevated`, `mxc`", ctx.WindowsSandboxLevel)
-	}
-	var perm fsPermissions
-	if err := decodeParams(ctx.Permissions, &perm); err != nil {
-		return nil, err
-	}
-	if err := perm.validate(); err != nil {
-		return nil, err
-	}
-	if perm.Type != "managed" {
-		return &processSandbox{kind: perm.Type}, nil
-	}
-	if !runManagedUnsandboxed {
-		return nil, errManagedSandboxRefused()
-	}
-	return &processSandbox{kind: perm.Type, unenforced: true}, nil
+	return &processSandbox{req: req, unenforced: runManagedUnsandboxed && req.kind == profileManaged}, nil
 }
 
 // applySandbox is the one seam where a sandbox policy wraps a launch, and says which sandbox
-// the process runs in (process/start's sandboxType). A future sandbox rewrites spec here (for
-// example into a re-exec of this binary that confines itself and then execs spec.path).
-// Disabled and external sandboxes launch as is, and so does a managed one the operator chose
-// to run unsandboxed: "none" tells the client that nothing confines the process.
-func applySandbox(spec *launchSpec, sb *processSandbox) (sandboxType string, err error) {
+// the process runs in (process/start's sandboxType). The profile is resolved against the
+// process: its cwd when the sandbox names none, and its TMPDIR for tmpdir. A managed
+// sandbox the operator chose to run unsandboxed launches as is, answered "none": nothing
+// confines the process.
+func applySandbox(sbx *sandboxer, spec *launchSpec, sb *processSandbox) (sandboxType string, err error) {
 	switch {
-	case sb == nil, sb.kind == "disabled", sb.kind == "external":
+	case sb == nil:
 		return "none", nil
-	case sb.kind == "managed" && sb.unenforced:
+	case sb.unenforced:
 		return "none", nil
 	}
-	return "", errManagedSandboxRefused()
+	profile := sb.req.resolve(sandboxAnchors{cwd: spec.dir, tmpdir: envValue(spec.env, "TMPDIR")})
+	return sbx.confine(spec, profile)
+}
+
+// envValue is the value of key in env (KEY=value entries), "" when absent.
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
 }

@@ -48,6 +48,7 @@ type process struct {
 	master *os.File     // PTY master (tty only)
 	stdin  *stdinWriter // nil when the child's stdin is /dev/null
 	outs   []*outStream // the read ends
+	stage  *sandboxStage // the sandbox stage the child is, if confined: told when it exits
 
 	sendMu sync.Mutex // held from numbering an event to queueing it for the client; before mu
 

@@ -40,14 +40,30 @@ func (p *process) spawn(spec *launchSpec) error {
 		return err
 	}
 	attr := &os.ProcAttr{Dir: spec.dir, Env: spec.env, Files: cio.files, Sys: childSysProcAttr(spec.tty)}
+	if err := spec.stage.prepare(attr, spec); err != nil {
+		cio.closeChildEnds()
+		cio.closeOurEnds()
+		spec.stage.closeOurEnds()
+		return errInternal("%s", err)
+	}
 	proc, exit, err := startProcess(spec.path, spec.argv, attr)
 	cio.closeChildEnds()
+	spec.stage.closeChildEnds()
 	if err != nil {
 		cio.closeOurEnds()
+		spec.stage.closeOurEnds()
 		return errInternal("%s", spawnErrorText(err))
+	}
+	if err := spec.stage.await(); err != nil { // the sandbox stage could not start the command
+		proc.Wait() // it exits once it has said why
+		exit.close()
+		cio.closeOurEnds()
+		spec.stage.exited()
+		return err
 	}
 	p.mu.Lock()
 	p.pid, p.osProc, p.stdin, p.master, p.outs = proc.Pid, proc, cio.stdin, cio.master, cio.outs
+	p.stage = spec.stage
 	p.open = len(cio.outs)
 	p.started = true
 	p.mu.Unlock()
@@ -164,6 +180,7 @@ func (p *process) reap(exit *childExit) {
 		p.mu.Unlock()
 	}
 	exit.close()
+	p.stage.exited()
 	p.reportExit(exitCodeOf(st, err))
 }
 

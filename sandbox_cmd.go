@@ -1,0 +1,102 @@
+package main
+
+// `exec-server sandbox`: one command under a sandbox profile, in the foreground, so that a
+// person can see what an agent's commands will see (docs/sandbox.md).
+//
+//	exec-server sandbox [--read-only | --writable DIR …] [--network] [--mechanism M] -- CMD ARGS…
+//	exec-server sandbox --status
+//
+// The profile is the one Codex sends in its workspace-write mode: everything readable; the
+// current directory (or each --writable DIR) writable but for its protected names; no
+// network unless --network. --read-only writes nowhere. The command keeps this terminal and
+// process group, and its exit status is the command's.
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
+// runSandboxCommand is `exec-server sandbox`.
+func runSandboxCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("exec-server sandbox", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var writable stringList
+	readOnly := fs.Bool("read-only", false, "nothing is writable")
+	fs.Var(&writable, "writable", "a writable `DIR` (repeatable; default: the current directory)")
+	network := fs.Bool("network", false, "allow the network")
+	mechanism := fs.String("mechanism", "", "force a mechanism: namespaces, landlock or none (default: the best this host has)")
+	pidNamespace := fs.String("linux-sandbox-pid-namespace", "isolate", "isolate or inherit")
+	status := fs.Bool("status", false, "print the mechanism in force and exit")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: exec-server sandbox [--read-only | --writable DIR ...] [--network] -- CMD ARGS...")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	sbx, err := newSandboxer(*pidNamespace, *mechanism)
+	if err != nil {
+		fmt.Fprintf(stderr, "exec-server sandbox: %v\n", err)
+		return 2
+	}
+	if *status {
+		sbx.statusLines(stdout)
+		return 0
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		fs.Usage()
+		return 2
+	}
+	if *readOnly && len(writable) > 0 {
+		fmt.Fprintln(stderr, "exec-server sandbox: --read-only and --writable exclude each other")
+		return 2
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(stderr, "exec-server sandbox: %v\n", err)
+		return 1
+	}
+	if !*readOnly && len(writable) == 0 {
+		writable = stringList{cwd}
+	}
+	profile := &sandboxProfile{Kind: profileManaged, Network: *network, FullRead: true}
+	for _, w := range writable {
+		abs, err := filepath.Abs(w)
+		if err == nil {
+			_, err = os.Stat(abs)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "exec-server sandbox: --writable %s: %v\n", w, err)
+			return 2
+		}
+		profile.Write = append(profile.Write, abs)
+	}
+	profile.Write = uniquePaths(profile.Write)
+	profile.Protected = protectedPaths(profile.Write)
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "exec-server sandbox: %v\n", err)
+		return 127
+	}
+	code, err := sbx.runForeground(profile, path, argv, cwd)
+	if err != nil {
+		fmt.Fprintf(stderr, "exec-server sandbox: %v\n", err)
+	}
+	return code
+}
