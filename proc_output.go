@@ -45,9 +45,9 @@ type process struct {
 	// Set by spawn before the process is visible as started, then read-only.
 	pid    int
 	osProc *os.Process
-	master *os.File     // PTY master (tty only)
-	stdin  *stdinWriter // nil when the child's stdin is /dev/null
-	outs   []*outStream // the read ends
+	master *os.File      // PTY master (tty only)
+	stdin  *stdinWriter  // nil when the child's stdin is /dev/null
+	outs   []*outStream  // the read ends
 	stage  *sandboxStage // the sandbox stage the child is, if confined: told when it exits
 
 	sendMu sync.Mutex // held from numbering an event to queueing it for the client; before mu
