@@ -1503,8 +1503,8 @@ func TestNoGoroutineLocksItsThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
+		if strings.HasSuffix(name, "_test.go") || name == "sandbox_linux.go" {
+			continue // the sandbox stage is a process of its own, not the server: it locks its one thread on purpose
 		}
 		src, err := os.ReadFile(name)
 		if err != nil {

@@ -128,9 +128,12 @@ ours)
 	machine
 	echo "Command: scripts/bench.sh $*"
 	echo
+	# The reference makes its sandbox helper links only when its CODEX_HOME is not under a
+	# temporary directory; without them its sandboxed PTYs fail.
+	mkdir -p "$cache/codex-home"
 	"$work/bench" \
 		-a "$work/exec-server --listen ws://127.0.0.1:{PORT}" -name-a ours \
-		-b "$ref exec-server --listen ws://127.0.0.1:{PORT}" -name-b reference \
+		-b "env CODEX_HOME=$cache/codex-home $ref exec-server --listen ws://127.0.0.1:{PORT}" -name-b reference \
 		"$@"
 	;;
 esac

@@ -51,6 +51,7 @@ var metrics = []metric{
 	{"readFile", []string{"readFile"}, readFile},
 	{"writeFile", []string{"writeFile"}, writeFile},
 	{"readBlock", []string{"readBlock"}, readBlock},
+	{"sandboxed", []string{"sb-writeFile", "sb-createDirectory", "sb-remove", "sb-getMetadata", "sb-readFile", "sb-closed-pipe", "sb-closed-pty"}, sandboxed},
 }
 
 // rowDefs are the report rows, in report order.
@@ -73,6 +74,13 @@ func rowDefs(cfg *config) []*row {
 		{key: "sleeps-rss", title: fmt.Sprintf("%d concurrent sleeps: server RSS", cfg.sleeps), unit: "MiB", kind: level, target: target{op: "≤", ratio: 0.3}},
 		{key: "sleeps-term", title: fmt.Sprintf("%d concurrent sleeps: terminate all → closed", cfg.sleeps), unit: "ms", kind: level},
 		{key: "idle-rss", title: "idle RSS after initialize", unit: "MiB", kind: level, target: target{op: "≤", ratio: 0.2}},
+		{key: "sb-writeFile", title: "sandboxed fs/writeFile 4 KiB (workspace-write)", unit: "ms", kind: latency, target: target{op: "≤", ratio: 0.1}},
+		{key: "sb-createDirectory", title: "sandboxed fs/createDirectory", unit: "ms", kind: latency, target: target{op: "≤", ratio: 0.1}},
+		{key: "sb-remove", title: "sandboxed fs/remove", unit: "ms", kind: latency, target: target{op: "≤", ratio: 0.1}},
+		{key: "sb-getMetadata", title: "sandboxed fs/getMetadata", unit: "ms", kind: latency, target: target{op: "≤", ratio: 0.5}},
+		{key: "sb-readFile", title: "sandboxed fs/readFile 4 KiB", unit: "ms", kind: latency, target: target{op: "≤", ratio: 0.5}},
+		{key: "sb-closed-pipe", title: "sandboxed start → process/closed, pipe (/bin/true)", unit: "ms", kind: latency, target: target{op: "≤", ratio: 0.2}},
+		{key: "sb-closed-pty", title: "sandboxed start → process/closed, PTY (/bin/true)", unit: "ms", kind: latency, target: target{op: "≤", ratio: 0.2}},
 		{key: "size", title: "binary size", unit: "MB", kind: level, target: target{abs: 8}},
 		{key: "raw-pipe", title: fmt.Sprintf("limit only: raw pipe, head -c %s into one reader", sizeName(cfg.pipeBytes)), unit: "MB/s", kind: throughput},
 		{key: "raw-conns-wall", title: fmt.Sprintf("limit only: %d goroutines × %d fork+exec+wait of /bin/true, no server", cfg.conns, cfg.perConn), unit: "s", kind: level},
