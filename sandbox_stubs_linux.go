@@ -2,7 +2,6 @@ package main
 
 // TEMPORARY stubs until seccomp_linux.go lands.
 
-
 type seccompMode int
 
 const (
@@ -12,4 +11,3 @@ const (
 )
 
 func installSeccomp(mode seccompMode) error { return nil }
-
