@@ -98,7 +98,7 @@ func (p *sandboxProfile) restrictsNetwork() bool {
 // sandboxContext is the wire object (the table above).
 type sandboxContext struct {
 	Permissions          json.RawMessage `json:"permissions,omitempty"`
-	WindowsSandboxLevel  string          `json:"windowsSandboxLevel"`
+	WindowsSandboxLevel  *string         `json:"windowsSandboxLevel"` // required; checked after permissions, as serde does
 	Cwd                  *string         `json:"cwd"`
 	WorkspaceRoots       *[]string       `json:"workspaceRoots"`
 	UserHomeDir          *string         `json:"userHomeDir"`
@@ -185,7 +185,13 @@ func parseSandbox(raw json.RawMessage) (*sandboxRequest, error) {
 	if err := decodeParams(raw, &ctx); err != nil {
 		return nil, err
 	}
-	if err := checkVariant(ctx.WindowsSandboxLevel, "disabled", "restricted-token", "elevated", "mxc"); err != nil {
+	switch {
+	case len(ctx.Permissions) == 0 && len(ctx.SandboxPolicy) == 0:
+		return nil, errInvalidParams("missing field `permissions`")
+	case ctx.WindowsSandboxLevel == nil:
+		return nil, errInvalidParams("missing field `windowsSandboxLevel`")
+	}
+	if err := checkVariant(*ctx.WindowsSandboxLevel, "disabled", "restricted-token", "elevated", "mxc"); err != nil {
 		return nil, err
 	}
 	if ctx.SandboxOverride != nil {
@@ -228,10 +234,8 @@ func parseSandbox(raw json.RawMessage) (*sandboxRequest, error) {
 	switch {
 	case len(ctx.Permissions) > 0:
 		err = req.decodePermissions(ctx.Permissions)
-	case len(ctx.SandboxPolicy) > 0:
-		err = req.decodeLegacy(ctx.SandboxPolicy)
 	default:
-		err = errInvalidParams("missing field `permissions`")
+		err = req.decodeLegacy(ctx.SandboxPolicy)
 	}
 	if err != nil {
 		return nil, err
@@ -428,6 +432,9 @@ func (r *sandboxRequest) decodeLegacy(raw json.RawMessage) error {
 func checkVariant(got string, variants ...string) error {
 	if slices.Contains(variants, got) {
 		return nil
+	}
+	if len(variants) == 1 {
+		return errInvalidParams("unknown variant `%s`, expected `%s`", got, variants[0])
 	}
 	return errUnknownVariant(got, variants...)
 }

@@ -1,0 +1,185 @@
+package main
+
+// Tests of the sandbox object: decoding as the reference decodes it (testdata/sandbox), the
+// profile it resolves to, and a fuzz target for the decoder (docs/sandbox.md §1).
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// sandboxVector is one case of testdata/sandbox/objects.txt.
+type sandboxVector struct {
+	name, object, want string
+}
+
+// readSandboxVectors reads testdata/sandbox/objects.txt.
+func readSandboxVectors(t *testing.T) []sandboxVector {
+	t.Helper()
+	data, err := os.ReadFile("testdata/sandbox/objects.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if l != "" && (!strings.HasPrefix(l, "#") || strings.HasPrefix(l, "## ")) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines)%3 != 0 {
+		t.Fatalf("objects.txt: %d lines, not whole cases of three", len(lines))
+	}
+	var out []sandboxVector
+	for i := 0; i < len(lines); i += 3 {
+		out = append(out, sandboxVector{strings.TrimPrefix(lines[i], "## "), lines[i+1], lines[i+2]})
+	}
+	return out
+}
+
+// TestSandboxObjectVectors: every malformed object is the same -32602 on process/start and on
+// an fs method, and nothing runs.
+func TestSandboxObjectVectors(t *testing.T) {
+	ts := &testServer{url: os.Getenv("EXEC_SERVER_REFERENCE_URL")}
+	if ts.url == "" {
+		ts = startTestServer(t)
+	}
+	tc := ts.connect(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	for i, v := range readSandboxVectors(t) {
+		for _, method := range []string{"process/start", "fs/getMetadata"} {
+			params := map[string]any{"path": fileURI(dir), "sandbox": json.RawMessage(v.object)}
+			if method == "process/start" {
+				params = map[string]any{"processId": "sb" + string(rune('a'+i)), "argv": []string{"/bin/sh", "-c", "touch " + marker},
+					"cwd": fileURI(dir), "env": map[string]string{}, "tty": false, "arg0": nil, "sandbox": json.RawMessage(v.object)}
+			}
+			res, err := tc.call(method, params)
+			got := "= " + string(res)
+			if err != nil {
+				b, _ := json.Marshal(err.Message)
+				got = strings.TrimSpace(strings.Join([]string{itoa(err.Code), string(b)}, " "))
+			}
+			if got != v.want {
+				t.Errorf("%s, %s:\n got %s\nwant %s", v.name, method, got, v.want)
+			}
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("a process ran under a malformed sandbox object")
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestSandboxResolve: what Codex's objects resolve to.
+func TestSandboxResolve(t *testing.T) {
+	ws := t.TempDir()
+	os.Mkdir(filepath.Join(ws, ".git"), 0o755)
+	os.WriteFile(filepath.Join(ws, "secret"), nil, 0o644)
+	uri := fileURI(ws)
+	special := func(kind, access string) string {
+		return `{"path":{"type":"special","value":{"kind":"` + kind + `"}},"access":"` + access + `"}`
+	}
+	managed := func(network string, entries ...string) string {
+		return `{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[` + strings.Join(entries, ",") +
+			`]},"network":"` + network + `"},"windowsSandboxLevel":"disabled","cwd":"` + uri + `","workspaceRoots":["` + uri + `"]}`
+	}
+	for _, tt := range []struct {
+		name, object                    string
+		files, freeReads, network       bool
+		write, read, deny, protectedHas []string
+	}{
+		{name: "disabled", object: `{"permissions":{"type":"disabled"},"windowsSandboxLevel":"disabled"}`, freeReads: true, network: true},
+		{name: "external, network restricted", object: `{"permissions":{"type":"external","network":"restricted"},"windowsSandboxLevel":"disabled"}`, freeReads: true},
+		{name: "read-only", object: managed("restricted", special("root", "read")), files: true, freeReads: true},
+		{name: "workspace-write", object: managed("restricted", special("root", "read"), special("project_roots", "write"), special("slash_tmp", "write")),
+			files: true, freeReads: true, write: []string{"/tmp", ws}, protectedHas: []string{filepath.Join(ws, ".git"), filepath.Join(ws, ".codex")}},
+		{name: "deny a file", object: managed("enabled", special("root", "read"), special("current_working_directory", "write"),
+			`{"path":{"type":"path","path":"`+uri+`/secret"},"access":"none"}`),
+			files: true, network: true, write: []string{ws}, deny: []string{filepath.Join(ws, "secret")}},
+		{name: "restricted read", object: managed("restricted", `{"path":{"type":"path","path":"`+uri+`"},"access":"read"}`),
+			files: true, read: []string{ws}},
+		{name: "legacy workspace-write", object: `{"sandboxPolicy":{"type":"workspace-write","writable_roots":[],"network_access":false,"exclude_slash_tmp":true,"exclude_tmpdir_env_var":true},"sandboxPolicyCwd":"` + uri + `","windowsSandboxLevel":"disabled"}`,
+			files: true, freeReads: true, write: []string{ws}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := parseSandbox(json.RawMessage(tt.object))
+			if err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			p := req.resolve(sandboxAnchors{})
+			if p.confinesFiles() != tt.files || p.readsFreely() != tt.freeReads || p.Network != tt.network {
+				t.Errorf("confines files %v, reads freely %v, network %v; want %v %v %v", p.confinesFiles(), p.readsFreely(), p.Network, tt.files, tt.freeReads, tt.network)
+			}
+			if tt.files {
+				if !slices.Equal(p.Write, tt.write) || !slices.Equal(p.Read, tt.read) || !slices.Equal(p.Deny, tt.deny) {
+					t.Errorf("write %q read %q deny %q; want %q %q %q", p.Write, p.Read, p.Deny, tt.write, tt.read, tt.deny)
+				}
+			}
+			for _, want := range tt.protectedHas {
+				if !slices.Contains(p.Protected, want) {
+					t.Errorf("protected %q lacks %s", p.Protected, want)
+				}
+			}
+		})
+	}
+}
+
+// TestSandboxGitdirFileProtectsItsTarget: a `.git` file's gitdir is protected too.
+func TestSandboxGitdirFileProtectsItsTarget(t *testing.T) {
+	dir := t.TempDir()
+	ws, real := filepath.Join(dir, "ws"), filepath.Join(dir, "realgit")
+	os.Mkdir(ws, 0o755)
+	os.Mkdir(real, 0o755)
+	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: ../realgit\n"), 0o644)
+	got := protectedPaths([]string{ws})
+	if !slices.Contains(got, real) {
+		t.Errorf("protected %q lacks the gitdir target %s", got, real)
+	}
+}
+
+// TestGlobMatch: ** spans directories, other segments match as filepath.Match.
+func TestGlobMatch(t *testing.T) {
+	for _, tt := range []struct {
+		pattern, path string
+		want          bool
+	}{
+		{"/w/**/*.env", "/w/.env", true},
+		{"/w/**/*.env", "/w/a/b/prod.env", true},
+		{"/w/**/*.env", "/w/a/b/prod.envx", false},
+		{"/w/*.env", "/w/a/x.env", false},
+		{"/w/secrets/**", "/w/secrets/a/b", true},
+		{"/w/[", "/w/[", false},
+	} {
+		if got := globMatch(tt.pattern, tt.path); got != tt.want {
+			t.Errorf("globMatch(%q, %q) = %v, want %v", tt.pattern, tt.path, got, tt.want)
+		}
+	}
+}
+
+// FuzzParseSandbox: no object makes the decoder or the resolver panic, and an object that
+// decodes resolves to a profile whose paths are all absolute.
+func FuzzParseSandbox(f *testing.F) {
+	f.Add(`{"permissions":{"type":"disabled"},"windowsSandboxLevel":"disabled"}`)
+	f.Add(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[{"path":{"type":"special","value":{"kind":"root"}},"access":"read"},{"path":{"type":"glob_pattern","pattern":"**/*.env"},"access":"deny"}]},"network":"restricted"},"windowsSandboxLevel":"disabled","cwd":"file:///tmp"}`)
+	f.Add(`{"sandboxPolicy":{"type":"workspace-write","writable_roots":["/tmp"]},"windowsSandboxLevel":"disabled"}`)
+	f.Fuzz(func(t *testing.T, object string) {
+		req, err := parseSandbox(json.RawMessage(object))
+		if err != nil || req == nil {
+			return
+		}
+		req.globDepth = 1 // keep a fuzzed glob from walking the disk
+		p := req.resolve(sandboxAnchors{cwd: "/nonexistent-fuzz", tmpdir: "/nonexistent-fuzz"})
+		for _, list := range [][]string{p.Read, p.Write, p.Deny, p.Protected} {
+			for _, path := range list {
+				if !filepath.IsAbs(path) {
+					t.Fatalf("relative path %q in %+v", path, p)
+				}
+			}
+		}
+	})
+}
