@@ -36,12 +36,12 @@ package main
 // seccompVsock has the same frame with only the io_uring lines denied, and SOCK asks
 // `jeq #AF_VSOCK jt DENY jf ALLOW`.
 //
-// Two decisions: recvfrom stays allowed (as in the reference: a process reading a socket it
-// was handed, or a socketpair, keeps working; sendto is what would reach a peer), and the
-// domain check reads only the low word of args[0]. The kernel declares socket's domain an int
-// and truncates the register to it, so the low word is exactly the domain the kernel acts on:
-// AF_UNIX with junk in the high word makes a unix socket and is allowed, AF_INET with junk in
-// it is still denied.
+// Two decisions. recvfrom stays allowed, as in the reference (sendmsg and recvmsg are not
+// named either): the filter takes away making, binding and connecting sockets, not reading
+// from a unix socket or socketpair the process holds. And the domain check reads only the low
+// word of args[0]: the kernel declares socket's domain an int and truncates the register to
+// it, so the low word is exactly the domain the kernel acts on. AF_UNIX with junk in the high
+// word makes a unix socket and is allowed; AF_INET with junk in it is still denied.
 
 import (
 	"fmt"
@@ -65,12 +65,14 @@ const (
 
 // Offsets into struct seccomp_data (the table above).
 const (
-	seccompDataNr       = 0
-	seccompDataArch     = 4
-	seccompDataArg0Low  = 16
-	seccompDataSize     = 64
-	seccompX32SyscallNr = 0x40000000 // __X32_SYSCALL_BIT: amd64 numbers at or above it are x32's
+	seccompDataNr      = 0
+	seccompDataArch    = 4
+	seccompDataArg0Low = 16
 )
+
+// seccompX32SyscallNr is __X32_SYSCALL_BIT: the x32 ABI's system calls enter through the
+// amd64 entry with this bit set in their numbers, and report AUDIT_ARCH_X86_64.
+const seccompX32SyscallNr = 0x40000000
 
 // The filters' three answers.
 const (

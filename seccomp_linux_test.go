@@ -161,12 +161,15 @@ type seccompCall struct {
 // checks that), storing each 32-bit field big-endian in its place makes the interpreter see
 // exactly the values the kernel would. A 64-bit argument keeps the little-endian word order:
 // the low word at the lower offset.
+//
+// The offsets are written out here, from include/uapi/linux/seccomp.h, rather than taken from
+// seccomp_linux.go, so that a wrong offset there shows.
 func (c seccompCall) packet() []byte {
-	b := make([]byte, seccompDataSize)
-	binary.BigEndian.PutUint32(b[seccompDataNr:], c.nr)
-	binary.BigEndian.PutUint32(b[seccompDataArch:], c.arch)
-	binary.BigEndian.PutUint32(b[seccompDataArg0Low:], uint32(c.arg0))
-	binary.BigEndian.PutUint32(b[seccompDataArg0Low+4:], uint32(c.arg0>>32))
+	b := make([]byte, 64)                                  // sizeof(struct seccomp_data)
+	binary.BigEndian.PutUint32(b[0:], c.nr)                // nr
+	binary.BigEndian.PutUint32(b[4:], c.arch)              // arch
+	binary.BigEndian.PutUint32(b[16:], uint32(c.arg0))     // args[0], low word
+	binary.BigEndian.PutUint32(b[20:], uint32(c.arg0>>32)) // args[0], high word
 	return b
 }
 
@@ -180,7 +183,7 @@ func newSeccompVM(t *testing.T, prog []unix.SockFilter) *bpf.VM {
 	for i, f := range prog {
 		switch f.Code {
 		case unix.BPF_LD | unix.BPF_W | unix.BPF_ABS:
-			if f.K%4 != 0 || f.K >= seccompDataSize {
+			if f.K%4 != 0 || f.K >= 64 {
 				t.Fatalf("instruction %d loads [%d], outside seccomp_data's words", i, f.K)
 			}
 		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K,
@@ -519,6 +522,10 @@ func TestSeccompKernel(t *testing.T) {
 
 	off := results[seccompOff]
 	for _, p := range seccompProbes() {
+		if off[p.name] == "no bash" {
+			t.Log("no bash here: the probe of an exec'd program is skipped")
+			continue
+		}
 		if off[p.name] == "" {
 			t.Errorf("%s: no result", p.name)
 			continue
@@ -550,16 +557,17 @@ func TestSeccompKernel(t *testing.T) {
 			t.Errorf("second thread under %s: %s", modes[mode], got)
 		}
 	}
-	if off["bash /dev/tcp"] == "no bash" {
-		t.Log("no bash here: the exec'd-program probe proved nothing")
-	}
 }
 
 // seccompChild is the filtered side of TestSeccompKernel: it starts a second thread, installs
 // the filter of the mode named, runs every probe on both threads, prints one `probe<TAB>result`
 // line each, and exits.
 func seccompChild(modeName string) {
-	mode := map[string]seccompMode{"off": seccompOff, "network": seccompNetwork, "vsock": seccompVsock}[modeName]
+	mode, ok := map[string]seccompMode{"off": seccompOff, "network": seccompNetwork, "vsock": seccompVsock}[modeName]
+	if !ok {
+		fmt.Printf("mode\tunknown: %q\n", modeName)
+		os.Exit(2)
+	}
 	runtime.LockOSThread() // NO_NEW_PRIVS belongs to the thread that installs the filter
 
 	// A second thread, alive and parked before the filter exists: TSYNC must reach it.
