@@ -43,7 +43,8 @@ type serverConfig struct {
 	// before the client is disconnected (see outQueue).
 	stallTimeout time.Duration
 	// runManagedUnsandboxed runs requests that ask for a managed (restricted) sandbox without
-	// one, answering sandboxType "none", instead of refusing them. Opt-in, for hosts that
+	// one instead of refusing them (process/start still answers the platform's sandboxType,
+	// as for any sandbox object: docs/sandbox.md §2). Opt-in, for hosts that
 	// are themselves the sandbox (a container, a throwaway VM), until the in-binary sandbox
 	// lands.
 	runManagedUnsandboxed bool

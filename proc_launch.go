@@ -317,13 +317,18 @@ func parseProcessSandbox(raw json.RawMessage, runManagedUnsandboxed bool) (*proc
 // the process runs in (process/start's sandboxType). A future sandbox rewrites spec here (for
 // example into a re-exec of this binary that confines itself and then execs spec.path).
 // Disabled and external sandboxes launch as is, and so does a managed one the operator chose
-// to run unsandboxed: "none" tells the client that nothing confines the process.
+// to run unsandboxed. Any sandbox object still answers the platform's sandbox type, as 0.169
+// does even for a disabled one (docs/sandbox.md §2, "Quirks"): the client then expects, and
+// gets, the denial heuristic's verdict on a failure (sandbox_denial.go). Without a sandbox
+// object the answer is "none".
 func applySandbox(spec *launchSpec, sb *processSandbox) (sandboxType string, err error) {
 	switch {
-	case sb == nil, sb.kind == "disabled", sb.kind == "external":
-		return "none", nil
+	case sb == nil:
+		return sandboxTypeNone, nil
+	case sb.kind == "disabled", sb.kind == "external":
+		return platformSandboxType(), nil
 	case sb.kind == "managed" && sb.unenforced:
-		return "none", nil
+		return platformSandboxType(), nil
 	}
 	return "", errManagedSandboxRefused()
 }

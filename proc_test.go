@@ -34,6 +34,7 @@ type procEvent struct {
 	Stream    string `json:"stream"`
 	Chunk     []byte `json:"chunk"`
 	ExitCode  *int   `json:"exitCode"`
+	Denied    *bool  `json:"sandboxDenied"` // exited only
 	Size      int    // the notification's params size in bytes
 }
 
@@ -71,6 +72,7 @@ type procResult struct {
 	events    []procEvent
 	out       map[string][]byte // stream → bytes in seq order
 	exitCode  int
+	denied    bool // exited's sandboxDenied
 	exitedSeq uint64
 	closedSeq uint64
 }
@@ -131,7 +133,10 @@ func waitClosed(tc *testClient, id string) procResult {
 			if r.exitedSeq != 0 {
 				tc.t.Fatalf("process %s: a second exited", id)
 			}
-			r.exitedSeq, r.exitCode = e.Seq, *e.ExitCode
+			if e.ExitCode == nil || e.Denied == nil {
+				tc.t.Fatalf("process %s: exited lacks exitCode or sandboxDenied", id)
+			}
+			r.exitedSeq, r.exitCode, r.denied = e.Seq, *e.ExitCode, *e.Denied
 		case "process/closed":
 			if r.closedSeq != 0 || r.exitedSeq == 0 {
 				tc.t.Fatalf("process %s: closed twice, or before exited", id)
@@ -271,7 +276,7 @@ func TestProcessErrorVectors(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "file"), []byte("x"), 0o644)
 	os.WriteFile(filepath.Join(dir, "noexec"), []byte("#!/bin/sh\n"), 0o644)
 	subst := strings.NewReplacer("$CWD", fileURI(dir), "$DIR", dir, "$FILE", fileURI(filepath.Join(dir, "file")),
-		"$NOEXEC", filepath.Join(dir, "noexec"), "$GOOS", runtime.GOOS)
+		"$NOEXEC", filepath.Join(dir, "noexec"), "$GOOS", runtime.GOOS, "$SANDBOX_TYPE", platformSandboxType())
 	data, err := os.ReadFile("testdata/proc/errors.txt")
 	if err != nil {
 		t.Fatal(err)
@@ -1451,7 +1456,8 @@ func BenchmarkTerminate200(b *testing.B) {
 
 // TestProcessManagedSandbox: by default a managed sandbox, which this server cannot enforce,
 // is refused (fail closed); with --managed-sandbox run-unsandboxed the command runs without
-// one, in both modes, and process/start says so (sandboxType "none").
+// one, in both modes, and process/start answers the platform's sandboxType as for any sandbox
+// object (docs/sandbox.md §2).
 func TestProcessManagedSandbox(t *testing.T) {
 	managed := map[string]any{
 		"permissions": map[string]any{
@@ -1482,7 +1488,7 @@ func TestProcessManagedSandbox(t *testing.T) {
 				if err != nil {
 					t.Fatalf("error %d %s", err.Code, err.Message)
 				}
-				if string(res) != `{"processId":"m","sandboxType":"none"}` {
+				if string(res) != `{"processId":"m","sandboxType":"`+platformSandboxType()+`"}` {
 					t.Errorf("result %s", res)
 				}
 				r := waitClosed(tc, "m")
