@@ -6,9 +6,9 @@ package main
 // Methods (family "exec"; params → result):
 //
 //	process/start      processId argv cwd env tty [pipeStdin arg0 envPolicy sandbox rows* cols*]
-//	                   → {processId, sandboxType:"none"}
+//	                   → {processId, sandboxType:"none"|"linuxSeccomp"|"macosSeatbelt"}
 //	process/read       processId [afterSeq maxBytes waitMs]
-//	                   → {chunks:[{seq,stream,chunk}], nextSeq, exited, exitCode, closed, failure:null, sandboxDenied:false}
+//	                   → {chunks:[{seq,stream,chunk}], nextSeq, exited, exitCode, closed, failure:null, sandboxDenied}
 //	process/write      processId chunk(base64) writeId → {status: accepted|unknownProcess|stdinClosed|starting}
 //	process/signal     processId signal:"interrupt" → {}
 //	process/terminate  processId → {running}
@@ -20,14 +20,16 @@ package main
 // Notifications, sent to the connection attached to the owning session (dropped while detached):
 //
 //	process/output  {processId, seq, stream:"stdout"|"stderr"|"pty", chunk:base64}
-//	process/exited  {processId, seq, exitCode, sandboxDenied:false}
+//	process/exited  {processId, seq, exitCode, sandboxDenied}
 //	process/closed  {processId, seq}
 //
 // One seq counter per process, starting at 1, numbers output chunks, exited and closed alike.
 // exited is sent when the exit status is collected, once what the child left buffered in its
 // streams has been read (proc_stream.go): output may still follow it, from a grandchild holding
 // a stream open. closed is sent exactly once, after exit and EOF on every stream (a PTY master
-// is read until EIO).
+// is read until EIO). sandboxDenied is the denial heuristic's verdict (sandbox_denial.go,
+// docs/sandbox.md §4), decided before exited is sent; false without a sandbox object and
+// until exit.
 // Notifications may reach the client before the process/start response.
 //
 // Deviations from 0.169, on purpose: a death by signal N reports 128+N in PTY mode too (0.169
@@ -35,10 +37,10 @@ package main
 // than writing ^C; process/terminate and the end of a session kill the child's whole session,
 // not only its process group (the jobs of an interactive shell live in groups of their own);
 // output in chunks of less than ~70 bytes is retained below 1 MiB, within a memory bound;
-// sandboxType is "none" for a disabled or external sandbox (0.169 says "linuxSeccomp" because
-// it always routes through its launcher); a managed sandbox is refused, or, when the operator
-// opted in (--managed-sandbox run-unsandboxed), run without one and answered "none"; native
-// absolute cwd paths are accepted (SEED).
+// native absolute cwd paths are accepted (SEED). As in 0.169, any sandbox object, a disabled
+// one included, makes sandboxType the platform's ("linuxSeccomp" on Linux) and subjects the
+// process to the denial heuristic; a managed one the operator chose to run unsandboxed
+// (--managed-sandbox run-unsandboxed) answers "none" (docs/sandbox.md).
 
 import (
 	"context"
@@ -266,6 +268,7 @@ func (c *conn) processStart(p *startParams) (any, error) {
 		sandboxType, err = applySandbox(c.srv.sandbox, spec, sandbox)
 	}
 	if err == nil {
+		proc.sandboxType = sandboxType // before spawn starts the reaper, which reads it
 		err = proc.spawn(spec)
 	}
 	if err != nil {

@@ -285,10 +285,8 @@ func parseProcessSandbox(raw json.RawMessage, runManagedUnsandboxed bool) (*proc
 // confines the process.
 func applySandbox(sbx *sandboxer, spec *launchSpec, sb *processSandbox) (sandboxType string, err error) {
 	switch {
-	case sb == nil:
-		return "none", nil
-	case sb.unenforced:
-		return "none", nil
+	case sb == nil, sb.unenforced:
+		return sandboxTypeNone, nil
 	}
 	profile := sb.req.resolve(sandboxAnchors{cwd: spec.dir, tmpdir: envValue(spec.env, "TMPDIR")})
 	return sbx.confine(spec, profile)

@@ -42,6 +42,11 @@ type process struct {
 	retention time.Duration
 	done      chan struct{} // closed with process/closed
 
+	// sandboxType is process/start's answer: the sandbox the process runs in, or "none" (""
+	// too, until set). Set by processStart before spawn, then read-only; the exit report and
+	// the denial heuristic key on it (isSandboxed).
+	sandboxType string
+
 	// Set by spawn before the process is visible as started, then read-only.
 	pid    int
 	osProc *os.Process
@@ -64,6 +69,8 @@ type process struct {
 	draining    int           // streams asked to drain that have not yet
 	exited      bool
 	exitCode    int
+	denied      bool          // sandboxDenied: decided when exited is set (sandbox_denial.go)
+	nextOutput  chan struct{} // non-nil while the exit report awaits one more chunk; closed by it
 	reaped      bool          // the exit status was collected: the pid may name another process now
 	sweep       chan struct{} // a queued sweep of the child's session; the reaper waits for it
 	closed      bool
@@ -107,6 +114,10 @@ func (p *process) output(stream streamKind, data []byte) {
 	p.mu.Lock()
 	msg := p.retainLocked(stream, data)
 	p.wakeLocked()
+	if p.nextOutput != nil {
+		close(p.nextOutput)
+		p.nextOutput = nil
+	}
 	p.mu.Unlock()
 	p.send(msg)
 }
@@ -233,7 +244,9 @@ func (p *process) readResultLocked(chunks []retainedChunk, next uint64) json.Raw
 	}
 	dst = append(dst, `,"closed":`...)
 	dst = strconv.AppendBool(dst, p.closed)
-	return append(dst, `,"failure":null,"sandboxDenied":false}`...)
+	dst = append(dst, `,"failure":null,"sandboxDenied":`...)
+	dst = strconv.AppendBool(dst, p.denied)
+	return append(dst, '}')
 }
 
 // Notification layouts (protocol.md §5.6), in the reference's field order.
@@ -271,14 +284,16 @@ func appendOutputNotification(dst, idJSON []byte, seq uint64, stream streamKind,
 }
 
 // appendExitedNotification appends a process/exited notification to dst.
-func appendExitedNotification(dst, idJSON []byte, seq uint64, code int) []byte {
+func appendExitedNotification(dst, idJSON []byte, seq uint64, code int, denied bool) []byte {
 	dst = append(dst, exitedHead...)
 	dst = append(dst, idJSON...)
 	dst = append(dst, seqField...)
 	dst = strconv.AppendUint(dst, seq, 10)
 	dst = append(dst, `,"exitCode":`...)
 	dst = strconv.AppendInt(dst, int64(code), 10)
-	return append(dst, `,"sandboxDenied":false}}`...)
+	dst = append(dst, `,"sandboxDenied":`...)
+	dst = strconv.AppendBool(dst, denied)
+	return append(dst, `}}`...)
 }
 
 // appendClosedNotification appends a process/closed notification to dst.

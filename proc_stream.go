@@ -141,7 +141,9 @@ func (p *process) streamEOF(s *outStream) {
 }
 
 // reportExit sends exited once the exit status is known, after draining what the child left
-// in its streams; it never waits for EOF.
+// in its streams; it never waits for EOF. A sandboxed process's exit is classified first (the
+// denial heuristic, sandbox_denial.go) and exited carries the verdict; an unsandboxed one
+// skips both the grace and the scan.
 func (p *process) reportExit(code int) {
 	drained, unaskable := p.askDrain()
 	<-drained
@@ -153,13 +155,19 @@ func (p *process) reportExit(code int) {
 		}
 		grace.Stop()
 	}
+	if isSandboxed(p.sandboxType) {
+		p.awaitDenialGrace()
+	}
 	p.sendMu.Lock()
 	defer p.sendMu.Unlock()
+	// Under sendMu no chunk can be retained or evicted, so the verdict is about exactly the
+	// output numbered before exited; p.mu stays free while a megabyte is scanned.
+	denied := denialVerdict(p.sandboxType, code, p.retainedDenialKeyword)
 	p.mu.Lock()
-	p.exited, p.exitCode = true, code
+	p.exited, p.exitCode, p.denied = true, code, denied
 	seq := p.nextSeq
 	p.nextSeq++
-	exited := appendExitedNotification(nil, p.idJSON, seq, code)
+	exited := appendExitedNotification(nil, p.idJSON, seq, code, denied)
 	p.wakeLocked()
 	var closed []byte
 	if p.open == 0 && !p.closed {
@@ -167,4 +175,34 @@ func (p *process) reportExit(code int) {
 	}
 	p.mu.Unlock()
 	p.send(exited, closed)
+}
+
+// awaitDenialGrace waits, once a sandboxed process's exit status is known and its streams
+// are drained, for one more output chunk or sandboxDenialGrace, whichever comes first
+// (docs/sandbox.md §4, "Timing"), so that the denial heuristic sees it; output after that is
+// not considered. Streams that all reach EOF end the wait early, since no chunk can follow.
+// The reaper waits here before exited is numbered, so nothing else changes: closed cannot be
+// sent before exited (streamEOF closes only an exited process), and every chunk that arrives
+// meanwhile is numbered before exited.
+func (p *process) awaitDenialGrace() {
+	p.mu.Lock()
+	if p.open == 0 {
+		p.mu.Unlock()
+		return
+	}
+	next := make(chan struct{})
+	p.nextOutput = next
+	p.mu.Unlock()
+	grace := time.NewTimer(sandboxDenialGrace)
+	defer grace.Stop()
+	select {
+	case <-next:
+	case <-p.streamsEOF:
+	case <-grace.C:
+	}
+	p.mu.Lock()
+	if p.nextOutput == next {
+		p.nextOutput = nil
+	}
+	p.mu.Unlock()
 }

@@ -279,9 +279,13 @@ func makeDev(tty bool) error {
 	}
 	if tty {
 		// The terminal keeps its host name (/dev/pts/N of another devpts), which means nothing
-		// here; as bubblewrap does, it is /dev/console inside.
-		if err := bindFile(oldRoot+"/proc/self/fd/0", dev+"/console"); err != nil {
-			return fmt.Errorf("console: %w", err)
+		// here; as bubblewrap does, it is /dev/console inside. It is bound by its path in this
+		// namespace's copy of the host tree: fd 0's own mount belongs to the server's namespace,
+		// and the kernel binds only mounts of this one.
+		if name, err := os.Readlink(oldRoot + "/proc/self/fd/0"); err == nil && strings.HasPrefix(name, "/dev/") {
+			if err := bindFile(oldRoot+name, dev+"/console"); err != nil {
+				return fmt.Errorf("console: %w", err)
+			}
 		}
 	}
 	for _, d := range []string{"pts", "shm"} {
