@@ -169,14 +169,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}, log)
 	srv.auth = auth
 	srv.sandbox = sbx
-	if *managedSandbox == "run-unsandboxed" {
-		log.Warn("--managed-sandbox run-unsandboxed: requests that ask for a sandbox run WITHOUT one; use this only on a host that is itself the sandbox")
-	} else {
-		log.Info("sandbox", "mechanism", sbx.describe())
-	}
 	defer srv.shutdown()
 
+	logSandbox := func() {
+		if *managedSandbox == "run-unsandboxed" {
+			log.Warn("--managed-sandbox run-unsandboxed: requests that ask for a sandbox run WITHOUT one; use this only on a host that is itself the sandbox")
+		} else {
+			log.Info("sandbox", "mechanism", sbx.describe())
+		}
+	}
 	if remote.enabled() {
+		logSandbox()
 		if *exitOnStdinClose {
 			return fail(&usageError{"--exit-on-stdin-close cannot be combined with remote credentials read from stdin"})
 		}
@@ -187,6 +190,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	if *listen == "stdio" || *listen == "stdio://" {
+		logSandbox()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -206,6 +210,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(fmt.Errorf("listen %s: %w", *listen, err))
 	}
+	logSandbox()
 	if !addr.Addr().IsLoopback() && !auth.enabled() {
 		log.Warn("listening on a non-loopback address without --ws-auth: anyone who can reach it can run commands as this user", "addr", ln.Addr().String())
 	}
