@@ -76,6 +76,9 @@ func newSandboxer(pidNamespace, force string) (*sandboxer, error) {
 
 func (s *sandboxer) describe() string { return sandboxMechanism() }
 
+// enforces reports whether this host can confine files at all.
+func (s *sandboxer) enforces() bool { return seatbeltAvailable() }
+
 func (s *sandboxer) statusLines(w io.Writer) { fmt.Fprintf(w, "sandbox: %s\n", s.describe()) }
 
 func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (string, error) {

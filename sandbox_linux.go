@@ -143,6 +143,9 @@ func (s *sandboxer) mechanism() sandboxMechanism {
 	return s.mech
 }
 
+// enforces reports whether this host can confine files at all.
+func (s *sandboxer) enforces() bool { return s.mechanism() != mechanismNone }
+
 // describe is the start-up log line's text and `sandbox --status`'s answer.
 func (s *sandboxer) describe() string {
 	switch m := s.mechanism(); m {
