@@ -305,8 +305,14 @@ func (c *conn) processRead(p *readParams) (any, error) {
 	if wake == nil || p.WaitMs == nil || *p.WaitMs == 0 {
 		return res, nil
 	}
+	select {
+	case c.polls <- struct{}{}:
+	default:
+		return res, nil // past maxLongPollsPerConn: what there is, now
+	}
 	deadline := time.Now().Add(time.Duration(min(*p.WaitMs, uint64(365*24*time.Hour/time.Millisecond))) * time.Millisecond)
-	return later{run: func(ctx context.Context) (any, error) {
+	return later{poll: true, run: func(ctx context.Context) (any, error) {
+		defer func() { <-c.polls }()
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
 		for {

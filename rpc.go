@@ -80,6 +80,12 @@ func toRPCError(err error) *rpcError {
 // requests is slowed down through its own socket instead of growing the server's memory.
 const maxDeferredPerConn = 1024
 
+// maxLongPollsPerConn bounds the process/read long polls waiting at once on one connection.
+// They wait apart from the deferred handlers, so pending long polls never hold up other
+// requests; past the bound a long poll answers at once with what there is, as a read
+// without waitMs does.
+const maxLongPollsPerConn = 4096
+
 // later is what a handler returns when the rest of its work may block. run executes on its own
 // goroutine, after any earlier later with the same non-empty key has finished; an empty key
 // means no ordering at all. ctx is cancelled when the connection ends.
@@ -89,7 +95,10 @@ type later struct {
 	// small read). It then first runs on the reader itself, and gets a goroutine of its own
 	// only if it outlasts inlineBudget (conn.runQuick). A quick later has no key.
 	quick bool
-	run   func(ctx context.Context) (any, error)
+	// poll says that run is a long poll holding a token of conn.polls, which it gives back:
+	// it takes no deferred-handler slot.
+	poll bool
+	run  func(ctx context.Context) (any, error)
 }
 
 // afterReplier is a result whose follow-up must reach the client after the reply itself,
@@ -712,6 +721,7 @@ type conn struct {
 	out         *outQueue
 	work        sync.WaitGroup // deferred handler work
 	slots       chan struct{}  // one token per running deferred handler
+	polls       chan struct{}  // one token per waiting long poll
 	readEnded   chan struct{}  // closed by the last goroutine to run readLoop
 	quick       quickWatch     // the quick later running on the reader (quick.go)
 
@@ -765,6 +775,7 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 		cancel:      cancel,
 		lanes:       map[string]chan struct{}{},
 		slots:       make(chan struct{}, maxDeferredPerConn),
+		polls:       make(chan struct{}, maxLongPollsPerConn),
 		readEnded:   make(chan struct{}),
 	}
 	c.out = newOutQueue(outQueueLimit)
@@ -803,6 +814,12 @@ const (
 // inlineBudget and reading moved to a new goroutine running readLoop.
 func (c *conn) readLoop() {
 	for {
+		if err := c.out.waitRoom(c.ctx, c.srv.cfg.stallTimeout); err != nil {
+			if errors.Is(err, errSlowClient) {
+				c.fail(err)
+			}
+			break
+		}
 		msg, err := c.t.readMessage()
 		if err != nil {
 			break
@@ -987,13 +1004,17 @@ func (c *conn) gate(family string) error {
 // schedule runs deferred work after earlier work with the same key, then replies; a quick
 // later runs on the reader (runQuick).
 func (c *conn) schedule(id json.RawMessage, l later) readStep {
-	select {
-	case c.slots <- struct{}{}:
-	case <-c.ctx.Done():
-		return readNext
+	release := func() {}
+	if !l.poll {
+		select {
+		case c.slots <- struct{}{}:
+		case <-c.ctx.Done():
+			return readNext
+		}
+		release = func() { <-c.slots }
 	}
 	if l.quick && l.key == "" {
-		defer func() { <-c.slots }()
+		defer release()
 		return c.runQuick(id, l)
 	}
 	var prev, done chan struct{}
@@ -1006,7 +1027,7 @@ func (c *conn) schedule(id json.RawMessage, l later) readStep {
 	}
 	c.work.Add(1)
 	go func() {
-		defer func() { <-c.slots }()
+		defer release()
 		defer c.work.Done()
 		if prev != nil {
 			<-prev

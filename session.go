@@ -18,9 +18,12 @@ import (
 
 // Back-pressure on a connection's outgoing queue. Past outQueueLimit queued bytes, a
 // notification waits for room: a client that reads slowly slows the processes of its own
-// session (as a pipe would), and nothing else. A client whose queue makes no progress for
-// defaultStallTimeout is disconnected; its session detaches and the processes go on, their
-// output kept in the retained buffer for process/read.
+// session (as a pipe would), and nothing else. Replies count toward the same bytes: while
+// they are over the limit the connection's reader reads no more requests (waitRoom), so a
+// client that sends requests without reading their replies is slowed through its own socket.
+// A client whose queue makes no progress for defaultStallTimeout is disconnected; its session
+// detaches and the processes go on, their output kept in the retained buffer for
+// process/read.
 const (
 	outQueueLimit       = 16 << 20
 	defaultStallTimeout = 30 * time.Second
@@ -39,7 +42,8 @@ type outQueue struct {
 	closed   bool
 	ready    chan struct{} // holds a token while msgs is non-empty or closed
 	space    chan struct{} // closed and replaced when a message leaves while pushWait waits
-	waiting  int           // pushWait callers waiting on space
+	waiting  int           // pushWait and waitRoom callers waiting on space
+	reader   bool          // the reader is waiting in waitRoom
 	progress time.Time     // when a message last left, or the queue last became non-empty
 	busy     bool          // a message is being written, by the writer or by claimWrite's caller
 }
@@ -99,6 +103,47 @@ func (q *outQueue) pushWait(ctx context.Context, b []byte, stall time.Duration) 
 		timer.Stop()
 		q.mu.Lock()
 		q.waiting--
+		q.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// waitRoom waits until the queue is within its limit: the reader calls it before it reads
+// the next request. It fails as pushWait does.
+func (q *outQueue) waitRoom(ctx context.Context, stall time.Duration) error {
+	for {
+		q.mu.Lock()
+		if q.closed {
+			q.mu.Unlock()
+			return net.ErrClosed
+		}
+		if q.bytes <= q.limit {
+			q.mu.Unlock()
+			return nil
+		}
+		wait := time.Until(q.progress.Add(stall))
+		if wait <= 0 {
+			q.mu.Unlock()
+			return errSlowClient
+		}
+		space := q.space
+		q.waiting++
+		q.reader = true
+		q.mu.Unlock()
+		timer := time.NewTimer(wait)
+		var err error
+		select {
+		case <-space:
+		case <-timer.C:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		timer.Stop()
+		q.mu.Lock()
+		q.waiting--
+		q.reader = false
 		q.mu.Unlock()
 		if err != nil {
 			return err

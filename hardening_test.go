@@ -1,0 +1,142 @@
+package main
+
+// Tests that no client can exhaust the server through one connection: replies count toward
+// the outgoing queue's bound, and long polls do not hold up other requests (docs: README,
+// "Behaviour worth knowing").
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// initRaw initializes a raw client and returns its session id.
+func initRaw(rc *rawClient) string {
+	rc.send(`{"id":0,"method":"initialize","params":{"clientName":"hardening"}}`)
+	var init struct {
+		SessionID string `json:"sessionId"`
+	}
+	json.Unmarshal(rc.next().Result, &init)
+	rc.send(`{"method":"initialized"}`)
+	return init.SessionID
+}
+
+// readerParked reports whether the connection of session sid has its reader waiting for
+// room in the outgoing queue.
+func readerParked(ts *testServer, sid string) bool {
+	s := serverSession(ts, sid)
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	c.out.mu.Lock()
+	defer c.out.mu.Unlock()
+	return c.out.reader
+}
+
+// TestRepliesCountTowardTheQueueBound: a client that pipelines requests whose replies are
+// large and reads none of them makes the server stop reading its requests once the queue is
+// over its bound, instead of queueing every reply; every reply still arrives once the client
+// reads.
+func TestRepliesCountTowardTheQueueBound(t *testing.T) {
+	ts := startTestServer(t, func(s *server) { s.cfg.stallTimeout = time.Hour })
+	rc := dialRaw(t, ts)
+	sid := initRaw(rc)
+	rc.send(`{"id":1,"method":"process/start","params":{"processId":"big","argv":["head","-c","1000000","/dev/zero"],"cwd":%q,"env":{"PATH":%q},"tty":false}}`,
+		fileURI(t.TempDir()), os.Getenv("PATH"))
+	for m := rc.next(); m.Method != "process/closed"; m = rc.next() {
+	}
+	// A second process streams without pause, so the queue is never empty and every reply
+	// is queued behind its output rather than written by the reader itself.
+	rc.send(`{"id":2,"method":"process/start","params":{"processId":"flood","argv":["cat","/dev/zero"],"cwd":%q,"env":{"PATH":%q},"tty":false}}`,
+		fileURI(t.TempDir()), os.Getenv("PATH"))
+	waitFor(t, "the outgoing queue is full", func() bool { return outQueueBytes(ts, sid) > outQueueLimit/2 })
+	reply := base64.StdEncoding.EncodedLen(1000000) + 64<<10 // one process/read answer, with room for its envelope
+	const reads = 120                                          // 120 × 1.3 MB of answers: far past the 16 MiB bound
+	var sent sync.WaitGroup
+	sent.Add(1)
+	go func() { // the requests are small: they fit in the socket's buffers whether or not the server reads them
+		defer sent.Done()
+		for i := range reads {
+			rc.send(`{"id":%d,"method":"process/read","params":{"processId":"big"}}`, 100+i)
+		}
+	}()
+	waitFor(t, "the server's reader waits for room", func() bool { return readerParked(ts, sid) })
+	if q := outQueueBytes(ts, sid); q > outQueueLimit+reply {
+		t.Errorf("%d bytes queued, more than the bound %d plus one reply", q, outQueueLimit)
+	}
+	sent.Wait()
+	rc.send(`{"id":3,"method":"process/terminate","params":{"processId":"flood"}}`)
+	got := map[int]bool{}
+	for len(got) < reads {
+		m := rc.next()
+		if m.ID != nil && *m.ID >= 100 {
+			if m.Error != nil {
+				t.Fatalf("read %d: %s", *m.ID, m.Error.Message)
+			}
+			got[*m.ID] = true
+		}
+	}
+}
+
+// TestLongPollsDoNotHoldUpOtherRequests: more pending process/read long polls than the
+// connection's deferred-handler bound, then a process/terminate: it is answered at once,
+// and a long poll past the long-poll bound answers at once with what there is.
+func TestLongPollsDoNotHoldUpOtherRequests(t *testing.T) {
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	tc.mustCall("process/start", procStart(t, "quiet", "sleep", "300"))
+	var polls []<-chan testReply
+	for range maxDeferredPerConn + 100 {
+		polls = append(polls, tc.start("process/read", map[string]any{"processId": "quiet", "afterSeq": 0, "waitMs": 60000}))
+	}
+	done := make(chan json.RawMessage, 1)
+	go func() { done <- tc.mustCall("process/terminate", map[string]any{"processId": "quiet"}) }()
+	select {
+	case res := <-done:
+		if string(res) != `{"running":true}` {
+			t.Errorf("terminate: %s", res)
+		}
+	case <-time.After(procWait):
+		t.Fatalf("process/terminate waited behind %d long polls", len(polls))
+	}
+	for i, ch := range polls {
+		select {
+		case r := <-ch:
+			if r.Err != nil {
+				t.Fatalf("poll %d: %s", i, r.Err.Message)
+			}
+		case <-time.After(procWait):
+			t.Fatalf("poll %d never answered after the process ended", i)
+		}
+	}
+}
+
+// TestLongPollsPastTheirBoundAnswerAtOnce fills the long-poll bound, then one more long poll
+// answers at once.
+func TestLongPollsPastTheirBoundAnswerAtOnce(t *testing.T) {
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	tc.mustCall("process/start", procStart(t, "quiet", "sleep", "300"))
+	t.Cleanup(func() { tc.call("process/terminate", map[string]any{"processId": "quiet"}) })
+	for range maxLongPollsPerConn {
+		tc.start("process/read", map[string]any{"processId": "quiet", "afterSeq": 0, "waitMs": 600000})
+	}
+	s := serverSession(ts, tc.sessionID)
+	waitFor(t, fmt.Sprintf("%d long polls wait", maxLongPollsPerConn), func() bool {
+		s.mu.Lock()
+		c := s.conn
+		s.mu.Unlock()
+		return c != nil && len(c.polls) == maxLongPollsPerConn
+	})
+	res := tc.mustCall("process/read", map[string]any{"processId": "quiet", "afterSeq": 0, "waitMs": 600000})
+	if string(res) == "" {
+		t.Fatal("no answer")
+	}
+}
