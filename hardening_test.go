@@ -58,7 +58,7 @@ func TestRepliesCountTowardTheQueueBound(t *testing.T) {
 		fileURI(t.TempDir()), os.Getenv("PATH"))
 	waitFor(t, "the outgoing queue is full", func() bool { return outQueueBytes(ts, sid) > outQueueLimit/2 })
 	reply := base64.StdEncoding.EncodedLen(1000000) + 64<<10 // one process/read answer, with room for its envelope
-	const reads = 120                                          // 120 × 1.3 MB of answers: far past the 16 MiB bound
+	const reads = 120                                        // 120 × 1.3 MB of answers: far past the 16 MiB bound
 	var sent sync.WaitGroup
 	sent.Add(1)
 	go func() { // the requests are small: they fit in the socket's buffers whether or not the server reads them
