@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"testing"
@@ -138,5 +139,36 @@ func TestLongPollsPastTheirBoundAnswerAtOnce(t *testing.T) {
 	res := tc.mustCall("process/read", map[string]any{"processId": "quiet", "afterSeq": 0, "waitMs": 600000})
 	if string(res) == "" {
 		t.Fatal("no answer")
+	}
+}
+
+// TestListenKeepsTheAddressFamily: ws://0.0.0.0:P listens on IPv4 only (no answer on [::1])
+// and is echoed as given, not as [::].
+func TestListenKeepsTheAddressFamily(t *testing.T) {
+	addr, err := parseListen("ws://0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen(listenNetwork(addr), addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := listenedAddr(addr, ln.Addr())
+	port := ln.Addr().(*net.TCPAddr).Port
+	if want := fmt.Sprintf("0.0.0.0:%d", port); got != want {
+		t.Errorf("echoed %s, want %s", got, want)
+	}
+	if c, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
+		t.Errorf("no answer on IPv4: %v", err)
+	} else {
+		c.Close()
+	}
+	if c, err := net.Dial("tcp6", fmt.Sprintf("[::1]:%d", port)); err == nil {
+		c.Close()
+		t.Errorf("an IPv4 listener answered on [::1]")
+	}
+	if addr, _ := parseListen("ws://[::1]:0"); listenNetwork(addr) != "tcp6" {
+		t.Errorf("[::1] listens on %s", listenNetwork(addr))
 	}
 }

@@ -206,7 +206,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(&usageError{err.Error()})
 	}
-	ln, err := net.Listen("tcp", addr.String())
+	ln, err := net.Listen(listenNetwork(addr), addr.String())
 	if err != nil {
 		return fail(fmt.Errorf("listen %s: %w", *listen, err))
 	}
@@ -214,7 +214,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if !addr.Addr().IsLoopback() && !auth.enabled() {
 		log.Warn("listening on a non-loopback address without --ws-auth: anyone who can reach it can run commands as this user", "addr", ln.Addr().String())
 	}
-	fmt.Fprintf(stdout, "ws://%s\n", ln.Addr().String())
+	fmt.Fprintf(stdout, "ws://%s\n", listenedAddr(addr, ln.Addr()))
 	if f, ok := stdout.(*os.File); ok {
 		f.Sync()
 	}
@@ -258,6 +258,25 @@ func parseListen(s string) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("invalid websocket --listen URL `%s`; expected `ws://IP:PORT`", s)
 	}
 	return ap, nil
+}
+
+// listenNetwork keeps a listener to the address family it was given: an IPv4 literal
+// (0.0.0.0 included) listens on IPv4 only, an IPv6 literal on IPv6 only, so a host firewalled
+// for one family is not exposed on the other.
+func listenNetwork(addr netip.AddrPort) string {
+	if addr.Addr().Is4() || addr.Addr().Is4In6() {
+		return "tcp4"
+	}
+	return "tcp6"
+}
+
+// listenedAddr is the address to print: the one given, with the port the kernel chose.
+func listenedAddr(given netip.AddrPort, got net.Addr) string {
+	port := given.Port()
+	if ta, ok := got.(*net.TCPAddr); ok {
+		port = uint16(ta.Port)
+	}
+	return netip.AddrPortFrom(given.Addr(), port).String()
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
