@@ -5,11 +5,16 @@ package main
 // "Behaviour worth knowing").
 
 import (
+	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,4 +176,104 @@ func TestListenKeepsTheAddressFamily(t *testing.T) {
 	if addr, _ := parseListen("ws://[::1]:0"); listenNetwork(addr) != "tcp6" {
 		t.Errorf("[::1] listens on %s", listenNetwork(addr))
 	}
+}
+
+// upgradeRequest is a websocket upgrade with no credentials.
+const upgradeRequest = "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
+	"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+
+// closedByServer reports whether the server closes nc (EOF) before the deadline.
+func closedByServer(nc net.Conn, br *bufio.Reader) bool {
+	nc.SetReadDeadline(time.Now().Add(procWait))
+	_, err := br.ReadByte()
+	return errors.Is(err, io.EOF)
+}
+
+// TestRefusedConnectionsAreClosed: a refused upgrade (401 without the token) and a /readyz
+// answer followed by silence do not hold their sockets: the server closes them.
+func TestRefusedConnectionsAreClosed(t *testing.T) {
+	auth, err := newWSAuth("capability-token", testTokenFile, "", "", "", "", defaultWSMaxClockSkew)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startTestServer(t, func(s *server) { s.auth = auth })
+	nc, br, resp := rawHTTP(t, ts, upgradeRequest)
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %s, want 401", resp.Status)
+	}
+	io.Copy(io.Discard, resp.Body)
+	if !closedByServer(nc, br) {
+		t.Error("the socket refused with 401 stayed open")
+	}
+	nc, br, resp = rawHTTP(t, ts, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz: %s", resp.Status)
+	}
+	if !closedByServer(nc, br) {
+		t.Error("an idle kept-alive socket stayed open")
+	}
+	_, _, resp = rawHTTP(t, ts, "GET /readyz HTTP/1.1\r\nHost: x\r\nOrigin: http://evil.example\r\n\r\n")
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("/readyz with an Origin: %s, want 403", resp.Status)
+	}
+}
+
+// TestMaxConnections: past --max-connections an upgrade is answered 503; once a connection
+// ends there is room again.
+func TestMaxConnections(t *testing.T) {
+	ts := startTestServer(t, func(s *server) { s.cfg.maxConnections = 2 })
+	a := ts.connect(t)
+	ts.connect(t)
+	_, _, resp := rawHTTP(t, ts, upgradeRequest)
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("third connection: %s, want 503", resp.Status)
+	}
+	a.close()
+	waitFor(t, "a connection slot is free", func() bool {
+		_, _, resp := rawHTTP(t, ts, upgradeRequest)
+		return resp.StatusCode == http.StatusSwitchingProtocols
+	})
+}
+
+// TestPendingConnectionsAreBounded: sockets that never send a request cannot take every
+// descriptor: past wsMaxPending the server closes new ones at once, and frees room as they go.
+func TestPendingConnectionsAreBounded(t *testing.T) {
+	ts := startTestServer(t)
+	addr := strings.TrimPrefix(ts.url, "ws://")
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range wsMaxPending {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	waitFor(t, "the server closes the connection past its bound", func() bool {
+		return closedByServer(extra, bufio.NewReader(extra))
+	})
+	for _, c := range idle {
+		c.Close()
+	}
+	idle = nil
+	waitFor(t, "a client connects once the idle sockets are gone", func() bool {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false
+		}
+		defer nc.Close()
+		io.WriteString(nc, upgradeRequest)
+		nc.SetReadDeadline(time.Now().Add(procWait))
+		resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+		return err == nil && resp.StatusCode == http.StatusSwitchingProtocols
+	})
 }

@@ -30,6 +30,7 @@ const (
 	shutdownGrace          = 2 * time.Second
 	defaultWSMaxClockSkew  = 30 * time.Second
 	defaultListen          = "ws://127.0.0.1:0"
+	defaultMaxConnections  = 2048
 	readyzPath             = "/readyz"
 	stdioParsePrefix       = "failed to parse JSON-RPC message from exec-server stdio"
 	websocketParsePrefixFm = "failed to parse websocket JSON-RPC message from exec-server websocket %s"
@@ -46,6 +47,9 @@ type serverConfig struct {
 	// one, answering sandboxType "none", instead of enforcing them. Opt-in, for hosts that
 	// are themselves the sandbox (a container, a throwaway VM).
 	runManagedUnsandboxed bool
+	// maxConnections bounds the websocket connections served at once (0: no bound); past it
+	// an upgrade is answered 503.
+	maxConnections int
 }
 
 // server is one exec-server: its sessions, its method table and its configuration. Every
@@ -103,6 +107,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		retention        = fs.Duration("exited-process-retention", defaultRetention, "how long a closed process stays readable")
 		_                = fs.Int("concurrent-requests", 1, "accepted for compatibility; requests never wait for each other here")
 		managedSandbox   = fs.String("managed-sandbox", "enforce", "what to do with a request for a managed sandbox: enforce it, or run-unsandboxed (for hosts that are themselves the sandbox)")
+		maxConnections   = fs.Int("max-connections", defaultMaxConnections, "websocket connections served at once; past it an upgrade is answered 503")
 		pidNamespace     = fs.String("linux-sandbox-pid-namespace", "isolate", "sandboxed processes get a pid namespace of their own (isolate) or share the server's (inherit)")
 		wsAuth           = fs.String("ws-auth", "", "websocket auth: capability-token or signed-bearer-token")
 		wsTokenFile      = fs.String("ws-token-file", "", "file holding the capability token")
@@ -166,6 +171,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		retention:             *retention,
 		stallTimeout:          defaultStallTimeout,
 		runManagedUnsandboxed: *managedSandbox == "run-unsandboxed",
+		maxConnections:        *maxConnections,
 	}, log)
 	srv.auth = auth
 	srv.sandbox = sbx

@@ -78,13 +78,19 @@ const (
 
 // Limits, as the reference's (protocol.md §2.2, §2.3).
 const (
-	wsMaxFrame        = 16 << 20 // one frame's payload
-	wsMaxMessage      = 64 << 20 // one reassembled message
-	wsMaxControl      = 125      // a control frame's payload
-	wsPingInterval    = 30 * time.Second
-	wsCloseWait       = time.Second // how long we wait for the peer's close echo
-	wsHandshakeLimit  = 10 * time.Second
-	wsMaxHeaderBytes  = 16 << 10
+	wsMaxFrame       = 16 << 20 // one frame's payload
+	wsMaxMessage     = 64 << 20 // one reassembled message
+	wsMaxControl     = 125      // a control frame's payload
+	wsPingInterval   = 30 * time.Second
+	wsCloseWait      = time.Second // how long we wait for the peer's close echo
+	wsHandshakeLimit = 10 * time.Second
+	wsMaxHeaderBytes = 16 << 10
+	// wsIdleLimit is how long a kept-alive HTTP connection (one that asked for /readyz, say)
+	// may sit idle between requests before the server closes it.
+	wsIdleLimit = 5 * time.Second
+	// wsMaxPending bounds the connections that have not upgraded to a websocket (yet): past
+	// it, a new one is closed at once, so idle or slow sockets cannot hold every descriptor.
+	wsMaxPending      = 256
 	wsWriteBufferSize = 64 << 10
 	wsReadStep        = 256 << 10       // the reassembly buffer grows by received bytes, at least this much at a time
 	wsKeepBuffer      = 1 << 20         // a reassembly buffer larger than this is dropped after its message
@@ -686,17 +692,57 @@ type wsServer struct {
 	srv  *server
 	http *http.Server
 	opts wsOptions // for each upgraded connection; tests shorten the intervals
+
+	mu       sync.Mutex
+	pending  map[net.Conn]struct{} // connections not (yet) upgraded
+	upgraded int                   // websocket connections being served
 }
 
 func newWSServer(srv *server) *wsServer {
-	w := &wsServer{srv: srv, opts: wsOptions{pingInterval: wsPingInterval}}
+	w := &wsServer{srv: srv, opts: wsOptions{pingInterval: wsPingInterval}, pending: map[net.Conn]struct{}{}}
 	w.http = &http.Server{
 		Handler:           w,
 		ReadHeaderTimeout: wsHandshakeLimit,
+		IdleTimeout:       wsIdleLimit,
 		MaxHeaderBytes:    wsMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(srv.log.Handler(), slog.LevelDebug),
+		ConnState:         w.connState,
 	}
 	return w
+}
+
+// connState keeps the set of connections that have not upgraded, and closes a new one past
+// wsMaxPending.
+func (w *wsServer) connState(nc net.Conn, st http.ConnState) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch st {
+	case http.StateNew:
+		if len(w.pending) >= wsMaxPending {
+			nc.Close()
+			return
+		}
+		w.pending[nc] = struct{}{}
+	case http.StateHijacked, http.StateClosed:
+		delete(w.pending, nc)
+	}
+}
+
+// admit counts one more websocket connection, unless --max-connections are being served.
+func (w *wsServer) admit() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if max := w.srv.cfg.maxConnections; max > 0 && w.upgraded >= max {
+		return false
+	}
+	w.upgraded++
+	return true
+}
+
+func (w *wsServer) leave() {
+	w.mu.Lock()
+	w.upgraded--
+	w.mu.Unlock()
 }
 
 func (w *wsServer) serve(ln net.Listener) error {
@@ -710,7 +756,12 @@ func (w *wsServer) serve(ln net.Listener) error {
 // close stops accepting. Upgraded connections end through the server's context.
 func (w *wsServer) close() { w.http.Close() }
 
+// plainError answers code with body. Every refusal closes the connection: a client that was
+// refused has no reason to keep it, and an idle refused socket only holds a descriptor.
 func plainError(rw http.ResponseWriter, code int, body string) {
+	if code >= 400 {
+		rw.Header().Set("Connection", "close")
+	}
 	if body == "" {
 		rw.Header().Set("Content-Length", "0")
 		rw.WriteHeader(code)
@@ -724,6 +775,10 @@ func plainError(rw http.ResponseWriter, code int, body string) {
 // ServeHTTP routes /readyz and the upgrade on /.
 func (w *wsServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == readyzPath {
+		if _, ok := r.Header["Origin"]; ok { // a browser page has no business here either
+			plainError(rw, http.StatusForbidden, "")
+			return
+		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			rw.Header().Set("Allow", "GET,HEAD")
 			plainError(rw, http.StatusMethodNotAllowed, "")
@@ -766,6 +821,11 @@ func (w *wsServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		plainError(rw, http.StatusUnauthorized, body)
 		return
 	}
+	if !w.admit() {
+		plainError(rw, http.StatusServiceUnavailable, "too many connections: the server is at --max-connections")
+		return
+	}
+	defer w.leave()
 	hj, ok := rw.(http.Hijacker)
 	if !ok {
 		plainError(rw, http.StatusInternalServerError, "")
