@@ -14,8 +14,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -276,4 +279,58 @@ func TestPendingConnectionsAreBounded(t *testing.T) {
 		resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
 		return err == nil && resp.StatusCode == http.StatusSwitchingProtocols
 	})
+}
+
+// TestGrandchildrenDieWhenTheServerIsKilled kills a real server process with SIGKILL while
+// its children have started grandchildren that PR_SET_PDEATHSIG does not reach: a subshell's
+// background job, a `set -m` job in a group of its own, a nohup'd one, and an interactive
+// shell's job in a PTY. The watchdog kills them all.
+func TestGrandchildrenDieWhenTheServerIsKilled(t *testing.T) {
+	if os.Getenv("EXEC_SERVER_CRASH_HELPER") == "2" {
+		os.Exit(run([]string{"--listen", "ws://127.0.0.1:0"}, os.Stdin, os.Stdout, os.Stderr))
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("the session sweep lists /proc: Linux only")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestGrandchildrenDieWhenTheServerIsKilled$")
+	cmd.Env = append(os.Environ(), "EXEC_SERVER_CRASH_HELPER=2")
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ws://") {
+		t.Fatalf("server printed %q, %v", line, err)
+	}
+	tc := (&testServer{url: strings.TrimSpace(line)}).connect(t)
+	scripts := []struct {
+		name   string
+		tty    bool
+		script string
+	}{
+		{"subshell background", false, "(sleep 301 & echo $!); exec sleep 600"},
+		{"set -m job", false, "set -m; sleep 302 & echo $!; exec sleep 600"},
+		{"nohup", false, "nohup sleep 303 >/dev/null 2>&1 & echo $!; exec sleep 600"},
+		{"interactive job in a PTY", true, "set -m; sleep 304 & echo $!; wait"},
+		{"leader already exited", false, "sleep 305 >/dev/null 2>&1 & echo $!"},
+	}
+	var pids []int
+	for i, s := range scripts {
+		id := fmt.Sprintf("gc%d", i)
+		tc.mustCall("process/start", with(procStart(t, id, "bash", "-c", s.script), "tty", s.tty))
+		waitEvent(tc, id, "process/output")
+		pid := firstLineInt(t, strings.TrimSpace(procOutput(tc, id)))
+		if syscall.Kill(pid, 0) != nil {
+			t.Fatalf("%s: grandchild %d not running", s.name, pid)
+		}
+		pids = append(pids, pid)
+	}
+	waitEvent(tc, "gc4", "process/closed")
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	for i, pid := range pids {
+		t.Logf("%s: waiting for %d", scripts[i].name, pid)
+		waitPidGone(t, pid)
+	}
 }

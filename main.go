@@ -50,6 +50,9 @@ type serverConfig struct {
 	// maxConnections bounds the websocket connections served at once (0: no bound); past it
 	// an upgrade is answered 503.
 	maxConnections int
+	// watchdog starts a watchdog process with the first child, which kills what is left of
+	// the children if the server dies without cleaning up (watchdog.go).
+	watchdog bool
 }
 
 // server is one exec-server: its sessions, its method table and its configuration. Every
@@ -62,13 +65,20 @@ type server struct {
 	sessions sessionTable
 	envInfo  *environmentInfo
 	sandbox  *sandboxer
+	watchdog *watchdog // nil unless cfg.watchdog
 	auth     *wsAuthConfig
 	conns    sync.WaitGroup
 }
 
 func newServer(ctx context.Context, cfg serverConfig, log *slog.Logger) *server {
 	sbx, _ := newSandboxer("isolate", "")
-	return &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment(), sandbox: sbx}
+	s := &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment(), sandbox: sbx}
+	if cfg.watchdog {
+		s.watchdog = &watchdog{onError: func(err error) {
+			log.Warn("children may outlive a crash of this server", "err", err)
+		}}
+	}
+	return s
 }
 
 // shutdown kills every managed process group of every session.
@@ -76,11 +86,15 @@ func (s *server) shutdown() {
 	for _, sess := range s.sessions.all() {
 		sess.shutdown()
 	}
+	s.watchdog.close()
 }
 
 func main() {
 	if isSandboxStage() { // before anything else: this process is a sandbox stage (sandbox_linux.go)
 		runSandboxStage()
+	}
+	if isWatchdog() {
+		runWatchdog()
 	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
@@ -172,6 +186,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stallTimeout:          defaultStallTimeout,
 		runManagedUnsandboxed: *managedSandbox == "run-unsandboxed",
 		maxConnections:        *maxConnections,
+		watchdog:              true,
 	}, log)
 	srv.auth = auth
 	srv.sandbox = sbx

@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if isSandboxStage() {
 		runSandboxStage()
 	}
+	if isWatchdog() {
+		runWatchdog()
+	}
 	os.Exit(m.Run())
 }
 

@@ -142,6 +142,15 @@ func (t *procTable) remove(p *process) {
 		delete(t.procs, p.id)
 	}
 	t.mu.Unlock()
+	t.watchdog().record('-', p.pid)
+}
+
+// watchdog is the server's watchdog, nil when it has none.
+func (t *procTable) watchdog() *watchdog {
+	if t == nil || t.s == nil || t.s.srv == nil {
+		return nil
+	}
+	return t.s.srv.watchdog
 }
 
 // killAll ends the session's processes: SIGKILL to every process group and the rest of
@@ -186,6 +195,7 @@ func (t *procTable) killAll() {
 			deadline.Reset(0)
 		}
 		p.forceClose()
+		t.watchdog().record('-', p.pid)
 	}
 }
 

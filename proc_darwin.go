@@ -14,6 +14,9 @@ import (
 
 // childSysProcAttr makes the child a session and group leader, with the PTY (its fd 0) as
 // controlling terminal in tty mode.
+// selfExecutable is this binary's path.
+func selfExecutable() (string, error) { return os.Executable() }
+
 func childSysProcAttr(tty bool) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setsid: true, Setctty: tty, Ctty: 0}
 }

@@ -13,6 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// selfExecutable is this binary, as a path the kernel resolves without PATH.
+func selfExecutable() (string, error) { return "/proc/self/exe", nil }
+
 // childSysProcAttr makes the child a session and group leader, with the PTY (its fd 0) as
 // controlling terminal in tty mode, and has the kernel SIGKILL it when its parent dies.
 func childSysProcAttr(tty bool) *syscall.SysProcAttr {

@@ -64,6 +64,7 @@ func (p *process) spawn(spec *launchSpec) error {
 	p.mu.Lock()
 	p.pid, p.osProc, p.stdin, p.master, p.outs = proc.Pid, proc, cio.stdin, cio.master, cio.outs
 	p.stage = spec.stage
+	p.table.watchdog().record('+', proc.Pid)
 	p.open = len(cio.outs)
 	p.started = true
 	p.mu.Unlock()
@@ -180,6 +181,7 @@ func (p *process) reap(exit *childExit) {
 		p.mu.Unlock()
 	}
 	exit.close()
+	p.table.watchdog().record('r', p.pid)
 	p.stage.exited()
 	p.reportExit(exitCodeOf(st, err))
 }
