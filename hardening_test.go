@@ -334,3 +334,34 @@ func TestGrandchildrenDieWhenTheServerIsKilled(t *testing.T) {
 		waitPidGone(t, pid)
 	}
 }
+
+// TestSmallChunksRetainAMegabyte: an 80,000-line echo loop writes about 570 KB in many
+// small writes; every byte is still readable after the process ends, from seq 1.
+func TestSmallChunksRetainAMegabyte(t *testing.T) {
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	tc.mustCall("process/start", procStart(t, "echo", "bash", "-c", `for i in $(seq 1 80000); do echo "l$i"; done`))
+	r := waitClosed(tc, "echo")
+	var want strings.Builder
+	for i := 1; i <= 80000; i++ {
+		fmt.Fprintf(&want, "l%d\n", i)
+	}
+	res := tc.mustCall("process/read", map[string]any{"processId": "echo", "afterSeq": 0})
+	var rr struct {
+		Chunks []struct {
+			Seq   uint64 `json:"seq"`
+			Chunk []byte `json:"chunk"`
+		} `json:"chunks"`
+	}
+	if err := json.Unmarshal(res, &rr); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for _, c := range rr.Chunks {
+		got = append(got, c.Chunk...)
+	}
+	if len(rr.Chunks) == 0 || rr.Chunks[0].Seq != 1 || string(got) != want.String() {
+		t.Errorf("read back %d bytes in %d chunks from seq %d; want all %d from seq 1", len(got), len(rr.Chunks), rr.Chunks[0].Seq, want.Len())
+	}
+	t.Logf("%d bytes in %d chunks (%d events)", len(got), len(rr.Chunks), r.exitedSeq)
+}

@@ -36,7 +36,6 @@ package main
 // reports 1); process/signal on a PTY signals the terminal's foreground process group rather
 // than writing ^C; process/terminate and the end of a session kill the child's whole session,
 // not only its process group (the jobs of an interactive shell live in groups of their own);
-// output in chunks of less than ~70 bytes is retained below 1 MiB, within a memory bound;
 // native absolute cwd paths are accepted (SEED). As in 0.169, any sandbox object, a disabled
 // one included, makes sandboxType the platform's ("linuxSeccomp" on Linux) and subjects the
 // process to the denial heuristic; a managed one the operator chose to run unsandboxed
@@ -54,12 +53,6 @@ const (
 	// retainedOutputLimit bounds the output kept per process for process/read (§4.4). Whole
 	// chunks are evicted, oldest first, once the total passes it.
 	retainedOutputLimit = 1 << 20
-	// retainedMemoryLimit bounds the memory the retained chunks take, notifications and
-	// bookkeeping included. With chunks of about 70 bytes or more, retainedOutputLimit is
-	// reached first; tinier ones (an echoing terminal, a byte-at-a-time writer) cost up to
-	// ~175 bytes of memory per byte of output, and are evicted earlier rather than make
-	// 1 MiB of output cost 175 MiB.
-	retainedMemoryLimit = 4 << 20
 	// readChunkMin and readChunkMax bound one read from a pipe or PTY, hence one
 	// process/output chunk. A reader starts small (an idle shell costs little) and doubles its
 	// buffer each time a read fills it. 64 KiB chunks make ~87 KB notifications, far under the

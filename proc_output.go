@@ -19,7 +19,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unsafe"
 )
 
 // streamKind names an output stream on the wire.
@@ -57,42 +56,25 @@ type process struct {
 
 	sendMu sync.Mutex // held from numbering an event to queueing it for the client; before mu
 
-	mu          sync.Mutex
-	started     bool   // spawn finished; until then writes answer "starting"
-	nextSeq     uint64 // the seq of the next event
-	chunks      []retainedChunk
-	retained    int           // raw bytes in chunks
-	retainedMem int           // memory the chunks take, bookkeeping included
-	open        int           // streams not yet at EOF
-	streamsEOF  chan struct{} // closed when open reaches 0
-	drained     chan struct{} // closed when every stream asked to drain at exit has drained
-	draining    int           // streams asked to drain that have not yet
-	exited      bool
-	exitCode    int
-	denied      bool          // sandboxDenied: decided when exited is set (sandbox_denial.go)
-	nextOutput  chan struct{} // non-nil while the exit report awaits one more chunk; closed by it
-	reaped      bool          // the exit status was collected: the pid may name another process now
-	sweep       chan struct{} // a queued sweep of the child's session; the reaper waits for it
-	closed      bool
-	wake        chan struct{} // non-nil while a long poll waits; closed by the next event
-	removal     *time.Timer   // forgets the process when the retention window ends
-	writeIDs    writeIDSet
+	mu         sync.Mutex
+	started    bool   // spawn finished; until then writes answer "starting"
+	nextSeq    uint64 // the seq of the next event
+	out        retainedOutput
+	open       int           // streams not yet at EOF
+	streamsEOF chan struct{} // closed when open reaches 0
+	drained    chan struct{} // closed when every stream asked to drain at exit has drained
+	draining   int           // streams asked to drain that have not yet
+	exited     bool
+	exitCode   int
+	denied     bool          // sandboxDenied: decided when exited is set (sandbox_denial.go)
+	nextOutput chan struct{} // non-nil while the exit report awaits one more chunk; closed by it
+	reaped     bool          // the exit status was collected: the pid may name another process now
+	sweep      chan struct{} // a queued sweep of the child's session; the reaper waits for it
+	closed     bool
+	wake       chan struct{} // non-nil while a long poll waits; closed by the next event
+	removal    *time.Timer   // forgets the process when the retention window ends
+	writeIDs   writeIDSet
 }
-
-// retainedChunk is one output chunk kept for process/read: the notification that carried it
-// and where its base64 text starts.
-type retainedChunk struct {
-	seq    uint64
-	stream streamKind
-	msg    []byte // the process/output notification
-	b64    int    // offset of the base64 text in msg; it ends 3 bytes before msg does (`"}}`)
-	n      int    // raw length
-}
-
-func (c *retainedChunk) base64() []byte { return c.msg[c.b64 : len(c.msg)-3] }
-
-// memory is what c costs to retain: its notification and its own bookkeeping.
-func (c *retainedChunk) memory() int { return cap(c.msg) + int(unsafe.Sizeof(*c)) }
 
 func newProcess(t *procTable, id string, tty bool, retention time.Duration) *process {
 	return &process{
@@ -122,22 +104,13 @@ func (p *process) output(stream streamKind, data []byte) {
 	p.send(msg)
 }
 
-// retainLocked numbers a chunk and keeps it for process/read, evicting whole chunks, oldest
-// first, past retainedOutputLimit bytes of output (§4.4) or retainedMemoryLimit bytes of
-// memory; it returns the chunk's notification. p.sendMu is held.
+// retainLocked numbers a chunk and keeps it for process/read (proc_retained.go); it returns
+// the chunk's notification. p.sendMu is held.
 func (p *process) retainLocked(stream streamKind, data []byte) []byte {
 	seq := p.nextSeq
 	p.nextSeq++
-	msg, b64 := appendOutputNotification(nil, p.idJSON, seq, stream, data)
-	p.chunks = append(p.chunks, retainedChunk{seq: seq, stream: stream, msg: msg, b64: b64, n: len(data)})
-	p.retained += len(data)
-	p.retainedMem += p.chunks[len(p.chunks)-1].memory()
-	for (p.retained > retainedOutputLimit || p.retainedMem > retainedMemoryLimit) && len(p.chunks) > 1 {
-		p.retained -= p.chunks[0].n
-		p.retainedMem -= p.chunks[0].memory()
-		p.chunks[0] = retainedChunk{} // let the evicted notification be collected
-		p.chunks = p.chunks[1:]
-	}
+	msg, _ := appendOutputNotification(nil, p.idJSON, seq, stream, data)
+	p.out.add(seq, stream, data)
 	return msg
 }
 
@@ -182,10 +155,11 @@ func (p *process) wakeLocked() {
 func (p *process) read(after uint64, maxBytes *uint64) (json.RawMessage, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	first := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].seq > after })
+	chunks := p.out.chunks
+	first := sort.Search(len(chunks), func(i int) bool { return chunks[i].seq > after })
 	end, total := first, uint64(0)
-	for end < len(p.chunks) {
-		n := uint64(p.chunks[end].n)
+	for end < len(chunks) {
+		n := uint64(chunks[end].n)
 		if maxBytes != nil && end > first && total+n > *maxBytes {
 			break
 		}
@@ -195,7 +169,7 @@ func (p *process) read(after uint64, maxBytes *uint64) (json.RawMessage, <-chan 
 			break
 		}
 	}
-	picked := p.chunks[first:end]
+	picked := chunks[first:end]
 	next := p.nextSeq
 	if maxBytes != nil && len(picked) > 0 {
 		next = picked[len(picked)-1].seq + 1
@@ -210,12 +184,12 @@ func (p *process) read(after uint64, maxBytes *uint64) (json.RawMessage, <-chan 
 	return res, p.wake
 }
 
-// readResultLocked encodes a process/read result by hand: the chunks' base64 text is copied
-// from the retained notifications, never decoded and encoded again.
+// readResultLocked encodes a process/read result by hand, each chunk's bytes encoded
+// straight into it.
 func (p *process) readResultLocked(chunks []retainedChunk, next uint64) json.RawMessage {
 	size := 160
 	for i := range chunks {
-		size += len(chunks[i].msg) - chunks[i].b64 + 48
+		size += base64.StdEncoding.EncodedLen(int(chunks[i].n)) + 48
 	}
 	dst := make([]byte, 0, size)
 	dst = append(dst, `{"chunks":[`...)
@@ -229,7 +203,7 @@ func (p *process) readResultLocked(chunks []retainedChunk, next uint64) json.Raw
 		dst = append(dst, `,"stream":"`...)
 		dst = append(dst, streamNames[c.stream]...)
 		dst = append(dst, `","chunk":"`...)
-		dst = append(dst, c.base64()...)
+		dst = base64.StdEncoding.AppendEncode(dst, p.out.bytesOf(c))
 		dst = append(dst, `"}`...)
 	}
 	dst = append(dst, `],"nextSeq":`...)

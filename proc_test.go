@@ -1389,8 +1389,8 @@ func TestProcessWriteIDMemoryIsBounded(t *testing.T) {
 }
 
 // TestProcessRetainedOutputMemoryIsBounded feeds a process 200,000 one-byte chunks (an
-// echoing terminal, a byte-at-a-time writer): the retained buffer's memory stays bounded,
-// not 1 MiB of chunks at ~170 bytes of bookkeeping each, and holds the newest chunks.
+// echoing terminal, a byte-at-a-time writer): the newest retainedChunkLimit are retained, in
+// a few bytes of memory each.
 func TestProcessRetainedOutputMemoryIsBounded(t *testing.T) {
 	srv := newServer(context.Background(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, nil)
 	sess := &session{id: "tiny", srv: srv}
@@ -1402,15 +1402,18 @@ func TestProcessRetainedOutputMemoryIsBounded(t *testing.T) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	mem := 0
-	for i, c := range p.chunks {
-		mem += cap(c.msg) + int(unsafe.Sizeof(c))
-		if c.seq != uint64(n-len(p.chunks)+i+1) {
+	chunks := p.out.chunks
+	if len(chunks) != retainedChunkLimit {
+		t.Errorf("%d chunks retained, want %d", len(chunks), retainedChunkLimit)
+	}
+	for i, c := range chunks {
+		if c.seq != uint64(n-len(chunks)+i+1) || string(p.out.bytesOf(&c)) != "x" {
 			t.Fatalf("retained chunk %d has seq %d: not the newest", i, c.seq)
 		}
 	}
-	if mem > retainedMemoryLimit {
-		t.Errorf("%d one-byte chunks retained in %d bytes of memory", len(p.chunks), mem)
+	mem := cap(p.out.data) + cap(chunks)*int(unsafe.Sizeof(chunks[0]))
+	if limit := 4 * retainedChunkLimit * int(unsafe.Sizeof(chunks[0])); mem > limit {
+		t.Errorf("%d one-byte chunks retained in %d bytes of memory, more than %d", len(chunks), mem, limit)
 	}
 }
 

@@ -7,7 +7,6 @@ package main
 // answer from either server.
 
 import (
-	"encoding/base64"
 	"runtime"
 	"time"
 )
@@ -193,41 +192,28 @@ func foldASCII(c byte) byte {
 	return c
 }
 
-// denialDecodeWindow is how much base64 text of a retained chunk is decoded at a time while
-// scanning for keywords: a multiple of 4, so each window decodes on its own.
-const denialDecodeWindow = 4 << 10
-
 // retainedDenialKeyword reports whether the retained output holds a denial keyword in any of
 // the texts the reference checks (docs/sandbox.md §4 rule 3): stdout (PTY output included),
-// stderr, and everything in arrival order. The chunks hold base64 text (proc_output.go), so
-// it decodes them a window at a time into one small buffer, searches the window once, and
-// hands it to two of three scanners for the keywords that straddle windows and chunks; nothing
-// the size of the output is ever allocated. The caller holds p.sendMu, which every change to
-// p.chunks holds too, so p.mu need not be held: process/read answers meanwhile.
+// stderr, and everything in arrival order. Each chunk is searched once in place and handed to
+// two of three scanners for the keywords that straddle chunks; nothing is copied. The caller
+// holds p.sendMu, which every change to the retained output holds too, so p.mu need not be
+// held: process/read answers meanwhile.
 func (p *process) retainedDenialKeyword() bool {
 	var out, errs, all keywordScanner
-	buf := make([]byte, denialDecodeWindow/4*3)
-	for i := range p.chunks {
-		c := &p.chunks[i]
+	for i := range p.out.chunks {
+		c := &p.out.chunks[i]
 		stream := &out
 		if c.stream == streamStderr {
 			stream = &errs
 		}
-		for b64 := c.base64(); len(b64) > 0; {
-			w := b64[:min(len(b64), denialDecodeWindow)]
-			b64 = b64[len(w):]
-			n, err := base64.StdEncoding.Decode(buf, w)
-			if err != nil {
-				break // not ours to fail on: the chunk was encoded here
-			}
-			if hasDenialKeyword(buf[:n]) {
-				return true
-			}
-			stream.writeScanned(buf[:n])
-			all.writeScanned(buf[:n])
-			if stream.found || all.found {
-				return true
-			}
+		b := p.out.bytesOf(c)
+		if hasDenialKeyword(b) {
+			return true
+		}
+		stream.writeScanned(b)
+		all.writeScanned(b)
+		if stream.found || all.found {
+			return true
 		}
 	}
 	return false

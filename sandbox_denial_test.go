@@ -117,8 +117,8 @@ func newDetachedProcess(id string, tty bool) *process {
 }
 
 // TestRetainedDenialKeyword checks the scan of the retained chunks: keywords straddling two
-// chunks, a chunk boundary inside the decode window's, and the three texts the reference
-// checks (stdout, stderr, both in arrival order) kept apart.
+// chunks, and the three texts the reference checks (stdout, stderr, both in arrival order)
+// kept apart.
 func TestRetainedDenialKeyword(t *testing.T) {
 	type chunk struct {
 		stream streamKind
@@ -127,9 +127,8 @@ func TestRetainedDenialKeyword(t *testing.T) {
 	out := func(s string) chunk { return chunk{streamStdout, s} }
 	errs := func(s string) chunk { return chunk{streamStderr, s} }
 	pty := func(s string) chunk { return chunk{streamPTY, s} }
-	// big puts a keyword across the boundary of two decode windows of one chunk.
-	window := denialDecodeWindow / 4 * 3
-	big := strings.Repeat("x", window-4) + "Sandbox" + strings.Repeat("y", window)
+	// big is a large chunk with a keyword well inside it.
+	big := strings.Repeat("x", 3068) + "Sandbox" + strings.Repeat("y", 3072)
 	tests := []struct {
 		name   string
 		chunks []chunk
@@ -145,7 +144,7 @@ func TestRetainedDenialKeyword(t *testing.T) {
 		{"stderr's text, stdout between", []chunk{errs("failed to "), out("x"), errs("write file")}, true},
 		{"arrival order's text, across streams", []chunk{out("sand"), errs("box")}, true},
 		{"in no one text", []chunk{out("sand"), errs("x"), out("x"), errs("box")}, false},
-		{"across decode windows", []chunk{out(big)}, true},
+		{"inside a large chunk", []chunk{out(big)}, true},
 		{"large and clean", []chunk{out(strings.Repeat("permission granted ", 1000)), errs(strings.Repeat("sand", 1000))}, false},
 	}
 	for _, tt := range tests {
@@ -190,7 +189,7 @@ func BenchmarkRetainedDenialKeyword(b *testing.B) {
 	}
 	p.sendMu.Lock()
 	defer p.sendMu.Unlock()
-	b.SetBytes(int64(p.retained))
+	b.SetBytes(int64(p.out.bytes))
 	b.ReportAllocs()
 	for b.Loop() {
 		if p.retainedDenialKeyword() {
