@@ -365,3 +365,27 @@ func TestSmallChunksRetainAMegabyte(t *testing.T) {
 	}
 	t.Logf("%d bytes in %d chunks (%d events)", len(got), len(rr.Chunks), r.exitedSeq)
 }
+
+// TestBinaryFrameNotUTF8IsAParseError: JSON in a binary frame whose text is not UTF-8 is
+// refused as the reference refuses it, instead of being read with replacement characters.
+func TestBinaryFrameNotUTF8IsAParseError(t *testing.T) {
+	ts := startTestServer(t)
+	ws, _, err := dialWebsocket(t.Context(), ts.url, nil, nil, wsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.close(nil)
+	ws.writeMessageOp(wsOpBinary, []byte("{\"id\":1,\"method\":\"initialize\",\"params\":{\"clientName\":\"a\xff\"}}"))
+	ws.nc.SetReadDeadline(time.Now().Add(procWait))
+	b, err := ws.readMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"code":-32600`) || !strings.Contains(string(b), "invalid unicode code point at line 1 column 57") {
+		t.Errorf("answer %s", b)
+	}
+	ws.writeMessageOp(wsOpBinary, []byte(`{"id":2,"method":"initialize","params":{"clientName":"é"}}`))
+	if b, err := ws.readMessage(); err != nil || !strings.Contains(string(b), `"id":2,"result"`) {
+		t.Errorf("valid binary message: %s %v", b, err)
+	}
+}

@@ -265,7 +265,11 @@ func (c *conn) processStart(p *startParams) (any, error) {
 		return nil, err
 	}
 	rows, cols := p.ptySize()
-	spec, err := newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols)
+	err = checkNoNUL(p)
+	var spec *launchSpec
+	if err == nil {
+		spec, err = newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols)
+	}
 	sandboxType := ""
 	if err == nil {
 		sandboxType, err = applySandbox(c.srv.sandbox, spec, sandbox)

@@ -292,6 +292,25 @@ func applySandbox(sbx *sandboxer, spec *launchSpec, sb *processSandbox) (sandbox
 	return sbx.confine(spec, profile)
 }
 
+// checkNoNUL refuses a NUL byte in argv or env with the reference's words: such a string
+// cannot reach execve whole.
+func checkNoNUL(p *startParams) error {
+	for _, a := range p.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return errInternal("nul byte found in provided data")
+		}
+	}
+	if p.Arg0 != nil && strings.IndexByte(*p.Arg0, 0) >= 0 {
+		return errInternal("nul byte found in provided data")
+	}
+	for k, v := range p.Env {
+		if strings.IndexByte(k, 0) >= 0 || strings.IndexByte(v, 0) >= 0 {
+			return errInternal("data provided contains a nul byte")
+		}
+	}
+	return nil
+}
+
 // envValue is the value of key in env (KEY=value entries), "" when absent.
 func envValue(env []string, key string) string {
 	for _, kv := range env {

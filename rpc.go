@@ -920,6 +920,10 @@ func (c *conn) currentSession() *session {
 // handleMessage handles one incoming message and says what the reader does next.
 func (c *conn) handleMessage(msg []byte) readStep {
 	in, name, perr := parseIncoming(msg)
+	if perr == nil {
+		known, _ := c.t.(utf8Checker)
+		perr = checkJSONText(msg, in.Params, known != nil && known.lastMessageUTF8())
+	}
 	if perr != nil {
 		c.sendError(nil, errInvalidRequest("%s: %s", c.parsePrefix, perr))
 		return readNext

@@ -135,6 +135,9 @@ type wsConn struct {
 	hdr  [14]byte
 	ctrl [wsMaxControl]byte // a control frame's payload
 	skip int                // payload bytes of a refused frame, still unread
+	// lastText: the message readMessage returned last came in text frames, whose UTF-8 was
+	// checked as they were read. Only the reader touches it.
+	lastText bool
 	// spare is a large reassembly buffer whose message a handler kept and has released
 	// (keepMessage); the next large message is read into it for wsSpareLinger.
 	spare atomic.Pointer[[]byte]
@@ -205,9 +208,13 @@ func (c *wsConn) closeTCP() {
 
 // readMessage returns the next text or binary message (msgTransport).
 func (c *wsConn) readMessage() ([]byte, error) {
-	_, b, err := c.readFrameMessage()
+	op, b, err := c.readFrameMessage()
+	c.lastText = op == wsOpText
 	return b, err
 }
+
+// lastMessageUTF8 implements utf8Checker: a text message was checked as it was read.
+func (c *wsConn) lastMessageUTF8() bool { return c.lastText }
 
 // keepMessage implements msgTransport. A released buffer of over wsKeepBuffer becomes the
 // spare for wsSpareLinger: back-to-back large messages (fs/writeFile of 32 MiB) are then read
