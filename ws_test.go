@@ -523,7 +523,7 @@ func TestWSUTF8Autobahn6(t *testing.T) {
 		wsCase{"surrogate lead at the end of a fragment", script(send(cTextStart(prefix+"\xed\xa0")), failed(wsCloseInvalidUTF8))},
 		wsCase{"6.3.2 invalid text one byte per fragment", script(send(cTextStart(prefix[:1]), cCont(prefix[1:]), cCont("\xed"), cCont("\xa0")), failed(wsCloseInvalidUTF8))},
 		wsCase{"code point cut by the final fragment", script(send(cTextStart(prefix), cContFin("\xce")), failed(wsCloseInvalidUTF8))},
-		wsCase{"binary with invalid UTF-8 is not validated", script(send(cBinary(wsReq(1, "\xff\xfe"))), reply("1"))},
+		wsCase{"binary with invalid UTF-8 is a parse error, not a close", script(send(cBinary(wsReq(1, "\xff\xfe"))), reply("-1", "invalid unicode code point"), send(cBinary(wsReq(2, "x"))), reply("2"))},
 	)
 	for _, bad := range []string{
 		"\x80", "\xbf", "\x80\xbf\x80", // lone continuation bytes
