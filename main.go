@@ -58,25 +58,33 @@ type server struct {
 	sessions sessionTable
 	envInfo  *environmentInfo
 	sandbox  *sandboxer
-	auth     *wsAuthConfig
-	conns    sync.WaitGroup
+	// fsWorkers runs the fs operations a sandbox confines (fsworker.go).
+	fsWorkers *fsWorkerPool
+	auth      *wsAuthConfig
+	conns     sync.WaitGroup
 }
 
 func newServer(ctx context.Context, cfg serverConfig, log *slog.Logger) *server {
 	sbx, _ := newSandboxer("isolate", "")
-	return &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment(), sandbox: sbx}
+	return &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment(), sandbox: sbx,
+		fsWorkers: newFSWorkerPool()}
 }
 
-// shutdown kills every managed process group of every session.
+// shutdown kills every managed process group of every session, and stops the fs sandbox
+// workers.
 func (s *server) shutdown() {
 	for _, sess := range s.sessions.all() {
 		sess.shutdown()
 	}
+	s.fsWorkers.close()
 }
 
 func main() {
 	if isSandboxStage() { // before anything else: this process is a sandbox stage (sandbox_linux.go)
 		runSandboxStage()
+	}
+	if isFSWorker() { // … or an fs sandbox worker (fsworker.go)
+		runFSWorker()
 	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -1,0 +1,29 @@
+package main
+
+// Starting an fs sandbox worker on macOS (fsworker.go, docs/sandbox.md §8.2): not yet. Until
+// the Seatbelt launcher can confine a worker, an operation that needs one is refused (fail
+// closed), never run unconfined.
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// appendFileIdentity appends the device and inode of the file at path, or "-".
+func appendFileIdentity(b []byte, path string) []byte {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return append(b, '-')
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return append(b, '-')
+	}
+	return fmt.Appendf(b, "%d:%d", st.Dev, st.Ino)
+}
+
+// startFSWorkerProcess refuses: nothing on this platform confines a worker yet.
+func startFSWorkerProcess(sbx *sandboxer, profile *sandboxProfile, env []string) (*fsWorkerProcess, error) {
+	return nil, errFSSandbox()
+}
