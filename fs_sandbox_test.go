@@ -447,19 +447,16 @@ func TestFSManagedSandboxIsEnforcedUnlessRunUnsandboxed(t *testing.T) {
 		{"fs/createDirectory", `{"path":"{root}/d","sandbox":` + workspaceWriteSandbox + `}`, false},
 		{"fs/copy", `{"sourcePath":"{root}/secret","destinationPath":"{root}/copy","recursive":false,"sandbox":` + workspaceWriteSandbox + `}`, true},
 		{"fs/remove", `{"path":"{root}/gone","sandbox":` + workspaceWriteSandbox + `}`, false},
-		{"fs/writeFile", `{"path":"/etc/exec-server-must-not-exist","dataBase64":"aGkK","sandbox":` + workspaceWriteSandbox + `}`, true},
+		{"fs/writeFile", `{"path":"{outside}/new","dataBase64":"aGkK","sandbox":` + workspaceWriteSandbox + `}`, true},
 	}
 	for _, unsandboxed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("run-unsandboxed=%v", unsandboxed), func(t *testing.T) {
 			tc := sandboxedFSServer(t, func(s *server) { s.cfg.runManagedUnsandboxed = unsandboxed }).connect(t)
-			root := t.TempDir()
+			root, outside := t.TempDir(), t.TempDir()
 			fsWrite(t, filepath.Join(root, "secret"), "s3cret")
 			fsWrite(t, filepath.Join(root, "gone"), "x")
 			for _, c := range cases {
-				if unsandboxed && strings.Contains(c.params, "/etc/") {
-					continue // direct access would really write /etc
-				}
-				res, err := fsCall(tc, root, c.method, c.params)
+				res, err := fsCall(tc, root, c.method, strings.ReplaceAll(c.params, "{outside}", fileURI(outside)))
 				switch {
 				case unsandboxed && err != nil:
 					t.Errorf("%s: error %d %s, want direct access", c.method, err.Code, err.Message)
@@ -479,8 +476,8 @@ func TestFSManagedSandboxIsEnforcedUnlessRunUnsandboxed(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(root, "gone")); !os.IsNotExist(err) {
 				t.Errorf("gone is still there: %v", err)
 			}
-			if _, err := os.Stat("/etc/exec-server-must-not-exist"); !os.IsNotExist(err) {
-				t.Errorf("a write outside the writable roots happened: %v", err)
+			if _, err := os.Stat(filepath.Join(outside, "new")); unsandboxed == os.IsNotExist(err) {
+				t.Errorf("the write outside the writable roots happened: %v, want %v", err == nil, unsandboxed)
 			}
 		})
 	}

@@ -31,8 +31,9 @@ package main
 // its binds still hold the old file, and the new one would be open to it), or when the
 // server shuts down. Once no call holds it, its request direction is closed; it finishes
 // what it has, exits, and is reaped. A worker that dies fails the requests it holds (-32603
-// "fs sandbox helper failed …"); the next request starts a new one. The stage is pid 1 of
-// the worker's pid namespace and dies with the server (Pdeathsig), taking the worker along.
+// "fs sandbox helper failed …"); the next request starts a new one. The stage dies with the
+// server (Pdeathsig) and takes the worker along: as pid 1 of its pid namespace, or as the
+// worker itself (it execs the worker in place without one, or under Landlock).
 //
 // What lives as long as a worker: the empty directories the stage makes on the host as
 // mount points for missing protected names (sandbox_linux.go, syntheticDirs), where the

@@ -1,8 +1,9 @@
 package main
 
-// Starting an fs sandbox worker on macOS (fsworker.go, docs/sandbox.md §8.2): not yet. Until
-// the Seatbelt launcher can confine a worker, an operation that needs one is refused (fail
-// closed), never run unconfined.
+// Starting an fs sandbox worker on macOS (fsworker.go, docs/sandbox.md §5): not yet. The
+// Seatbelt launcher (sandbox_darwin.go) could wrap a worker, but that is neither wired nor
+// verified on a Mac; until it is, an operation that needs a worker is refused (fail closed),
+// never run unconfined.
 
 import (
 	"fmt"
