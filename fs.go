@@ -21,30 +21,44 @@ package main
 // Errors from the OS keep the reference's text, "<description> (os error N)", and code:
 // ENOENT -32004; EACCES, EPERM, EINVAL -32600; anything else -32603 (fsError).
 //
-// Scheduling: every method that touches the disk returns a later. Path methods are quick
-// laters: they run on the connection's reader, and get a goroutine of their own only if they
-// outlast inlineBudget (quick.go). Handle methods run in order per handle (key
-// "fh/"+handleId), so a pipelined open, writeBlock…, close keeps its order. Nothing here
-// blocks on a FIFO or opens a device to read it: a file is checked with stat before it is
-// opened (O_NONBLOCK) and with fstat after.
+// Every method is split in two: the handler checks the params and normalises the paths into
+// an fsOp, and the fsOp's run does the I/O. That core is the same code whether it runs here
+// or in the sandbox worker (fsworker.go, docs/sandbox.md §3):
 //
-// Writes (fs/writeFile, and each file fs/copy creates) replace a lone regular file atomically
-// (a temporary file in the same directory, then rename), keeping its mode and owner. They
-// write in place, as the reference always does, where a rename would change what other names
-// see: a file with several hard links (the shared inode keeps the new bytes), a symlink (its
-// target is written, or created if dangling), a device or FIFO, and a file whose owner we
-// cannot give to the temporary file. A temporary file that cannot be created (no write access
-// to the directory) falls back to writing in place too. A file we may not write is refused
-// (EACCES) as the reference's open refuses it, though a rename could replace it. Nothing is
-// fsynced, as in the reference.
+//	the request's sandbox                                     where the fsOp runs
+//	none, disabled, external, managed with an unrestricted    here, as the server's user
+//	file system, or any managed one under --managed-sandbox
+//	run-unsandboxed
+//	managed, restricted, and the operation only reads while   here (the reference does the
+//	the whole disk is readable and nothing is denied          same: reads need no sandbox)
+//	managed, restricted, anything else                        the worker for the resolved
+//	                                                          profile; the kernel decides
+//
+// Scheduling: every method that touches the disk returns a later. Direct path methods are
+// quick laters: they run on the connection's reader, and get a goroutine of their own only if
+// they outlast inlineBudget (quick.go); sandboxed ones wait for the worker on a goroutine of
+// their own. Handle methods run in order per handle (key "fh/"+handleId), so a pipelined
+// open, writeBlock…, close keeps its order. Nothing here blocks on a FIFO or opens a device to
+// read it: a file is checked with stat before it is opened (O_NONBLOCK) and with fstat after.
+//
+// Writes (fs/writeFile, and each file fs/copy creates) made here replace a lone regular file
+// atomically (a temporary file in the same directory, then rename), keeping its mode and
+// owner. They write in place, as the reference always does, where a rename would change what
+// other names see: a file with several hard links (the shared inode keeps the new bytes), a
+// symlink (its target is written, or created if dangling), a device or FIFO, and a file whose
+// owner we cannot give to the temporary file. A temporary file that cannot be created (no
+// write access to the directory) falls back to writing in place too. A file we may not write
+// is refused (EACCES) as the reference's open refuses it, though a rename could replace it.
+// The sandbox worker always writes in place (fsWritesInPlace). Nothing is fsynced, as in the
+// reference.
 //
 // fs/readFile answers at most 512 MiB, as the reference, or less on a transport whose messages
 // are bounded (the relay: see messageLimiter).
 //
 // Deviations from 0.169: fs/copy of a file onto itself (or onto another hard link of it) leaves
 // it intact instead of truncating it; createdAtMs is 0 on every OS (0.169's Linux build
-// reports 0); a sandbox that restricts the filesystem is refused ("filesystem sandbox cannot be
-// enforced on this executor"), where 0.169 runs the operation in its bubblewrap helper.
+// reports 0); a sandboxed operation runs in a worker that lives on between operations
+// (fsworker.go) instead of a helper started for each one.
 
 import (
 	"context"
@@ -88,36 +102,66 @@ func fsMethods(t methodTable) {
 	t["fs/watchMissing"] = handle("filesystem", (*conn).fsWatchMissing)
 }
 
-// fsPathOp is the shape of most filesystem methods: check the path and the sandbox now, then
-// do the I/O as a quick later (on the reader, handed over if it blocks: quick.go).
-func fsPathOp(raw string, sb *fsSandbox, write bool, op func(ctx context.Context, path string) (any, error)) (any, error) {
-	p, err := paramPath(raw)
-	if err != nil {
-		return nil, err
+// fsOp is one filesystem operation, its params checked and its paths normalised: the core
+// that runs here for direct access and in the sandbox worker under a sandbox (fsworker.go).
+// Its exported fields are what crosses to the worker.
+type fsOp interface {
+	run(ctx context.Context, how fsWrites) (any, error)
+}
+
+// fsWrites is how an operation writes a file. Here a lone regular file is replaced
+// atomically where it can be (the file comment). The sandbox worker always writes in place,
+// as the reference's helper does: the file itself is what the sandbox must let it write, and
+// nothing is left behind in the directory if the worker dies mid-write.
+type fsWrites int
+
+const (
+	fsWritesAtomic fsWrites = iota
+	fsWritesInPlace
+)
+
+// fsDo answers a path method with op: run here, as a quick later, when the request's
+// sandbox leaves it free (fsConfinement), else in the sandbox worker of its profile. It is
+// generic so that the later holds op by value: direct access costs no allocation for it.
+func fsDo[O fsOp](c *conn, method string, sb sandboxParam, write bool, op O) (any, error) {
+	profile := c.fsConfinement(sb, write)
+	if profile == nil {
+		return later{quick: true, run: func(ctx context.Context) (any, error) {
+			res, err := op.run(ctx, fsWritesAtomic)
+			if err != nil {
+				return nil, fsError(err)
+			}
+			return res, nil
+		}}, nil
 	}
-	if err := sb.check(write); err != nil {
-		return nil, err
-	}
-	return later{quick: true, run: func(ctx context.Context) (any, error) {
-		res, err := op(ctx, p)
-		if err != nil {
-			return nil, fsError(err)
-		}
-		return res, nil
+	return later{run: func(ctx context.Context) (any, error) {
+		res, _, err := c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, method, op)
+		return res, err
 	}}, nil
 }
 
 // pathParams are the params of the methods that take only a path.
 type pathParams struct {
-	Path    string     `json:"path"`
-	Sandbox *fsSandbox `json:"sandbox"`
+	Path    string       `json:"path"`
+	Sandbox sandboxParam `json:"sandbox,omitempty"`
+}
+
+// readFileOp is fs/readFile's core: the whole of a regular file of at most Limit bytes.
+type readFileOp struct {
+	Path  string `json:"path"`
+	Limit int64  `json:"limit"`
+}
+
+func (o readFileOp) run(context.Context, fsWrites) (any, error) {
+	return readFileAnswer(o.Path, o.Limit)
 }
 
 func (c *conn) fsReadFile(p *pathParams) (any, error) {
-	limit := c.readFileLimit()
-	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), false, func(_ context.Context, path string) (any, error) {
-		return readFileAnswer(path, limit)
-	})
+	path, err := paramPath(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	return fsDo(c, "fs/readFile", p.Sandbox, false, readFileOp{Path: path, Limit: c.readFileLimit()})
 }
 
 // readFileAnswer reads a regular file of at most limit bytes into its answer,
@@ -217,26 +261,39 @@ func errNotAFile(path string) error {
 }
 
 type writeFileParams struct {
-	Path       string     `json:"path"`
-	DataBase64 lazyBase64 `json:"dataBase64"`
-	Sandbox    *fsSandbox `json:"sandbox"`
+	Path       string       `json:"path"`
+	DataBase64 lazyBase64   `json:"dataBase64"`
+	Sandbox    sandboxParam `json:"sandbox,omitempty"`
 }
 
-// fsWriteFile decodes dataBase64 late, as the reference does (a bad one is -32600, not
-// -32602), in the later and in place: the handler keeps the message, and gives its
-// buffer back for the next large message once the file is written.
-func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
-	res, err := fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), true, func(ctx context.Context, path string) (any, error) {
-		data, err := p.DataBase64.decodeInPlace()
-		if err != nil {
-			return nil, errInvalidRequest("fs/writeFile requires valid base64 dataBase64: %s", err)
-		}
-		err = writeFileContents(ctx, path, nil, func(f *os.File) error {
-			_, err := f.Write(data)
-			return err
-		})
-		return struct{}{}, err
+// writeFileOp is fs/writeFile's core. Data is decoded late, as the reference does (a bad one
+// is -32600, not -32602), and in place over the bytes that carried it.
+type writeFileOp struct {
+	Path string     `json:"path"`
+	Data lazyBase64 `json:"dataBase64"`
+}
+
+func (o writeFileOp) run(ctx context.Context, how fsWrites) (any, error) {
+	data, err := o.Data.decodeInPlace()
+	if err != nil {
+		return nil, errInvalidRequest("fs/writeFile requires valid base64 dataBase64: %s", err)
+	}
+	err = writeFileContents(ctx, o.Path, nil, how, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
 	})
+	return struct{}{}, err
+}
+
+// fsWriteFile keeps the message that carried the data until the file is written: the data
+// is decoded over it (here), or sent on from it (to the worker). The handler gives the
+// message's buffer back for the next large message once done.
+func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
+	path, err := paramPath(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	res, err := fsDo(c, "fs/writeFile", p.Sandbox, true, writeFileOp{Path: path, Data: p.DataBase64})
 	if l, ok := res.(later); ok {
 		release, run := c.t.keepMessage(), l.run
 		l.run = func(ctx context.Context) (any, error) {
@@ -249,11 +306,14 @@ func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
 }
 
 // writeFileContents creates or replaces the file at path with what fill writes; see the file
-// comment for when it replaces atomically and when it writes in place. fill may run twice (a
-// rename that fails is retried in place), each time on a fresh file. perm, when set, is the
-// mode the file gets (fs/copy gives the source's); otherwise an existing file keeps its mode
-// and a new one gets 0666 less the umask.
-func writeFileContents(ctx context.Context, path string, perm *os.FileMode, fill func(*os.File) error) error {
+// comment for when it replaces atomically and when it writes in place (always, with
+// fsWritesInPlace). fill may run twice (a rename that fails is retried in place), each time
+// on a fresh file. perm, when set, is the mode the file gets (fs/copy gives the source's);
+// otherwise an existing file keeps its mode and a new one gets 0666 less the umask.
+func writeFileContents(ctx context.Context, path string, perm *os.FileMode, how fsWrites, fill func(*os.File) error) error {
+	if how == fsWritesInPlace {
+		return writeInPlace(ctx, path, perm, fill)
+	}
 	fi, err := os.Lstat(path)
 	switch {
 	case err != nil && !errors.Is(err, syscall.ENOENT):
@@ -382,18 +442,31 @@ func linkCount(fi os.FileInfo) uint64 {
 }
 
 type createDirectoryParams struct {
-	Path      string     `json:"path"`
-	Recursive *bool      `json:"recursive"`
-	Sandbox   *fsSandbox `json:"sandbox"`
+	Path      string       `json:"path"`
+	Recursive *bool        `json:"recursive"`
+	Sandbox   sandboxParam `json:"sandbox,omitempty"`
+}
+
+// createDirectoryOp is fs/createDirectory's core.
+type createDirectoryOp struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive"`
+}
+
+func (o createDirectoryOp) run(context.Context, fsWrites) (any, error) {
+	if o.Recursive {
+		return struct{}{}, mkdirAll(o.Path)
+	}
+	return struct{}{}, os.Mkdir(o.Path, 0o777)
 }
 
 func (c *conn) fsCreateDirectory(p *createDirectoryParams) (any, error) {
-	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), true, func(_ context.Context, path string) (any, error) {
-		if p.Recursive == nil || *p.Recursive {
-			return struct{}{}, mkdirAll(path)
-		}
-		return struct{}{}, os.Mkdir(path, 0o777)
-	})
+	path, err := paramPath(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	op := createDirectoryOp{Path: path, Recursive: p.Recursive == nil || *p.Recursive}
+	return fsDo(c, "fs/createDirectory", p.Sandbox, true, op)
 }
 
 // mkdirAll is mkdir -p with the reference's answers: an existing directory is fine, an existing
@@ -443,22 +516,33 @@ func (m metadataResult) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// fsGetMetadata follows symlinks for everything but isSymlink; a dangling symlink is -32004.
+// metadataOp is fs/getMetadata's core: it follows symlinks for everything but isSymlink; a
+// dangling symlink is -32004.
+type metadataOp struct {
+	Path string `json:"path"`
+}
+
+func (o metadataOp) run(context.Context, fsWrites) (any, error) {
+	fi, isLink, err := statFollowing(o.Path)
+	if err != nil {
+		return nil, err
+	}
+	m := metadataResult{
+		IsDirectory:  fi.IsDir(),
+		IsFile:       fi.Mode().IsRegular(),
+		IsSymlink:    isLink,
+		Size:         fi.Size(),
+		ModifiedAtMs: max(fi.ModTime().UnixMilli(), 0),
+	}
+	return rawJSON(m.appendJSON(make([]byte, 0, 128))), nil
+}
+
 func (c *conn) fsGetMetadata(p *pathParams) (any, error) {
-	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), false, func(_ context.Context, path string) (any, error) {
-		fi, isLink, err := statFollowing(path)
-		if err != nil {
-			return nil, err
-		}
-		m := metadataResult{
-			IsDirectory:  fi.IsDir(),
-			IsFile:       fi.Mode().IsRegular(),
-			IsSymlink:    isLink,
-			Size:         fi.Size(),
-			ModifiedAtMs: max(fi.ModTime().UnixMilli(), 0),
-		}
-		return rawJSON(m.appendJSON(make([]byte, 0, 128))), nil
-	})
+	path, err := paramPath(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	return fsDo(c, "fs/getMetadata", p.Sandbox, false, metadataOp{Path: path})
 }
 
 // statFollowing stats path following symlinks, and says whether path itself is a symlink.
@@ -481,14 +565,25 @@ type canonicalizeResult struct {
 	Path string `json:"path"`
 }
 
+// canonicalizeOp is fs/canonicalize's core.
+type canonicalizeOp struct {
+	Path string `json:"path"`
+}
+
+func (o canonicalizeOp) run(context.Context, fsWrites) (any, error) {
+	real, err := realPath(o.Path)
+	if err != nil {
+		return nil, err
+	}
+	return canonicalizeResult{fileURI(real)}, nil
+}
+
 func (c *conn) fsCanonicalize(p *pathParams) (any, error) {
-	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), false, func(_ context.Context, path string) (any, error) {
-		real, err := realPath(path)
-		if err != nil {
-			return nil, err
-		}
-		return canonicalizeResult{fileURI(real)}, nil
-	})
+	path, err := paramPath(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	return fsDo(c, "fs/canonicalize", p.Sandbox, false, canonicalizeOp{Path: path})
 }
 
 // realPath resolves every symlink in path, which must exist, as realpath(3) does.
@@ -511,24 +606,35 @@ type readDirectoryResult struct {
 	Entries []dirEntry `json:"entries"`
 }
 
-// fsReadDirectory lists a directory in the kernel's order. Types follow symlinks, and an entry
-// whose type cannot be read (a dangling symlink) is left out, as the reference does.
+// readDirectoryOp is fs/readDirectory's core: a directory in the kernel's order. Types follow
+// symlinks, and an entry whose type cannot be read (a dangling symlink) is left out, as the
+// reference does.
+type readDirectoryOp struct {
+	Path string `json:"path"`
+}
+
+func (o readDirectoryOp) run(context.Context, fsWrites) (any, error) {
+	ents, err := readDirUnsorted(o.Path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dirEntry, 0, len(ents))
+	for _, e := range ents {
+		mode, ok := followedType(o.Path, e)
+		if !ok {
+			continue
+		}
+		out = append(out, dirEntry{FileName: e.Name(), IsDirectory: mode.IsDir(), IsFile: mode.IsRegular()})
+	}
+	return readDirectoryResult{out}, nil
+}
+
 func (c *conn) fsReadDirectory(p *pathParams) (any, error) {
-	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), false, func(_ context.Context, path string) (any, error) {
-		ents, err := readDirUnsorted(path)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]dirEntry, 0, len(ents))
-		for _, e := range ents {
-			mode, ok := followedType(path, e)
-			if !ok {
-				continue
-			}
-			out = append(out, dirEntry{FileName: e.Name(), IsDirectory: mode.IsDir(), IsFile: mode.IsRegular()})
-		}
-		return readDirectoryResult{out}, nil
-	})
+	path, err := paramPath(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	return fsDo(c, "fs/readDirectory", p.Sandbox, false, readDirectoryOp{Path: path})
 }
 
 // readDirUnsorted reads a directory in the kernel's order. O_DIRECTORY fails at once on
@@ -556,70 +662,96 @@ func followedType(dir string, e os.DirEntry) (os.FileMode, bool) {
 }
 
 type removeParams struct {
-	Path      string     `json:"path"`
-	Recursive *bool      `json:"recursive"`
-	Force     *bool      `json:"force"`
-	Sandbox   *fsSandbox `json:"sandbox"`
+	Path      string       `json:"path"`
+	Recursive *bool        `json:"recursive"`
+	Force     *bool        `json:"force"`
+	Sandbox   sandboxParam `json:"sandbox,omitempty"`
 }
 
-// fsRemove removes a file, a symlink (never its target) or a directory; recursive and force
-// default to true.
+// removeOp is fs/remove's core: a file, a symlink (never its target) or a directory.
+type removeOp struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive"`
+	Force     bool   `json:"force"`
+}
+
+func (o removeOp) run(context.Context, fsWrites) (any, error) {
+	fi, err := os.Lstat(o.Path)
+	switch {
+	case err != nil && errors.Is(err, syscall.ENOENT) && o.Force:
+		return struct{}{}, nil
+	case err != nil:
+		return nil, err
+	case !fi.IsDir():
+		return struct{}{}, syscall.Unlink(o.Path)
+	case o.Recursive:
+		return struct{}{}, os.RemoveAll(o.Path)
+	}
+	return struct{}{}, syscall.Rmdir(o.Path)
+}
+
+// fsRemove: recursive and force default to true.
 func (c *conn) fsRemove(p *removeParams) (any, error) {
-	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), true, func(_ context.Context, path string) (any, error) {
-		fi, err := os.Lstat(path)
-		switch {
-		case err != nil && errors.Is(err, syscall.ENOENT) && (p.Force == nil || *p.Force):
-			return struct{}{}, nil
-		case err != nil:
-			return nil, err
-		case !fi.IsDir():
-			return struct{}{}, syscall.Unlink(path)
-		case p.Recursive == nil || *p.Recursive:
-			return struct{}{}, os.RemoveAll(path)
-		}
-		return struct{}{}, syscall.Rmdir(path)
-	})
+	path, err := paramPath(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	op := removeOp{Path: path, Recursive: p.Recursive == nil || *p.Recursive, Force: p.Force == nil || *p.Force}
+	return fsDo(c, "fs/remove", p.Sandbox, true, op)
 }
 
 type copyParams struct {
-	SourcePath      string     `json:"sourcePath"`
-	DestinationPath string     `json:"destinationPath"`
-	Recursive       bool       `json:"recursive"`
-	Sandbox         *fsSandbox `json:"sandbox"`
+	SourcePath      string       `json:"sourcePath"`
+	DestinationPath string       `json:"destinationPath"`
+	Recursive       bool         `json:"recursive"`
+	Sandbox         sandboxParam `json:"sandbox,omitempty"`
 }
 
-// fsCopy copies a file, a symlink (as a symlink) or, with recursive, a directory tree, merging
-// into an existing directory.
+// copyOp is fs/copy's core: a file, a symlink (as a symlink) or, with recursive, a directory
+// tree, merged into an existing directory.
+type copyOp struct {
+	Source      string `json:"sourcePath"`
+	Destination string `json:"destinationPath"`
+	Recursive   bool   `json:"recursive"`
+}
+
+func (o copyOp) run(ctx context.Context, how fsWrites) (any, error) {
+	src, dst := o.Source, o.Destination
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case fi.IsDir():
+		if !o.Recursive {
+			return nil, errInvalidRequest("fs/copy requires recursive: true when sourcePath is a directory")
+		}
+		inside, err := isSameOrBelow(src, dst)
+		if err != nil {
+			return nil, err
+		}
+		if inside {
+			return nil, errInvalidRequest("fs/copy cannot copy a directory to itself or one of its descendants")
+		}
+		return struct{}{}, copyTree(ctx, src, dst, how)
+	case fi.Mode()&os.ModeSymlink != 0:
+		return struct{}{}, copySymlink(src, dst)
+	case fi.Mode().IsRegular():
+		return struct{}{}, copyFile(ctx, src, dst, how)
+	}
+	return nil, errInvalidRequest("fs/copy only supports regular files, directories, and symlinks")
+}
+
 func (c *conn) fsCopy(p *copyParams) (any, error) {
 	src, err := paramPath(p.SourcePath)
 	if err != nil {
 		return nil, err
 	}
-	return fsPathOp(p.DestinationPath, c.fsSandboxFor(p.Sandbox), true, func(ctx context.Context, dst string) (any, error) {
-		fi, err := os.Lstat(src)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case fi.IsDir():
-			if !p.Recursive {
-				return nil, errInvalidRequest("fs/copy requires recursive: true when sourcePath is a directory")
-			}
-			inside, err := isSameOrBelow(src, dst)
-			if err != nil {
-				return nil, err
-			}
-			if inside {
-				return nil, errInvalidRequest("fs/copy cannot copy a directory to itself or one of its descendants")
-			}
-			return struct{}{}, copyTree(ctx, src, dst)
-		case fi.Mode()&os.ModeSymlink != 0:
-			return struct{}{}, copySymlink(src, dst)
-		case fi.Mode().IsRegular():
-			return struct{}{}, copyFile(ctx, src, dst)
-		}
-		return nil, errInvalidRequest("fs/copy only supports regular files, directories, and symlinks")
-	})
+	dst, err := paramPath(p.DestinationPath)
+	if err != nil {
+		return nil, err
+	}
+	return fsDo(c, "fs/copy", p.Sandbox, true, copyOp{Source: src, Destination: dst, Recursive: p.Recursive})
 }
 
 // isSameOrBelow says whether dst, once its existing part is resolved, is src or lies inside it.
@@ -650,7 +782,7 @@ func isSameOrBelow(src, dst string) (bool, error) {
 
 // copyTree copies the directory src into dst: directories, regular files and symlinks; other
 // entries (FIFOs, sockets, devices) are skipped, as the reference does.
-func copyTree(ctx context.Context, src, dst string) error {
+func copyTree(ctx context.Context, src, dst string, how fsWrites) error {
 	if err := mkdirAll(dst); err != nil {
 		return err
 	}
@@ -665,9 +797,9 @@ func copyTree(ctx context.Context, src, dst string) error {
 		from, to := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
 		switch t := e.Type(); {
 		case t.IsDir():
-			err = copyTree(ctx, from, to)
+			err = copyTree(ctx, from, to, how)
 		case t.IsRegular():
-			err = copyFile(ctx, from, to)
+			err = copyFile(ctx, from, to, how)
 		case t&os.ModeSymlink != 0:
 			err = copySymlink(from, to)
 		}
@@ -680,7 +812,7 @@ func copyTree(ctx context.Context, src, dst string) error {
 
 // copyFile copies a regular file's bytes and permission bits. A destination that is the source
 // itself (the same path, a symlink to it, another hard link) is left untouched.
-func copyFile(ctx context.Context, src, dst string) error {
+func copyFile(ctx context.Context, src, dst string, how fsWrites) error {
 	in, err := openRegular(src, os.O_RDONLY, 0)
 	if err != nil {
 		return err
@@ -694,7 +826,7 @@ func copyFile(ctx context.Context, src, dst string) error {
 		return nil
 	}
 	perm := permBits(sfi.Mode())
-	return writeFileContents(ctx, dst, &perm, func(out *os.File) error {
+	return writeFileContents(ctx, dst, &perm, how, func(out *os.File) error {
 		if _, err := in.Seek(0, io.SeekStart); err != nil { // fill may run twice
 			return err
 		}
@@ -711,67 +843,63 @@ func copySymlink(src, dst string) error {
 	return os.Symlink(target, dst)
 }
 
-// fsSandbox is the optional sandbox of the fs methods (protocol.md §6.3). Filesystem access
-// runs as the server's user; a policy that restricts it cannot be honoured here and is
-// refused rather than ignored (sandbox.md §8.1, fail closed), unless the operator chose to
-// run managed sandboxes unsandboxed (fsSandboxFor).
-type fsSandbox struct {
-	Permissions         fsPermissions `json:"permissions"`
-	WindowsSandboxLevel string        `json:"windowsSandboxLevel"`
+// sandboxParam is the optional sandbox of the fs methods (protocol.md §6.3, docs/sandbox.md
+// §1.1), decoded by the parser process/start uses (parseSandbox): a malformed object is the
+// same -32602 on every method. The fs methods add one rule of the reference's: a profile
+// with entries anchored on cwd (current_working_directory, project_roots, a glob) needs the
+// object's cwd, since the operation has no cwd of its own to fall back on.
+type sandboxParam struct {
+	req *sandboxRequest // nil: absent or null
 }
 
-type fsPermissions struct {
-	Type       string `json:"type"`
-	FileSystem *struct {
-		Type    string `json:"type"`
-		Entries []struct {
-			Path struct {
-				Type  string `json:"type"`
-				Value struct {
-					Kind string `json:"kind"`
-				} `json:"value"`
-			} `json:"path"`
-			Access string `json:"access"`
-		} `json:"entries"`
-	} `json:"file_system"`
-}
+func (s *sandboxParam) UnmarshalJSON(raw []byte) error { return s.decodeRawJSON(raw) }
 
-func (s *fsSandbox) UnmarshalJSON(raw []byte) error {
-	type FileSystemSandboxContext fsSandbox
-	if err := decodeParams(raw, (*FileSystemSandboxContext)(s)); err != nil {
+func (s *sandboxParam) decodeRawJSON(raw []byte) error {
+	req, err := parseSandbox(raw)
+	if err != nil {
 		return err
 	}
-	return s.Permissions.validate()
-}
-
-// validate checks a permission profile's tags as the reference's decoder does. process/start
-// reads the same profile (parseProcessSandbox).
-func (p *fsPermissions) validate() error {
-	switch p.Type {
-	case "disabled", "external":
-	case "managed":
-		if p.FileSystem == nil {
-			return errInvalidParams("missing field `file_system`")
-		}
-		if t := p.FileSystem.Type; t != "restricted" && t != "unrestricted" {
-			return errUnknownVariant(t, "restricted", "unrestricted")
-		}
-	case "":
-		return errInvalidParams("missing field `type`")
-	default:
-		return errUnknownVariant(p.Type, "managed", "disabled", "external")
+	if req != nil && req.dynamic && req.cwd == "" {
+		return errInvalidParams("file system sandbox context with dynamic permissions requires cwd")
 	}
+	s.req = req
 	return nil
 }
 
-// fsSandboxFor is the sandbox the server enforces for an fs request's sb: sb itself, or nil
-// (direct access) when the operator runs managed sandboxes unsandboxed (--managed-sandbox
-// run-unsandboxed), on a host that is itself the sandbox.
-func (c *conn) fsSandboxFor(sb *fsSandbox) *fsSandbox {
-	if sb != nil && sb.Permissions.Type == "managed" && c.srv.cfg.runManagedUnsandboxed {
+// fsConfinement is the profile an operation must run under, or nil for direct access (the
+// table in the file comment). A read under a profile that visibly grants the whole disk
+// (root readable, nothing denied) is decided without resolving the profile, which costs a
+// few system calls per entry: the common workspace-write object reads at the speed of no
+// sandbox at all.
+func (c *conn) fsConfinement(sb sandboxParam, write bool) *sandboxProfile {
+	r := sb.req
+	if r == nil || r.kind != profileManaged || r.fsType != "restricted" || c.srv.cfg.runManagedUnsandboxed {
 		return nil
 	}
-	return sb
+	if !write && readsWholeDisk(r) {
+		return nil
+	}
+	p := r.resolve(sandboxAnchors{tmpdir: c.srv.fsWorkers.tmpdir})
+	if !p.confinesFiles() || !write && p.readsFreely() {
+		return nil
+	}
+	return p
+}
+
+// readsWholeDisk reports whether a restricted request's entries, before resolving, already
+// say that every path is readable: an entry for the root itself, and no deny entry or glob.
+// false only means "resolve and see".
+func readsWholeDisk(r *sandboxRequest) bool {
+	root := false
+	for _, e := range r.entries {
+		switch {
+		case e.access == "deny" || e.glob != "":
+			return false
+		case e.special == "root" && e.subpath == "", e.special == "" && e.path == "/":
+			root = true
+		}
+	}
+	return root
 }
 
 // decodeVariant decodes a JSON string that must be one of variants, as serde decodes an enum.
@@ -794,27 +922,8 @@ func errUnknownVariant(got string, variants ...string) error {
 	return errInvalidParams("unknown variant `%s`, expected one of `%s`", got, strings.Join(variants, "`, `"))
 }
 
-// check refuses a sandbox that restricts what an operation needs. As in the reference, a
-// restricted policy that grants the whole disk (root, with nothing denied) is direct access.
-func (s *fsSandbox) check(write bool) error {
-	if s == nil || s.Permissions.Type != "managed" || s.Permissions.FileSystem.Type == "unrestricted" {
-		return nil
-	}
-	rootAccess := ""
-	for _, e := range s.Permissions.FileSystem.Entries {
-		switch {
-		case e.Access == "deny" || e.Access == "none":
-			return errFSSandbox()
-		case e.Path.Type == "special" && e.Path.Value.Kind == "root" && rootAccess != "write":
-			rootAccess = e.Access
-		}
-	}
-	if rootAccess == "write" || rootAccess == "read" && !write {
-		return nil
-	}
-	return errFSSandbox()
-}
-
+// errFSSandbox is the answer to an operation that needs a sandbox this host cannot give
+// (fail closed, docs/sandbox.md §8.1).
 func errFSSandbox() error {
 	return errInvalidRequest("filesystem sandbox cannot be enforced on this executor")
 }

@@ -794,53 +794,33 @@ func BenchmarkFSReadFile32MiB(b *testing.B) {
 	}
 }
 
+// BenchmarkFSWriteFile4K writes 4 KiB over one file again and again, with no sandbox: the
+// in-process path that BenchmarkSandboxedWriteFile4K (fs_sandbox_test.go) is compared with.
+func BenchmarkFSWriteFile4K(b *testing.B) {
+	ts := startTestServer(b)
+	tc := ts.connect(b)
+	root := b.TempDir()
+	params := map[string]any{
+		"path":       fileURI(filepath.Join(root, "f")),
+		"dataBase64": base64.StdEncoding.EncodeToString(make([]byte, 4<<10)),
+	}
+	b.SetBytes(4 << 10)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tc.call("fs/writeFile", params); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // workspaceWriteSandbox is the sandbox the Codex harness sends in its default workspace-write
-// mode: read everything, write the working directory, deny one file, no network.
+// mode: read everything, write the working directory, deny one file, no network
+// (fs_sandbox_test.go).
 const workspaceWriteSandbox = `{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[` +
 	`{"path":{"type":"special","value":{"kind":"root"}},"access":"read"},` +
 	`{"path":{"type":"special","value":{"kind":"current_working_directory"}},"access":"write"},` +
 	`{"path":{"type":"path","path":"{root}/secret"},"access":"deny"}]},"network":"restricted"},` +
 	`"windowsSandboxLevel":"disabled","cwd":"{root}"}`
-
-// TestFSManagedSandboxIsRefusedUnlessRunUnsandboxed: by default a restricted filesystem
-// sandbox the server cannot enforce is refused (fail closed); with --managed-sandbox
-// run-unsandboxed the operation runs as direct access.
-func TestFSManagedSandboxIsRefusedUnlessRunUnsandboxed(t *testing.T) {
-	const refused = "filesystem sandbox cannot be enforced on this executor"
-	cases := []struct {
-		method, params string
-		refuse         string // the error by default ("" = allowed: root is readable)
-	}{
-		{"fs/writeFile", `{"path":"{root}/new","dataBase64":"aGkK","sandbox":` + workspaceWriteSandbox + `}`, refused},
-		{"fs/readFile", `{"path":"{root}/secret","sandbox":` + workspaceWriteSandbox + `}`, refused},
-		{"fs/createDirectory", `{"path":"{root}/d","sandbox":` + workspaceWriteSandbox + `}`, refused},
-		{"fs/copy", `{"sourcePath":"{root}/secret","destinationPath":"{root}/copy","recursive":false,"sandbox":` + workspaceWriteSandbox + `}`, refused},
-		{"fs/remove", `{"path":"{root}/gone","sandbox":` + workspaceWriteSandbox + `}`, refused},
-		{"fs/getMetadata", `{"path":"{root}/secret","sandbox":` + workspaceWriteSandbox + `}`, refused},
-	}
-	for _, unsandboxed := range []bool{false, true} {
-		t.Run(fmt.Sprintf("run-unsandboxed=%v", unsandboxed), func(t *testing.T) {
-			tc := startTestServer(t, func(s *server) { s.cfg.runManagedUnsandboxed = unsandboxed }).connect(t)
-			root := t.TempDir()
-			fsWrite(t, filepath.Join(root, "secret"), "s3cret")
-			fsWrite(t, filepath.Join(root, "gone"), "x")
-			for _, c := range cases {
-				res, err := fsCall(tc, root, c.method, c.params)
-				switch {
-				case unsandboxed && err != nil:
-					t.Errorf("%s: error %d %s, want direct access", c.method, err.Code, err.Message)
-				case !unsandboxed && (err == nil || err.Code != codeInvalidRequest || err.Message != c.refuse):
-					t.Errorf("%s: %s %+v, want -32600 %q", c.method, res, err, c.refuse)
-				}
-			}
-			_, newErr := os.Stat(filepath.Join(root, "new"))
-			_, goneErr := os.Stat(filepath.Join(root, "gone"))
-			if unsandboxed != (newErr == nil) || unsandboxed != os.IsNotExist(goneErr) {
-				t.Errorf("writes happened: %v, want %v (new: %v, gone: %v)", newErr == nil, unsandboxed, newErr, goneErr)
-			}
-		})
-	}
-}
 
 // TestWriteFilePipelinedKeepsEachMessage sends fs/writeFile requests back to back without
 // waiting: each one's base64 is decoded in place later, on its lane, so the websocket reader

@@ -8,6 +8,9 @@ package main
 //	fs/open        handleId (≤32 bytes, "" allowed) path [mode sandbox]   {handleId}
 //	               mode "read" (default): a regular file, for fs/readBlock
 //	               mode "replace": created or truncated in place, for fs/writeBlock
+//	               under a sandbox that confines it, the sandbox worker opens the file and
+//	               hands the descriptor over (fsworker.go): the kernel decides the open,
+//	               and the blocks then move here, at full speed
 //	fs/readBlock   handleId offset len (1..1048576)   {chunk, eof}: eof when fewer than len came
 //	fs/writeBlock  handleId offset chunk              {}: a gap past the end reads back as zeros
 //	fs/close       handleId                           {}: an unknown handle is not an error
@@ -108,10 +111,10 @@ func (m *openMode) UnmarshalJSON(raw []byte) error {
 }
 
 type openParams struct {
-	HandleID string     `json:"handleId"`
-	Path     string     `json:"path"`
-	Mode     *openMode  `json:"mode"`
-	Sandbox  *fsSandbox `json:"sandbox"`
+	HandleID string       `json:"handleId"`
+	Path     string       `json:"path"`
+	Mode     *openMode    `json:"mode"`
+	Sandbox  sandboxParam `json:"sandbox,omitempty"`
 }
 
 type openResult struct {
@@ -120,12 +123,28 @@ type openResult struct {
 
 // onHandle is the shape of the handle methods: the handle id is checked now, and op runs in
 // the handle's lane, after every earlier request on the same handle.
-func (c *conn) onHandle(id string, op func(h *fileHandles) (any, error)) (any, error) {
+func (c *conn) onHandle(id string, op func(ctx context.Context, h *fileHandles) (any, error)) (any, error) {
 	if err := checkHandleID(id); err != nil {
 		return nil, err
 	}
 	h := c.fileHandles()
-	return later{key: handleLane(id), run: func(context.Context) (any, error) { return op(h) }}, nil
+	return later{key: handleLane(id), run: func(ctx context.Context) (any, error) { return op(ctx, h) }}, nil
+}
+
+// openOp is fs/open's core: a regular file, opened to read or (Replace) created or truncated
+// in place to write.
+type openOp struct {
+	Path    string `json:"path"`
+	Replace bool   `json:"replace"`
+}
+
+// run returns the open *os.File.
+func (o openOp) run(context.Context, fsWrites) (any, error) {
+	flag := os.O_RDONLY
+	if o.Replace {
+		flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	return openRegular(o.Path, flag, 0o666)
 }
 
 // fsOpen opens a regular file for fs/readBlock, or with mode "replace" creates or truncates it
@@ -135,21 +154,28 @@ func (c *conn) fsOpen(p *openParams) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	replace := p.Mode != nil && *p.Mode == "replace"
-	if err := c.fsSandboxFor(p.Sandbox).check(replace); err != nil {
-		return nil, err
-	}
-	return c.onHandle(p.HandleID, func(h *fileHandles) (any, error) {
+	op := &openOp{Path: path, Replace: p.Mode != nil && *p.Mode == "replace"}
+	profile := c.fsConfinement(p.Sandbox, op.Replace)
+	return c.onHandle(p.HandleID, func(ctx context.Context, h *fileHandles) (any, error) {
 		if _, err := h.get(p.HandleID); err == nil {
 			return nil, errInvalidRequest("file handle `%s` already exists", p.HandleID)
 		}
-		flag := os.O_RDONLY
-		if replace {
-			flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-		}
-		f, err := openRegular(path, flag, 0o666)
-		if err != nil {
-			return nil, fsError(err)
+		var f *os.File
+		if profile == nil {
+			res, err := op.run(ctx, fsWritesAtomic)
+			if err != nil {
+				return nil, fsError(err)
+			}
+			f = res.(*os.File)
+		} else {
+			_, fd, err := c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, "fs/open", op)
+			if err != nil {
+				return nil, err
+			}
+			if fd == nil {
+				return nil, errInternal("fs sandbox helper failed: fs/open answered without a descriptor")
+			}
+			f = fd
 		}
 		if err := h.add(p.HandleID, f); err != nil {
 			f.Close()
@@ -170,7 +196,7 @@ func (c *conn) fsReadBlock(p *readBlockParams) (any, error) {
 	if p.Len < 1 || p.Len > maxReadBlockBytes {
 		return nil, errInvalidRequest("file read block length must be between 1 and %d", maxReadBlockBytes)
 	}
-	return c.onHandle(p.HandleID, func(h *fileHandles) (any, error) {
+	return c.onHandle(p.HandleID, func(_ context.Context, h *fileHandles) (any, error) {
 		f, err := h.get(p.HandleID)
 		if err != nil {
 			return nil, err
@@ -199,7 +225,7 @@ type writeBlockParams struct {
 
 // fsWriteBlock writes chunk at offset; a gap past the end reads back as zeros.
 func (c *conn) fsWriteBlock(p *writeBlockParams) (any, error) {
-	return c.onHandle(p.HandleID, func(h *fileHandles) (any, error) {
+	return c.onHandle(p.HandleID, func(_ context.Context, h *fileHandles) (any, error) {
 		f, err := h.get(p.HandleID)
 		if err != nil {
 			return nil, err
@@ -220,7 +246,7 @@ type closeParams struct {
 
 // fsClose closes a handle; an unknown one is not an error.
 func (c *conn) fsClose(p *closeParams) (any, error) {
-	return c.onHandle(p.HandleID, func(h *fileHandles) (any, error) {
+	return c.onHandle(p.HandleID, func(_ context.Context, h *fileHandles) (any, error) {
 		if f := h.remove(p.HandleID); f != nil {
 			if err := f.Close(); err != nil {
 				return nil, fsError(err)

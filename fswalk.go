@@ -3,7 +3,8 @@ package main
 // fs/walk (protocol.md §5.9): a bounded breadth-first listing of a directory tree.
 //
 //	params  path, options{maxDepth, maxDirectories, maxEntries, followDirectorySymlinks,
-//	        [pruneHiddenDirectories=false]}, [sandbox]
+//	        [pruneHiddenDirectories=false]}, [sandbox: a read, in the sandbox worker when reads
+//	        are confined (fs.go)]
 //	result  {entries:[{path: URI, kind: "file"|"directory"}], errors:[{path: URI, message}], truncated}
 //
 // Directories are read level by level, each one's entries sorted by name; the root itself is
@@ -34,9 +35,9 @@ const (
 )
 
 type walkParams struct {
-	Path    string      `json:"path"`
-	Options walkOptions `json:"options"`
-	Sandbox *fsSandbox  `json:"sandbox"`
+	Path    string       `json:"path"`
+	Options walkOptions  `json:"options"`
+	Sandbox sandboxParam `json:"sandbox,omitempty"`
 }
 
 type walkOptions struct {
@@ -78,9 +79,21 @@ func (c *conn) fsWalk(p *walkParams) (any, error) {
 		return nil, errInvalidRequest("filesystem walk limits exceed maximums: depth=%d, directories=%d, entries=%d",
 			maxWalkDepth, maxWalkDirectories, maxWalkEntries)
 	}
-	return fsPathOp(p.Path, c.fsSandboxFor(p.Sandbox), false, func(ctx context.Context, root string) (any, error) {
-		return walkTree(ctx, root, o)
-	})
+	path, err := paramPath(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	return fsDo(c, "fs/walk", p.Sandbox, false, walkOp{Path: path, Options: o})
+}
+
+// walkOp is fs/walk's core: a read, run in the sandbox worker when reads are confined.
+type walkOp struct {
+	Path    string      `json:"path"`
+	Options walkOptions `json:"options"`
+}
+
+func (o walkOp) run(ctx context.Context, _ fsWrites) (any, error) {
+	return walkTree(ctx, o.Path, o.Options)
 }
 
 // walker is the state of one fs/walk.

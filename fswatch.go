@@ -3,7 +3,7 @@ package main
 // fs/watchMissing and fs/missingChanged (protocol.md §5.10): tell the client, once, that a path
 // it waits for has appeared.
 //
-//	params        watchId (u64), missing (URI[]), [sandbox]
+//	params        watchId (u64), missing (URI[]), [sandbox: decoded, watched in-process]
 //	result        {watching}: false when no path is missing or watchId is already in use
 //	notification  fs/missingChanged {watchId}: a missing path, or a missing parent of one,
 //	              appeared; the watch is then gone
@@ -41,9 +41,13 @@ const (
 )
 
 type watchMissingParams struct {
-	WatchID uint64     `json:"watchId"`
-	Missing []string   `json:"missing"`
-	Sandbox *fsSandbox `json:"sandbox"`
+	WatchID uint64   `json:"watchId"`
+	Missing []string `json:"missing"`
+	// Sandbox is decoded (a malformed one is -32602) but not enforced: a watch only learns
+	// that a path has appeared, it reads nothing, and inotify watches cannot be handed out of
+	// a sandbox worker. The reference's sandbox helper has no such operation either
+	// (docs/sandbox.md §3).
+	Sandbox sandboxParam `json:"sandbox,omitempty"`
 }
 
 type watchMissingResult struct {
@@ -62,9 +66,6 @@ func (c *conn) fsWatchMissing(p *watchMissingParams) (any, error) {
 			return nil, err
 		}
 		paths = append(paths, path)
-	}
-	if err := c.fsSandboxFor(p.Sandbox).check(false); err != nil {
-		return nil, err
 	}
 	ws := c.scopedState("fs/watchMissing", func() any {
 		ws := newMissingWatches(missingPollInterval, true, func(id uint64) {

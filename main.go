@@ -66,13 +66,16 @@ type server struct {
 	envInfo  *environmentInfo
 	sandbox  *sandboxer
 	watchdog *watchdog // nil unless cfg.watchdog
-	auth     *wsAuthConfig
-	conns    sync.WaitGroup
+	// fsWorkers runs the fs operations a sandbox confines (fsworker.go).
+	fsWorkers *fsWorkerPool
+	auth      *wsAuthConfig
+	conns     sync.WaitGroup
 }
 
 func newServer(ctx context.Context, cfg serverConfig, log *slog.Logger) *server {
 	sbx, _ := newSandboxer("isolate", "")
-	s := &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment(), sandbox: sbx}
+	s := &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment(), sandbox: sbx,
+		fsWorkers: newFSWorkerPool()}
 	if cfg.watchdog {
 		s.watchdog = &watchdog{onError: func(err error) {
 			log.Warn("children may outlive a crash of this server", "err", err)
@@ -81,11 +84,13 @@ func newServer(ctx context.Context, cfg serverConfig, log *slog.Logger) *server 
 	return s
 }
 
-// shutdown kills every managed process group of every session.
+// shutdown kills every managed process group of every session, and stops the fs sandbox
+// workers.
 func (s *server) shutdown() {
 	for _, sess := range s.sessions.all() {
 		sess.shutdown()
 	}
+	s.fsWorkers.close()
 	s.watchdog.close()
 }
 
@@ -93,7 +98,10 @@ func main() {
 	if isSandboxStage() { // before anything else: this process is a sandbox stage (sandbox_linux.go)
 		runSandboxStage()
 	}
-	if isWatchdog() {
+	if isFSWorker() { // … or an fs sandbox worker (fsworker.go)
+		runFSWorker()
+	}
+	if isWatchdog() { // … or the watchdog (watchdog.go)
 		runWatchdog()
 	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

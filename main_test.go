@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if isSandboxStage() {
 		runSandboxStage()
 	}
+	if isFSWorker() {
+		runFSWorker()
+	}
 	if isWatchdog() {
 		runWatchdog()
 	}

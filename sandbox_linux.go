@@ -421,6 +421,9 @@ func isSandboxStage() bool {
 // writing why to fd 4.
 func runSandboxStage() {
 	runtime.LockOSThread() // every per-thread restriction is made on this thread, and the command forked from it
+	// fd 4 came without close-on-exec (the descriptors a process is started with never have
+	// it); the command must not inherit it, or the server would wait for the command's end.
+	unix.CloseOnExec(stageStatusFD)
 	status := os.NewFile(stageStatusFD, "status")
 	fail := func(err error) {
 		fmt.Fprintf(status, "%s\n", stageErrorText(err))

@@ -1,0 +1,30 @@
+package main
+
+// Starting an fs sandbox worker on macOS (fsworker.go, docs/sandbox.md §5): not yet. The
+// Seatbelt launcher (sandbox_darwin.go) could wrap a worker, but that is neither wired nor
+// verified on a Mac; until it is, an operation that needs a worker is refused (fail closed),
+// never run unconfined.
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// appendFileIdentity appends the device and inode of the file at path, or "-".
+func appendFileIdentity(b []byte, path string) []byte {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return append(b, '-')
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return append(b, '-')
+	}
+	return fmt.Appendf(b, "%d:%d", st.Dev, st.Ino)
+}
+
+// startFSWorkerProcess refuses: nothing on this platform confines a worker yet.
+func startFSWorkerProcess(sbx *sandboxer, profile *sandboxProfile, env []string) (*fsWorkerProcess, error) {
+	return nil, errFSSandbox()
+}
