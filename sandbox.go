@@ -482,8 +482,8 @@ type sandboxAnchors struct {
 	tmpdir string // the TMPDIR in force for tmpdir when temporaryDirectories is absent
 }
 
-// resolve turns a decoded request into a profile: specials and URIs into absolute, clean,
-// symlink-resolved paths, missing paths dropped, protected names added.
+// resolve turns a decoded request into a profile: specials and URIs into absolute, clean
+// paths, missing paths dropped, protected names added.
 func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 	p := &sandboxProfile{Kind: r.kind, Network: r.network}
 	if r.kind != profileManaged || r.fsType == "unrestricted" {
@@ -531,6 +531,8 @@ func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 			if e.subpath != "" {
 				path = filepath.Join(path, e.subpath)
 			}
+			// Paths keep the names they were given: the stage recreates the symlinks on
+			// the way to each (a restricted-read view needs /lib64 as well as /usr/lib64).
 			path = filepath.Clean(path)
 			real, err := filepath.EvalSymlinks(path)
 			if err != nil {
@@ -538,15 +540,15 @@ func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 			}
 			switch {
 			case e.access == "deny":
-				deny = append(deny, real)
+				deny = append(deny, path)
 			case real == "/" && e.access == "write":
 				p.FullRead, p.FullWrite = true, true
 			case real == "/":
 				p.FullRead = true
 			case e.access == "write":
-				p.Write = append(p.Write, real)
+				p.Write = append(p.Write, path)
 			default:
-				p.Read = append(p.Read, real)
+				p.Read = append(p.Read, path)
 			}
 		}
 	}
