@@ -516,12 +516,12 @@ func TestFSHandlesAreBoundedPerConnection(t *testing.T) {
 	ts := startTestServer(t)
 	tc := ts.connect(t)
 	root := makeFSFixture(t)
-	for i := 0; i < maxOpenHandles; i++ {
+	for i := 0; i < defaultLimits.openHandles; i++ {
 		fsMustCall(tc, root, "fs/open", fmt.Sprintf(`{"handleId":"h%d","path":"{root}/fs/a.txt"}`, i))
 	}
 	_, err := fsCall(tc, root, "fs/open", `{"handleId":"one-more","path":"{root}/fs/a.txt"}`)
-	if err == nil || err.Code != codeInvalidRequest || err.Message != "at most 128 file handles may be open per connection" {
-		t.Fatalf("handle %d: %+v", maxOpenHandles+1, err)
+	if err == nil || err.Code != codeInvalidRequest || err.Message != "at most 128 file handles may be open per connection (--max-open-handles)" {
+		t.Fatalf("handle %d: %+v", defaultLimits.openHandles+1, err)
 	}
 	fsMustCall(tc, root, "fs/close", `{"handleId":"h0"}`)
 	fsMustCall(tc, root, "fs/open", `{"handleId":"one-more","path":"{root}/fs/a.txt"}`)
@@ -720,7 +720,7 @@ func TestFSWatchMissingAnswersFalseWhenThereIsNothingToWatch(t *testing.T) {
 // one more; once the first watch fires its paths are free again.
 func TestFSWatchMissingIsBoundedPerConnection(t *testing.T) {
 	tc, root := fsSession(t)
-	paths := make([]string, maxMissingPaths)
+	paths := make([]string, defaultLimits.watchedPaths)
 	for i := range paths {
 		paths[i] = fileURI(filepath.Join(root, "m", strconv.Itoa(i)))
 	}
@@ -728,7 +728,7 @@ func TestFSWatchMissingIsBoundedPerConnection(t *testing.T) {
 		t.Fatalf("watch 1: %s", res)
 	}
 	one := map[string]any{"watchId": 2, "missing": []string{fileURI(filepath.Join(root, "x"))}}
-	if e := tc.callErr("fs/watchMissing", one); e.Code != codeInvalidRequest || e.Message != "at most 4096 missing paths may be watched per connection" {
+	if e := tc.callErr("fs/watchMissing", one); e.Code != codeInvalidRequest || e.Message != "at most 4096 missing paths may be watched per connection (--max-watched-paths)" {
 		t.Errorf("one path over the bound: %+v", e)
 	}
 	fsMust(t, os.Mkdir(filepath.Join(root, "m"), 0o755))

@@ -2,7 +2,7 @@ package main
 
 // File handles (protocol.md §5.8; the methods are listed in fs.go): a file opened once and read
 // or written in blocks, so that no file is too large to move. Handles belong to the connection:
-// at most maxOpenHandles, all closed when it ends, never seen by another connection (a resumed
+// at most --max-open-handles, all closed when it ends, never seen by another connection (a resumed
 // session included). Requests on one handle run in order (later key "fh/"+handleId).
 //
 //	fs/open        handleId (≤32 bytes, "" allowed) path [mode sandbox]   {handleId}
@@ -30,7 +30,6 @@ import (
 const (
 	maxReadBlockBytes = 1 << 20 // one fs/readBlock (protocol.md §5.8)
 	maxHandleIDBytes  = 32      // a client-chosen handle id (protocol.md §5.8)
-	maxOpenHandles    = 128     // the handles one connection may hold open
 )
 
 // fileHandles is a connection's open files, by client-chosen id.
@@ -38,11 +37,12 @@ type fileHandles struct {
 	mu     sync.Mutex
 	files  map[string]*os.File
 	closed bool
+	max    int // --max-open-handles
 }
 
 func (c *conn) fileHandles() *fileHandles {
 	return c.scopedState("fs/handles", func() any {
-		h := &fileHandles{files: map[string]*os.File{}}
+		h := &fileHandles{files: map[string]*os.File{}, max: c.srv.cfg.limits.openHandles}
 		c.onClose(h.closeAll)
 		return h
 	}).(*fileHandles)
@@ -57,8 +57,8 @@ func (h *fileHandles) add(id string, f *os.File) error {
 		return errInternal("connection closed")
 	case h.files[id] != nil:
 		return errInvalidRequest("file handle `%s` already exists", id)
-	case len(h.files) >= maxOpenHandles:
-		return errInvalidRequest("at most %d file handles may be open per connection", maxOpenHandles)
+	case len(h.files) >= h.max:
+		return errInvalidRequest("at most %d file handles may be open per connection (--max-open-handles)", h.max)
 	}
 	h.files[id] = f
 	return nil

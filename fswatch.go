@@ -34,10 +34,6 @@ import (
 const (
 	// missingPollInterval is how often polled paths are checked.
 	missingPollInterval = 500 * time.Millisecond
-	// maxMissingPaths bounds the paths one connection watches at once: each costs memory, a
-	// polled one an lstat per component every interval, and the inotify watches they take
-	// come from a per-user budget that every program of the user shares.
-	maxMissingPaths = 4096
 )
 
 type watchMissingParams struct {
@@ -73,6 +69,7 @@ func (c *conn) fsWatchMissing(p *watchMissingParams) (any, error) {
 				c.notify(b)
 			}
 		})
+		ws.max = c.srv.cfg.limits.watchedPaths
 		c.onClose(ws.close)
 		return ws
 	}).(*missingWatches)
@@ -93,7 +90,11 @@ type missingWatches struct {
 
 	mu       sync.Mutex
 	watches  map[uint64]*missingWatch
-	paths    int                     // the paths of watches, for maxMissingPaths
+	paths    int                     // the paths of watches, for max
+	// max bounds the paths one connection watches at once (--max-watched-paths): each costs
+	// memory, a polled one an lstat per component every interval, and the inotify watches
+	// they take come from a per-user budget that every program of the user shares.
+	max int
 	fired    []uint64                // watches ended, not yet told (see unlock)
 	armed    map[int32][]*missingArm // paths armed with the notifier, by watch descriptor
 	polled   []*missingArm
@@ -127,11 +128,12 @@ func newMissingWatches(interval time.Duration, kernel bool, notify func(uint64))
 		notify:   notify,
 		watches:  map[uint64]*missingWatch{},
 		armed:    map[int32][]*missingArm{},
+		max:      defaultLimits.watchedPaths,
 	}
 }
 
 // add arms watch id for the paths that are missing now. It returns false, arming nothing, when
-// none is or id is in use, and an error when the connection would watch over maxMissingPaths.
+// none is or id is in use, and an error when the connection would watch over its bound (--max-watched-paths).
 func (ws *missingWatches) add(id uint64, paths []string) (bool, error) {
 	ws.mu.Lock()
 	defer ws.unlock()
@@ -142,8 +144,8 @@ func (ws *missingWatches) add(id uint64, paths []string) (bool, error) {
 	switch {
 	case len(missing) == 0:
 		return false, nil
-	case ws.paths+len(missing) > maxMissingPaths:
-		return false, errInvalidRequest("at most %d missing paths may be watched per connection", maxMissingPaths)
+	case ws.paths+len(missing) > ws.max:
+		return false, errInvalidRequest("at most %d missing paths may be watched per connection (--max-watched-paths)", ws.max)
 	}
 	ws.start()
 	w := &missingWatch{id: id}

@@ -389,3 +389,43 @@ func TestBinaryFrameNotUTF8IsAParseError(t *testing.T) {
 		t.Errorf("valid binary message: %s %v", b, err)
 	}
 }
+
+// TestLimitsRefuseClearly: past each per-session and per-server limit the refusal is a
+// JSON-RPC error that names the flag, and room comes back when the use ends.
+func TestLimitsRefuseClearly(t *testing.T) {
+	ts := startTestServer(t, func(s *server) {
+		s.cfg.limits.sessions, s.cfg.limits.processesPerSession, s.cfg.limits.httpRequests = 2, 2, 1
+	})
+	a := ts.connect(t)
+	ts.connect(t)
+	third := ts.dial(t)
+	if _, err := third.call("initialize", map[string]any{"clientName": "third"}); err == nil || !strings.Contains(err.Message, "--max-sessions") {
+		t.Errorf("third session: %+v, want the --max-sessions refusal", err)
+	}
+	a.mustCall("process/start", procStart(t, "s1", "sleep", "300"))
+	a.mustCall("process/start", procStart(t, "s2", "sleep", "300"))
+	if _, err := a.call("process/start", procStart(t, "s3", "true")); err == nil || err.Code != codeInvalidRequest || !strings.Contains(err.Message, "--max-processes-per-session") {
+		t.Errorf("third process: %+v, want the --max-processes-per-session refusal", err)
+	}
+	a.mustCall("process/terminate", map[string]any{"processId": "s1"})
+	waitEvent(a, "s1", "process/closed")
+	a.mustCall("process/start", procStart(t, "s3", "true")) // room again
+	a.mustCall("process/terminate", map[string]any{"processId": "s2"})
+
+	// One http/request hangs on a server that never answers; a second is refused.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	hang := a.start("http/request", map[string]any{"method": "GET", "url": "http://" + ln.Addr().String() + "/", "requestId": "h1", "timeoutMs": 600000})
+	accepted, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.call("http/request", map[string]any{"method": "GET", "url": "http://" + ln.Addr().String() + "/", "requestId": "h2"}); err == nil || !strings.Contains(err.Message, "--max-http-requests") {
+		t.Errorf("second http/request: %+v, want the --max-http-requests refusal", err)
+	}
+	accepted.Close()
+	<-hang
+}

@@ -108,9 +108,29 @@ type bodyDeltaParams struct {
 // httpState is a connection's HTTP client and its streams in flight.
 type httpState struct {
 	client *http.Client
+	max    int // --max-http-requests
 	mu     sync.Mutex
 	active map[string]bool // requestIds streaming
+	busy   int             // requests under way: waiting for a response, or streaming its body
 	wg     sync.WaitGroup  // stream goroutines
+}
+
+// begin counts one more request under way, unless max already are.
+func (s *httpState) begin() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy >= s.max {
+		return errTooMany("http/request calls under way on this connection", s.max, "max-http-requests")
+	}
+	s.busy++
+	return nil
+}
+
+// end counts one request fewer under way.
+func (s *httpState) end() {
+	s.mu.Lock()
+	s.busy--
+	s.mu.Unlock()
 }
 
 func (c *conn) httpState() *httpState {
@@ -119,7 +139,7 @@ func (c *conn) httpState() *httpState {
 		// the client as the server sent them: no transparent gzip.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.DisableCompression = true
-		s := &httpState{client: &http.Client{Transport: tr}, active: map[string]bool{}}
+		s := &httpState{client: &http.Client{Transport: tr}, active: map[string]bool{}, max: c.srv.cfg.limits.httpRequests}
 		c.onClose(func() {
 			s.wg.Wait() // the connection's context is done: every stream is ending
 			tr.CloseIdleConnections()
@@ -139,9 +159,11 @@ func (s *httpState) reserve(id string) error {
 	return nil
 }
 
+// release ends a streamed request: its id is free again and it is no longer under way.
 func (s *httpState) release(id string) {
 	s.mu.Lock()
 	delete(s.active, id)
+	s.busy--
 	s.mu.Unlock()
 }
 
@@ -154,8 +176,12 @@ func (c *conn) httpRequest(p *httpRequestParams) (any, error) {
 		return nil, errHTTPTimeout()
 	}
 	s := c.httpState()
+	if err := s.begin(); err != nil {
+		return nil, err
+	}
 	if p.StreamResponse {
 		if err := s.reserve(p.RequestID); err != nil {
+			s.end()
 			return nil, err
 		}
 	}
@@ -173,6 +199,8 @@ func (c *conn) httpRequest(p *httpRequestParams) (any, error) {
 			cancel()
 			if p.StreamResponse {
 				s.release(p.RequestID)
+			} else {
+				s.end()
 			}
 			return nil, httpFailure(ctx, req.URL, err)
 		}
@@ -183,6 +211,7 @@ func (c *conn) httpRequest(p *httpRequestParams) (any, error) {
 			go st.run()
 			return &streamedResponse{httpResponseResult: res, st: st}, nil
 		}
+		defer s.end()
 		defer cancel()
 		defer resp.Body.Close()
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPBufferedBody+1))

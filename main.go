@@ -50,6 +50,7 @@ type serverConfig struct {
 	// maxConnections bounds the websocket connections served at once (0: no bound); past it
 	// an upgrade is answered 503.
 	maxConnections int
+	limits serverLimits // zero fields: their defaults (limits.go)
 	// watchdog starts a watchdog process with the first child, which kills what is left of
 	// the children if the server dies without cleaning up (watchdog.go).
 	watchdog bool
@@ -74,6 +75,7 @@ type server struct {
 
 func newServer(ctx context.Context, cfg serverConfig, log *slog.Logger) *server {
 	sbx, _ := newSandboxer("isolate", "")
+	cfg.limits = cfg.limits.withDefaults()
 	s := &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment(), sandbox: sbx,
 		fsWorkers: newFSWorkerPool()}
 	if cfg.watchdog {
@@ -141,6 +143,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	)
 	remote := &remoteConfig{}
 	remote.registerFlags(fs)
+	var limits serverLimits
+	limits.registerFlags(fs)
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "exec-server: %v\n", err)
 		var ue *usageError
@@ -195,6 +199,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		runManagedUnsandboxed: *managedSandbox == "run-unsandboxed",
 		maxConnections:        *maxConnections,
 		watchdog:              true,
+		limits:                limits,
 	}, log)
 	srv.auth = auth
 	srv.sandbox = sbx

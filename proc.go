@@ -89,9 +89,10 @@ func procMethods(t methodTable) {
 type procTable struct {
 	s *session
 
-	mu    sync.Mutex
-	procs map[string]*process
-	gone  bool // killAll ran: the session is over
+	mu      sync.Mutex
+	procs   map[string]*process
+	running int  // processes reserved and not yet closed, for --max-processes-per-session
+	gone    bool // killAll ran: the session is over
 
 	sweeper sessionSweeper // what process/terminate leaves of its children's sessions
 }
@@ -117,8 +118,27 @@ func (t *procTable) reserve(p *process) error {
 	if _, ok := t.procs[p.id]; ok {
 		return errInvalidRequest("process %s already exists", p.id)
 	}
+	if max := t.maxRunning(); t.running >= max {
+		return errTooMany("running processes in this session", max, "max-processes-per-session")
+	}
 	t.procs[p.id] = p
+	t.running++
 	return nil
+}
+
+// finished counts a reserved process as no longer running: it closed, or failed to start.
+func (t *procTable) finished() {
+	t.mu.Lock()
+	t.running--
+	t.mu.Unlock()
+}
+
+// maxRunning is --max-processes-per-session.
+func (t *procTable) maxRunning() int {
+	if t.s == nil || t.s.srv == nil {
+		return defaultLimits.processesPerSession
+	}
+	return t.s.srv.cfg.limits.processesPerSession
 }
 
 // isGone reports whether killAll ran.
@@ -280,6 +300,7 @@ func (c *conn) processStart(p *startParams) (any, error) {
 	}
 	if err != nil {
 		table.remove(proc)
+		table.finished()
 		return nil, err
 	}
 	if table.isGone() { // killAll ran while this process was spawning

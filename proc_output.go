@@ -139,6 +139,7 @@ func (p *process) closeLocked() []byte {
 		p.master.Close()
 	}
 	p.removal = time.AfterFunc(p.retention, func() { p.table.remove(p) })
+	p.table.finished()
 	return appendClosedNotification(nil, p.idJSON, seq)
 }
 

@@ -778,7 +778,7 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 		polls:       make(chan struct{}, maxLongPollsPerConn),
 		readEnded:   make(chan struct{}),
 	}
-	c.out = newOutQueue(outQueueLimit)
+	c.out = newOutQueue(s.cfg.limits.queuedBytes)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)

@@ -259,17 +259,20 @@ func newUUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// create makes a new session attached to c.
-func (t *sessionTable) create(srv *server, c *conn) *session {
+// create makes a new session attached to c, unless --max-sessions exist.
+func (t *sessionTable) create(srv *server, c *conn) (*session, error) {
 	s := &session{id: newUUID(), srv: srv, conn: c}
 	s.procs = newProcTable(s)
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if max := srv.cfg.limits.sessions; len(t.byID) >= max {
+		return nil, errTooMany("sessions", max, "max-sessions")
+	}
 	if t.byID == nil {
 		t.byID = map[string]*session{}
 	}
 	t.byID[s.id] = s
-	t.mu.Unlock()
-	return s
+	return s, nil
 }
 
 // resume reattaches the detached session id to c.
@@ -389,7 +392,10 @@ func (c *conn) initialize(p *initializeParams) (any, error) {
 			return nil, err
 		}
 	} else {
-		s = c.srv.sessions.create(c.srv, c)
+		var err error
+		if s, err = c.srv.sessions.create(c.srv, c); err != nil {
+			return nil, err
+		}
 	}
 	c.mu.Lock()
 	c.session = s
