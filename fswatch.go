@@ -88,13 +88,13 @@ type missingWatches struct {
 	kernel   bool // try the kernel's notifier (inotify) before polling
 	notify   func(watchID uint64)
 
-	mu       sync.Mutex
-	watches  map[uint64]*missingWatch
-	paths    int                     // the paths of watches, for max
+	mu      sync.Mutex
+	watches map[uint64]*missingWatch
+	paths   int // the paths of watches, for max
 	// max bounds the paths one connection watches at once (--max-watched-paths): each costs
 	// memory, a polled one an lstat per component every interval, and the inotify watches
 	// they take come from a per-user budget that every program of the user shares.
-	max int
+	max      int
 	fired    []uint64                // watches ended, not yet told (see unlock)
 	armed    map[int32][]*missingArm // paths armed with the notifier, by watch descriptor
 	polled   []*missingArm

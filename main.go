@@ -50,7 +50,7 @@ type serverConfig struct {
 	// maxConnections bounds the websocket connections served at once (0: no bound); past it
 	// an upgrade is answered 503.
 	maxConnections int
-	limits serverLimits // zero fields: their defaults (limits.go)
+	limits         serverLimits // zero fields: their defaults (limits.go)
 	// watchdog starts a watchdog process with the first child, which kills what is left of
 	// the children if the server dies without cleaning up (watchdog.go).
 	watchdog bool
