@@ -70,6 +70,7 @@ func (c *conn) fsWatchMissing(p *watchMissingParams) (any, error) {
 			}
 		})
 		ws.max = c.srv.cfg.limits.watchedPaths
+		ws.newNotifier = c.srv.inotify.view
 		c.onClose(ws.close)
 		return ws
 	}).(*missingWatches)
@@ -86,7 +87,9 @@ func (c *conn) fsWatchMissing(p *watchMissingParams) (any, error) {
 type missingWatches struct {
 	interval time.Duration
 	kernel   bool // try the kernel's notifier (inotify) before polling
-	notify   func(watchID uint64)
+	// newNotifier opens the notifier: a view of the server's shared instance.
+	newNotifier func() (dirNotifier, error)
+	notify      func(watchID uint64)
 
 	mu      sync.Mutex
 	watches map[uint64]*missingWatch
@@ -129,6 +132,10 @@ func newMissingWatches(interval time.Duration, kernel bool, notify func(uint64))
 		watches:  map[uint64]*missingWatch{},
 		armed:    map[int32][]*missingArm{},
 		max:      defaultLimits.watchedPaths,
+		newNotifier: func() (dirNotifier, error) {
+			var own sharedInotify // a watch set of its own (tests)
+			return own.view()
+		},
 	}
 }
 
@@ -184,7 +191,7 @@ func (ws *missingWatches) start() {
 	ws.started = true
 	ws.done = make(chan struct{})
 	if ws.kernel {
-		if n, err := newDirNotifier(); err == nil {
+		if n, err := ws.newNotifier(); err == nil {
 			ws.notifier = n
 			go ws.serveNotifier()
 			return

@@ -6,6 +6,9 @@ package main
 
 import "errors"
 
-func newDirNotifier() (dirNotifier, error) {
+// sharedInotify has nothing to share here: every view is refused, and watches poll.
+type sharedInotify struct{}
+
+func (s *sharedInotify) view() (dirNotifier, error) {
 	return nil, errors.ErrUnsupported
 }

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -428,4 +429,50 @@ func TestLimitsRefuseClearly(t *testing.T) {
 	}
 	accepted.Close()
 	<-hang
+}
+
+// inotifyInstances counts this process's inotify descriptors.
+func inotifyInstances(t *testing.T) int {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	n := 0
+	for _, e := range entries {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == "anon_inode:inotify" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWatchMissingSharesOneInotifyInstance: many connections watching missing paths take one
+// of the user's inotify instances between them, and each is still told of its own path.
+func TestWatchMissingSharesOneInotifyInstance(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("inotify is Linux-only")
+	}
+	before := inotifyInstances(t)
+	ts := startTestServer(t)
+	root := t.TempDir()
+	var clients []*testClient
+	for i := range 20 {
+		tc := ts.connect(t)
+		res := tc.mustCall("fs/watchMissing", map[string]any{"watchId": 1, "missing": []string{fileURI(filepath.Join(root, fmt.Sprint(i), "x"))}})
+		if string(res) != `{"watching":true}` {
+			t.Fatalf("watch %d: %s", i, res)
+		}
+		clients = append(clients, tc)
+	}
+	if n := inotifyInstances(t) - before; n != 1 {
+		t.Errorf("20 connections hold %d inotify instances, want 1", n)
+	}
+	os.Mkdir(filepath.Join(root, "7"), 0o755)
+	os.WriteFile(filepath.Join(root, "7", "x"), nil, 0o644)
+	clients[7].waitNote(0, procWait, func(n testNote) bool { return n.Method == "fs/missingChanged" })
+	for i, tc := range clients {
+		if i != 7 && len(tc.notesSnapshot()) > 0 {
+			t.Errorf("connection %d was told of another's path: %v", i, tc.notesSnapshot())
+		}
+	}
 }

@@ -66,7 +66,8 @@ type server struct {
 	sessions sessionTable
 	envInfo  *environmentInfo
 	sandbox  *sandboxer
-	watchdog *watchdog // nil unless cfg.watchdog
+	watchdog *watchdog     // nil unless cfg.watchdog
+	inotify  sharedInotify // fs/watchMissing's one inotify instance (fswatch_linux.go)
 	// fsWorkers runs the fs operations a sandbox confines (fsworker.go).
 	fsWorkers *fsWorkerPool
 	auth      *wsAuthConfig
