@@ -14,6 +14,22 @@ import (
 	"reflect"
 )
 
+// strictBase64 decodes standard padded base64 as the reference's base64 crate does: the unused low bits
+// of the last symbol must be zero ("aGl=" is refused). Line breaks, which encoding/base64
+// skips, are refused before it sees them (hasLineBreak).
+var strictBase64 = base64.StdEncoding.Strict()
+
+// hasLineBreak reports whether s holds a CR or LF: not base64, though encoding/base64 skips
+// them. Only strings that were unquoted (a raw one is invalid JSON) need the check.
+func hasLineBreak[T string | []byte](s T) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' || s[i] == '\r' {
+			return true
+		}
+	}
+	return false
+}
+
 // base64Bytes is a params field holding standard base64 with padding. Decoding errors become
 // -32602 during params decoding, as in the reference (protocol.md §3.3).
 type base64Bytes []byte
@@ -31,8 +47,11 @@ func (b *base64Bytes) decodeRawJSON(raw []byte) error {
 		raw = []byte(`"` + s + `"`)
 	}
 	body := raw[1 : len(raw)-1]
-	out := make([]byte, base64.StdEncoding.DecodedLen(len(body)))
-	n, err := base64.StdEncoding.Decode(out, body)
+	if hasLineBreak(body) {
+		return base64Error(body, 0)
+	}
+	out := make([]byte, strictBase64.DecodedLen(len(body)))
+	n, err := strictBase64.Decode(out, body)
 	if err != nil {
 		_, err = decodeBase64(string(body))
 		return err
@@ -101,13 +120,16 @@ func decodeJSONBase64Blocks(raw []byte, block int) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			rest, err := base64.StdEncoding.DecodeString(s)
+			if hasLineBreak(s) {
+				return nil, base64Error(s, i)
+			}
+			rest, err := strictBase64.DecodeString(s)
 			if err != nil {
 				return nil, base64Error(s, i)
 			}
 			return append(body[:n], rest...), nil // it fits: rest is shorter than s
 		}
-		k, err := base64.StdEncoding.Decode(buf, blk)
+		k, err := strictBase64.Decode(buf, blk)
 		if err == nil && k != len(blk)/4*3 && i+len(blk) < len(body) {
 			err = errors.New("padding before the last block")
 		}
@@ -138,8 +160,8 @@ func unquoteFrom(raw []byte, i int) (string, error) {
 // decodeBase64 decodes standard padded base64, describing a failure as the reference's base64
 // crate does ("Invalid symbol 33, offset 0.", "Invalid padding").
 func decodeBase64(s string) ([]byte, error) {
-	out, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
+	out, err := strictBase64.DecodeString(s)
+	if err != nil || hasLineBreak(s) {
 		return nil, base64Error(s, 0)
 	}
 	return out, nil
@@ -154,6 +176,15 @@ func base64Error[T string | []byte](s T, base int) error {
 		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
 			return fmt.Errorf("Invalid symbol %d, offset %d.", c, base+i)
 		}
+	}
+	// Every symbol is in the alphabet. Well padded, it can only be the last symbol's unused
+	// bits that are not zero.
+	body := len(s)
+	for body > 0 && s[body-1] == '=' {
+		body--
+	}
+	if pad := len(s) - body; len(s)%4 == 0 && pad <= 2 && body > 0 && (body%4 == 2 && pad == 2 || body%4 == 3 && pad == 1) {
+		return fmt.Errorf("Invalid last symbol %d, offset %d.", s[body-1], base+body-1)
 	}
 	return errors.New("Invalid padding")
 }
