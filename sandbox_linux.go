@@ -418,6 +418,9 @@ func isSandboxStage() bool {
 // writing why to fd 4.
 func runSandboxStage() {
 	runtime.LockOSThread() // every per-thread restriction is made on this thread, and the command forked from it
+	// fd 4 came through exec, which leaves it inheritable: the command must not get it, or
+	// the server's wait for EOF on it lasts as long as the command.
+	syscall.CloseOnExec(stageStatusFD)
 	status := os.NewFile(stageStatusFD, "status")
 	fail := func(err error) {
 		fmt.Fprintf(status, "%s\n", stageErrorText(err))
