@@ -71,7 +71,14 @@ func buildMountView(cfg *stageConfig) error {
 	if err != nil {
 		return err
 	}
-	tty := isTerminal(0)
+	tty := ""
+	if isTerminal(0) {
+		// Its name now, while /dev is the host's: the terminal is bound from there. One
+		// outside /dev (none seen) goes without /dev/console.
+		if name, err := os.Readlink("/proc/self/fd/0"); err == nil && strings.HasPrefix(name, "/dev/") {
+			tty = name
+		}
+	}
 	steps := []struct {
 		what string
 		do   func() error
@@ -263,8 +270,9 @@ func mirrorPath(op mountOp) error {
 	return f.Close()
 }
 
-// makeDev gives the new root a minimal /dev.
-func makeDev(tty bool) error {
+// makeDev gives the new root a minimal /dev; tty is the host path of the terminal on
+// stdin, "" when there is none.
+func makeDev(tty string) error {
 	dev := newRoot + "/dev"
 	if err := os.MkdirAll(dev, 0o755); err != nil {
 		return err
@@ -277,10 +285,12 @@ func makeDev(tty bool) error {
 			return fmt.Errorf("%s: %w", n, err)
 		}
 	}
-	if tty {
+	if tty != "" {
 		// The terminal keeps its host name (/dev/pts/N of another devpts), which means nothing
-		// here; as bubblewrap does, it is /dev/console inside.
-		if err := bindFile(oldRoot+"/proc/self/fd/0", dev+"/console"); err != nil {
+		// here; as bubblewrap does, it is /dev/console inside. It is bound by its path under
+		// /oldroot: /proc/self/fd/0 would lead to the host namespace's mount of it, which
+		// bind(2) refuses (EINVAL).
+		if err := bindFile(oldRoot+tty, dev+"/console"); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
 	}
