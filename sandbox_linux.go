@@ -30,9 +30,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -418,9 +420,13 @@ func isSandboxStage() bool {
 // writing why to fd 4.
 func runSandboxStage() {
 	runtime.LockOSThread() // every per-thread restriction is made on this thread, and the command forked from it
-	// fd 4 came through exec, which leaves it inheritable: the command must not get it, or
-	// the server's wait for EOF on it lasts as long as the command.
-	syscall.CloseOnExec(stageStatusFD)
+	// Nothing the stage inherited beyond 0, 1, 2 may reach the command: not fd 4 (the
+	// server's wait for EOF on it would last as long as the command), and not a descriptor
+	// the server itself inherited (a directory's is a way around the read-only view).
+	if err := closeOnExecFrom(stageConfigFD); err != nil {
+		fmt.Fprintf(os.NewFile(stageStatusFD, "status"), "sandbox: %v\n", err)
+		os.Exit(stageFailureExit)
+	}
 	status := os.NewFile(stageStatusFD, "status")
 	fail := func(err error) {
 		fmt.Fprintf(status, "%s\n", stageErrorText(err))
@@ -467,6 +473,23 @@ func runSandboxStage() {
 	}
 	status.Close()
 	os.Exit(superviseChild(proc.Pid, cfg.Foreground))
+}
+
+// closeOnExecFrom marks every descriptor from first on close-on-exec.
+func closeOnExecFrom(first int) error {
+	if unix.CloseRange(uint(first), math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc/self/fd") // before Linux 5.11
+	if err != nil {
+		return fmt.Errorf("list inherited descriptors: %w", err)
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= first {
+			syscall.CloseOnExec(fd)
+		}
+	}
+	return nil
 }
 
 // readStageConfig reads fd 3 to its end.
