@@ -7,9 +7,9 @@ package main
 //	exec-server sandbox --status
 //
 // The profile is the one Codex sends in its workspace-write mode: everything readable; the
-// current directory (or each --writable DIR) writable but for its protected names; no
-// network unless --network. --read-only writes nowhere. The command keeps this terminal and
-// process group, and its exit status is the command's.
+// current directory (or each --writable DIR), /tmp and $TMPDIR writable but for their
+// protected names; no network unless --network. --read-only writes nowhere. The command
+// keeps this terminal and process group, and its exit status is the command's.
 
 import (
 	"errors"
@@ -86,6 +86,14 @@ func runSandboxCommand(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		profile.Write = append(profile.Write, abs)
+	}
+	if !*readOnly {
+		// Codex's workspace-write makes these writable too (slash_tmp, tmpdir).
+		for _, tmp := range []string{"/tmp", os.Getenv("TMPDIR")} {
+			if fi, err := os.Stat(tmp); tmp != "" && err == nil && fi.IsDir() {
+				profile.Write = append(profile.Write, filepath.Clean(tmp))
+			}
+		}
 	}
 	profile.Write = uniquePaths(profile.Write)
 	profile.Protected = protectedPaths(profile.Write)

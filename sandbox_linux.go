@@ -30,9 +30,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -367,48 +369,123 @@ func (st *sandboxStage) exited() {
 
 // syntheticDirs are the empty directories made on the host as mount points for protected
 // names that did not exist (a missing `.git` must not be creatable inside the sandbox, and a
-// mount needs something to cover). Each is counted by the stages using it and removed, if
-// still empty, when the last one exits.
-type syntheticDirs struct {
-	mu    sync.Mutex
-	users map[string]int
+// mount needs something to cover).
+//
+// Several sandboxes may stand on one such directory, of this server or of another process
+// (two exec-servers on one workspace), and removing a mount point on the host detaches its
+// mounts in every namespace: the sandbox still running would lose its protection. So every
+// stage holds a shared flock on each protected directory for as long as it runs, and a
+// directory is removed only by one that can then take the lock exclusively, that is, once
+// no sandbox stands on it. A directory made here is marked (an extended attribute), so that
+// whichever stage leaves it last removes it, and one left behind by a server that was
+// killed goes with the next sandbox that uses it.
+type syntheticDirs struct{}
+
+// syntheticXattr marks a directory made as a mount point.
+const syntheticXattr = "user.exec-server.synthetic-mount-point"
+
+// heldDir is a protected directory a stage stands on: an open descriptor holding the
+// shared lock, and whether this server made it.
+type heldDir struct {
+	path string
+	f    *os.File
+	made bool
 }
 
-// acquire makes the missing directories among paths and returns the function that gives
-// them back.
+// acquire makes the missing directories among paths, locks every protected directory, and
+// returns the function that gives them back.
 func (d *syntheticDirs) acquire(paths []string) (func(), error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var made []string
+	var held []heldDir
 	release := func() {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		for _, p := range made {
-			if d.users[p]--; d.users[p] == 0 {
-				delete(d.users, p)
-				os.Remove(p) // only if still empty
-			}
+		for _, h := range held {
+			h.release()
 		}
 	}
 	for _, p := range paths {
-		if d.users[p] == 0 {
-			if _, err := os.Lstat(p); err == nil {
-				continue // exists: it is bound read-only as it is
-			}
-			if err := os.Mkdir(p, 0o755); err != nil {
-				d.mu.Unlock()
-				release()
-				d.mu.Lock()
-				return nil, fmt.Errorf("make the mount point %s: %w", p, err)
-			}
+		h, err := holdProtected(p)
+		if err != nil {
+			release()
+			return nil, err
 		}
-		if d.users == nil {
-			d.users = map[string]int{}
+		if h.f != nil {
+			held = append(held, h)
 		}
-		d.users[p]++
-		made = append(made, p)
 	}
 	return release, nil
+}
+
+// holdProtected makes p when it is missing and locks it, shared, when it is a directory.
+// A file or a symlink is bound or pinned as it is and never removed: nothing to hold.
+func holdProtected(p string) (heldDir, error) {
+	h := heldDir{path: p}
+	for range 8 {
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			if err := os.Mkdir(p, 0o755); err == nil {
+				unix.Setxattr(p, syntheticXattr, []byte("1"), 0) // where the file system can
+				h.made = true
+			} else if !errors.Is(err, os.ErrExist) {
+				return h, fmt.Errorf("make the mount point %s: %w", p, err)
+			}
+			continue
+		case err != nil:
+			return h, fmt.Errorf("mount point %s: %w", p, err)
+		case !fi.IsDir():
+			return h, nil
+		}
+		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return h, fmt.Errorf("mount point %s: %w", p, err)
+		}
+		if err := flock(f, unix.LOCK_SH); err != nil {
+			f.Close()
+			return h, fmt.Errorf("lock the mount point %s: %w", p, err)
+		}
+		if sameDir(f, p) { // not removed by its last user while we waited for the lock
+			h.f = f
+			return h, nil
+		}
+		f.Close()
+	}
+	return h, fmt.Errorf("make the mount point %s: it keeps being removed", p)
+}
+
+// release removes the directory if it is a mount point this or another server made, it is
+// still empty, and no other sandbox stands on it; then lets it go.
+func (h heldDir) release() {
+	defer h.f.Close()
+	if flock(h.f, unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return // another sandbox stands on it: the last one out removes it
+	}
+	if !h.made {
+		if _, err := unix.Fgetxattr(int(h.f.Fd()), syntheticXattr, nil); err != nil {
+			return // the user's own directory
+		}
+	}
+	if sameDir(h.f, h.path) {
+		os.Remove(h.path) // only if still empty
+	}
+}
+
+// flock is flock(2) on f, retried when interrupted.
+func flock(f *os.File, how int) error {
+	for {
+		err := unix.Flock(int(f.Fd()), how)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// sameDir reports whether path still names the directory open as f.
+func sameDir(f *os.File, path string) bool {
+	a, err1 := f.Stat()
+	b, err2 := os.Lstat(path)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
 // isSandboxStage reports whether this process was started as the sandbox stage.
@@ -421,9 +498,13 @@ func isSandboxStage() bool {
 // writing why to fd 4.
 func runSandboxStage() {
 	runtime.LockOSThread() // every per-thread restriction is made on this thread, and the command forked from it
-	// fd 4 came without close-on-exec (the descriptors a process is started with never have
-	// it); the command must not inherit it, or the server would wait for the command's end.
-	unix.CloseOnExec(stageStatusFD)
+	// Nothing the stage inherited beyond 0, 1, 2 may reach the command: not fd 4 (the
+	// server's wait for EOF on it would last as long as the command), and not a descriptor
+	// the server itself inherited (a directory's is a way around the read-only view).
+	if err := closeOnExecFrom(stageConfigFD); err != nil {
+		fmt.Fprintf(os.NewFile(stageStatusFD, "status"), "sandbox: %v\n", err)
+		exitStage(stageFailureExit)
+	}
 	status := os.NewFile(stageStatusFD, "status")
 	fail := func(err error) {
 		fmt.Fprintf(status, "%s\n", stageErrorText(err))
@@ -477,6 +558,23 @@ func runSandboxStage() {
 // every exit.
 func exitStage(code int) {
 	syscall.Exit(code)
+}
+
+// closeOnExecFrom marks every descriptor from first on close-on-exec.
+func closeOnExecFrom(first int) error {
+	if unix.CloseRange(uint(first), math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc/self/fd") // before Linux 5.11
+	if err != nil {
+		return fmt.Errorf("list inherited descriptors: %w", err)
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= first {
+			syscall.CloseOnExec(fd)
+		}
+	}
+	return nil
 }
 
 // readStageConfig reads fd 3 to its end.

@@ -10,6 +10,7 @@ package main
 //	                                                             the symlinks on its way
 //	writable roots               bound read-write from the host, outermost first
 //	read entries, protected      bound read-only over what is above them
+//	protected name, a symlink    also an empty read-only file mounted on the link itself
 //	deny                         an empty, mode 000 file or directory bound over them
 //	/dev                         tmpfs: null zero full random urandom tty bound from the
 //	                             host, a new devpts (ptmx 0666), shm, fd, std{in,out,err},
@@ -50,6 +51,12 @@ const (
 	mountWrite mountAccess = iota
 	mountRead
 	mountDeny
+	// mountPin: a protected name that is a symlink. Binding it read-only follows the link
+	// and leaves the link itself, in a writable directory, free to be renamed away and
+	// replaced by a real directory; an empty read-only file is mounted on the link itself
+	// instead, which can then be neither followed nor moved (its target, when there is
+	// one, is still bound read-only as well).
+	mountPin
 )
 
 // mountOp is one bind of the view: a host path, resolved, and the access it gets.
@@ -71,7 +78,14 @@ func buildMountView(cfg *stageConfig) error {
 	if err != nil {
 		return err
 	}
-	tty := isTerminal(0)
+	tty := ""
+	if isTerminal(0) {
+		// Its name now, while /dev is the host's: the terminal is bound from there. One
+		// outside /dev (none seen) goes without /dev/console.
+		if name, err := os.Readlink("/proc/self/fd/0"); err == nil && strings.HasPrefix(name, "/dev/") {
+			tty = name
+		}
+	}
 	steps := []struct {
 		what string
 		do   func() error
@@ -117,6 +131,16 @@ func planMounts(p *sandboxProfile) ([]mountOp, error) {
 		if err := add(a.paths, a.access); err != nil {
 			return nil, err
 		}
+	}
+	for _, path := range p.Protected {
+		if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		dir, err := resolveHostPath(filepath.Dir(path))
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, mountOp{real: filepath.Join(dir.real, filepath.Base(path)), access: mountPin})
 	}
 	slices.SortStableFunc(ops, func(a, b mountOp) int {
 		if d := strings.Count(a.real, "/") - strings.Count(b.real, "/"); d != 0 {
@@ -214,6 +238,13 @@ func applyMounts(ops []mountOp, fullRead bool) error {
 	}
 	for _, op := range ops {
 		dst := newRoot + op.real
+		if op.access == mountPin {
+			// The link lies in a writable root, bound already.
+			if err := mountOnLink(denyFile, dst); err != nil {
+				return fmt.Errorf("pin the link %s: %w", op.real, err)
+			}
+			continue
+		}
 		if !fullRead {
 			if err := mirrorPath(op); err != nil {
 				return fmt.Errorf("%s: %w", op.real, err)
@@ -236,6 +267,20 @@ func applyMounts(ops []mountOp, fullRead bool) error {
 		}
 	}
 	return nil
+}
+
+// mountOnLink mounts the file src, read-only, on the symlink dst itself: move_mount does
+// not follow a last component that is a symlink, where mount(2) would.
+func mountOnLink(src, dst string) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return err
+	}
+	return unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
 }
 
 // mirrorPath makes op's mount point in a restricted-read root, and the symlinks that lead
@@ -263,8 +308,9 @@ func mirrorPath(op mountOp) error {
 	return f.Close()
 }
 
-// makeDev gives the new root a minimal /dev.
-func makeDev(tty bool) error {
+// makeDev gives the new root a minimal /dev; tty is the host path of the terminal on
+// stdin, "" when there is none.
+func makeDev(tty string) error {
 	dev := newRoot + "/dev"
 	if err := os.MkdirAll(dev, 0o755); err != nil {
 		return err
@@ -277,15 +323,13 @@ func makeDev(tty bool) error {
 			return fmt.Errorf("%s: %w", n, err)
 		}
 	}
-	if tty {
+	if tty != "" {
 		// The terminal keeps its host name (/dev/pts/N of another devpts), which means nothing
-		// here; as bubblewrap does, it is /dev/console inside. It is bound by its path in this
-		// namespace's copy of the host tree: fd 0's own mount belongs to the server's namespace,
-		// and the kernel binds only mounts of this one.
-		if name, err := os.Readlink(oldRoot + "/proc/self/fd/0"); err == nil && strings.HasPrefix(name, "/dev/") {
-			if err := bindFile(oldRoot+name, dev+"/console"); err != nil {
-				return fmt.Errorf("console: %w", err)
-			}
+		// here; as bubblewrap does, it is /dev/console inside. It is bound by its path under
+		// /oldroot: /proc/self/fd/0 would lead to the host namespace's mount of it, which
+		// bind(2) refuses (EINVAL).
+		if err := bindFile(oldRoot+tty, dev+"/console"); err != nil {
+			return fmt.Errorf("console: %w", err)
 		}
 	}
 	for _, d := range []string{"pts", "shm"} {
