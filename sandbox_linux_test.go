@@ -115,7 +115,9 @@ var escapeCases = []escapeCase{
 		script: `echo x > /dev/null && echo devnull ok`,
 	},
 	{
-		name: "write inside the workspace", ws: allowed("hi"), ro: denied(), landlock: true,
+		// Not under Landlock: there a writable root's own top level is read-only (the protected
+		// names cannot be carved out of a grant on it; docs/sandbox.md §2), see the next row.
+		name: "write inside the workspace", ws: allowed("hi"), ro: denied(),
 		script: `echo hi > inside.txt && cat inside.txt`,
 		check: func(t *testing.T, f *sbFixture, ws bool) {
 			if ws {
@@ -126,7 +128,20 @@ var escapeCases = []escapeCase{
 		},
 	},
 	{
-		name: "/tmp and $TMPDIR are writable in workspace-write", ws: allowed("tmp ok"), ro: denied(), landlock: true,
+		name: "write inside an existing directory of the workspace", ws: allowed("hi"), ro: denied(), landlock: true,
+		setup: func(t *testing.T, f *sbFixture) { mustMkdir(t, filepath.Join(f.ws, "sub")) },
+		script: `echo hi > sub/inside.txt && cat sub/inside.txt`,
+		check: func(t *testing.T, f *sbFixture, ws bool) {
+			if ws {
+				wantFile(t, filepath.Join(f.ws, "sub", "inside.txt"), "hi\n")
+			} else {
+				wantAbsent(t, filepath.Join(f.ws, "sub", "inside.txt"))
+			}
+		},
+	},
+	{
+		// Not under Landlock: the file is new at the top level of /tmp and $TMPDIR.
+		name: "/tmp and $TMPDIR are writable in workspace-write", ws: allowed("tmp ok"), ro: denied(),
 		script: `echo t > "$TMPDIR/t.txt" && echo t > "$SLASHTMP" && echo tmp ok`,
 		check: func(t *testing.T, f *sbFixture, ws bool) {
 			t.Cleanup(func() { os.Remove(f.slashTmp) })
@@ -311,6 +326,7 @@ var escapeCases = []escapeCase{
 		// A user namespace of its own gives the command every capability over a copy of
 		// the view; the kernel locks the copied mounts (MNT_LOCKED, MNT_LOCK_READONLY).
 		name: "nested namespaces cannot undo the view", ws: denied(), ro: denied(), landlock: true,
+		deny: []string{"Read-only file system", "Permission denied", "Operation not permitted"},
 		setup: func(t *testing.T, f *sbFixture) {
 			mustMkdir(t, filepath.Join(f.ws, ".git"))
 			mustWrite(t, filepath.Join(f.ws, ".git", "config"), "orig\n")
@@ -510,6 +526,11 @@ func runEscapeTable(t *testing.T, ts *testServer, mech sandboxMechanism, drivers
 						deny = []string{map[sandboxMechanism]string{mechanismNamespaces: "Read-only file system", mechanismLandlock: "Permission denied"}[mech]}
 					}
 					want.verify(t, r, deny)
+					// The denial heuristic (docs/sandbox.md §4) must call a denial that shows
+					// one of its words a denial.
+					if d.via != viaCLI && r.exit != 0 && sandboxDenied("linuxSeccomp", r.exit, []byte(r.out)) != r.sandboxDenied {
+						t.Errorf("process/exited: sandboxDenied %v for exit %d and output %q", r.sandboxDenied, r.exit, r.out)
+					}
 					if c.checkOut != nil {
 						c.checkOut(t, r.out)
 					}
@@ -601,9 +622,9 @@ func TestSandboxPTY(t *testing.T) {
 			t.Errorf("exit %d, output %q: want a Read-only file system denial", r.exit, r.out)
 		}
 		wantAbsent(t, filepath.Join(f.outside, "f"))
-		// TODO(sandboxDenied): once the denial heuristic (docs/sandbox.md §4) lands, process/exited's
-		// sandboxDenied must be true here:
-		//	if !r.sandboxDenied { t.Error("process/exited: sandboxDenied false for a denied write") }
+		if !r.sandboxDenied {
+			t.Error("process/exited: sandboxDenied false for a denied write")
+		}
 	})
 	t.Run("job control in an interactive shell", func(t *testing.T) {
 		f := newSBFixture(t)
