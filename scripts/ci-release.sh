@@ -19,6 +19,8 @@
 #      the Go tests of the air-gapped promise and the service files.
 set -eu
 
+[ "$(id -u)" = 0 ] || { echo "ci-release: run as root (apt, namespaces, a second user)" >&2; exit 1; }
+umask 022
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PATH="/usr/local/go/bin:$PATH"
@@ -53,8 +55,8 @@ name=exec-server-$goos-$goarch
 
 say "shellcheck"
 shellcheck --version | sed -n 2p
-shellcheck install.sh scripts/release.sh scripts/ci-release.sh scripts/bench.sh
-echo "clean: install.sh scripts/release.sh scripts/ci-release.sh scripts/bench.sh"
+shellcheck install.sh scripts/release.sh scripts/ci-release.sh
+echo "clean: install.sh scripts/release.sh scripts/ci-release.sh"
 
 # copy_tree DIR copies the tree as a checkout has it (tracked and untracked files, not ignored).
 copy_tree() {
