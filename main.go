@@ -20,8 +20,13 @@ import (
 	"time"
 )
 
-// version is this build's version, printed by --version.
-const version = "0.1.0"
+// This build's version, commit and date, printed by --version. scripts/release.sh stamps them
+// with -ldflags -X main.version=… -X main.commit=… -X main.date=…; a plain go build keeps these.
+var (
+	version = "0.1.0"
+	commit  = "unknown"
+	date    = "unknown"
+)
 
 // Defaults that match the reference (protocol.md §3.5, §4.4).
 const (
@@ -166,7 +171,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(&usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))})
 	}
 	if *showVersion {
-		fmt.Fprintf(stdout, "exec-server %s (protocol of codex %s)\n", version, executorVersion)
+		fmt.Fprintf(stdout, "exec-server %s (commit %s, date %s, protocol of codex %s)\n", version, commit, date, executorVersion)
 		return 0
 	}
 	log, err := newLogger(stderr, *logLevel, *logFormat)
