@@ -129,7 +129,7 @@ var escapeCases = []escapeCase{
 	},
 	{
 		name: "write inside an existing directory of the workspace", ws: allowed("hi"), ro: denied(), landlock: true,
-		setup: func(t *testing.T, f *sbFixture) { mustMkdir(t, filepath.Join(f.ws, "sub")) },
+		setup:  func(t *testing.T, f *sbFixture) { mustMkdir(t, filepath.Join(f.ws, "sub")) },
 		script: `echo hi > sub/inside.txt && cat sub/inside.txt`,
 		check: func(t *testing.T, f *sbFixture, ws bool) {
 			if ws {
