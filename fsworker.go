@@ -68,6 +68,11 @@ const fsWorkerArg = "__exec-server-fs-worker"
 const (
 	// fsWorkerIdle is how long a worker with nothing to do is kept for the next operation.
 	fsWorkerIdle = 30 * time.Second
+	// fsWorkerIdleWriting is the same for a worker that can write: its view stands on the
+	// protected names of its writable roots, and a missing one is an empty directory on the
+	// host for as long as the worker lives (syntheticDirs). Two seconds keep a burst of writes
+	// (an apply_patch) on one worker, and the host's tree as it was soon after.
+	fsWorkerIdleWriting = 2 * time.Second
 	// maxFSWorkers bounds the workers (distinct profiles) alive at once: each is two
 	// processes. When full, the longest idle one makes room.
 	maxFSWorkers = 16
@@ -125,6 +130,7 @@ func newFSWorkerPool() *fsWorkerPool {
 
 // fsWorker is one worker process, as the server sees it.
 type fsWorker struct {
+	idle  time.Duration // how long it is kept with nothing to do
 	pool  *fsWorkerPool
 	key   string
 	ready chan struct{} // closed once started, or failed to start (err set)
@@ -235,7 +241,11 @@ func (p *fsWorkerPool) acquire(ctx context.Context, sbx *sandboxer, profile *san
 			p.mu.Unlock()
 			return nil, errInternal("fs sandbox helper failed: %d sandbox workers are all busy", maxFSWorkers)
 		}
-		w = &fsWorker{pool: p, key: key, ready: make(chan struct{}), pending: map[uint64]chan fsWorkerReply{}}
+		idle := p.idle
+		if len(profile.Protected) > 0 {
+			idle = min(idle, fsWorkerIdleWriting)
+		}
+		w = &fsWorker{pool: p, key: key, idle: idle, ready: make(chan struct{}), pending: map[uint64]chan fsWorkerReply{}}
 		p.workers[key] = w
 		p.live[w] = true
 		p.running.Add(1)
@@ -328,7 +338,7 @@ func (w *fsWorker) start(sbx *sandboxer, profile *sandboxProfile) {
 	w.stderr = &tailBuffer{max: maxWorkerStderr}
 	w.stderrDone = make(chan struct{})
 	w.fds = map[uint64]*os.File{}
-	w.idleStop = time.AfterFunc(w.pool.idle, w.stopIfIdle)
+	w.idleStop = time.AfterFunc(w.idle, w.stopIfIdle)
 	w.mu.Unlock()
 	go func() {
 		defer close(w.stderrDone)
@@ -367,7 +377,7 @@ func (w *fsWorker) release() {
 	w.users--
 	w.lastUsed = time.Now()
 	if w.users == 0 && w.idleStop != nil {
-		w.idleStop.Reset(w.pool.idle)
+		w.idleStop.Reset(w.idle)
 	}
 	w.closeInputLocked()
 }
@@ -377,7 +387,7 @@ func (w *fsWorker) stopIfIdle() {
 	p := w.pool
 	p.mu.Lock()
 	w.mu.Lock()
-	idle := w.users == 0 && time.Since(w.lastUsed) >= p.idle
+	idle := w.users == 0 && time.Since(w.lastUsed) >= w.idle
 	w.mu.Unlock()
 	if idle && p.workers[w.key] == w {
 		delete(p.workers, w.key)
