@@ -66,6 +66,7 @@ func newNormaliser(runDir, codexPackage string) *normaliser {
 	add(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`, "<uuid>")
 	add(`realcodex-[0-9a-f]{8}`, "<marker>")
 	add(`call-realcodex-\d+-\d+`, "<call-id>")
+	add(`/dev/tcp/127\.0\.0\.1/\d+`, "/dev/tcp/127.0.0.1/<port>") // the sandbox fixture's listener
 	return n
 }
 
@@ -201,16 +202,17 @@ func jsonText(v any) string {
 }
 
 // diffLocal compares the two local runs.
-func diffLocal(cfg config, log *eventLog, ref, ours *localRun) []stepResult {
+func diffLocal(cfg config, log *eventLog, m modeRun, ref, ours *localRun) []stepResult {
 	if ref == nil || ours == nil || ref.proxy == nil || ours.proxy == nil {
 		return []stepResult{{Name: "local runs available for the diff", Detail: "a local run did not start"}}
 	}
 	pkg := filepath.Dir(filepath.Dir(filepath.Dir(cfg.codex))) // …/package/vendor/<triple>/bin/codex -> …/package
 	pkg = filepath.Dir(pkg)
-	tr := buildTranscript(ref.proxy.Messages(), newNormaliser(filepath.Join(cfg.workdir, "local-ref"), pkg))
-	to := buildTranscript(ours.proxy.Messages(), newNormaliser(filepath.Join(cfg.workdir, "local-ours"), pkg))
-	writeTranscript(filepath.Join(cfg.workdir, "local-ref.normalised.jsonl"), tr)
-	writeTranscript(filepath.Join(cfg.workdir, "local-ours.normalised.jsonl"), to)
+	tr := buildTranscript(ref.proxy.Messages(), newNormaliser(ref.dir, pkg))
+	to := buildTranscript(ours.proxy.Messages(), newNormaliser(ours.dir, pkg))
+	refPath, oursPath := filepath.Join(m.dir, "local-ref.normalised.jsonl"), filepath.Join(m.dir, "local-ours.normalised.jsonl")
+	writeTranscript(refPath, tr)
+	writeTranscript(oursPath, to)
 
 	var unexpected, expected []string // expected: matched expectedDiffs keys, in order
 	expectedBy := map[string][]string{}
@@ -275,8 +277,7 @@ func diffLocal(cfg config, log *eventLog, ref, ours *localRun) []stepResult {
 		log.Printf("diff: UNEXPECTED %s", l)
 	}
 	detail := fmt.Sprintf("%d requests vs %d; normalised transcripts: %s, %s",
-		len(tr.requests), len(to.requests),
-		filepath.Join(cfg.workdir, "local-ref.normalised.jsonl"), filepath.Join(cfg.workdir, "local-ours.normalised.jsonl"))
+		len(tr.requests), len(to.requests), refPath, oursPath)
 	res := []stepResult{{
 		Name:   "harness traffic and our answers match the reference (after normalisation)",
 		OK:     len(unexpected) == 0,

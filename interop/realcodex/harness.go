@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -28,12 +29,21 @@ import (
 const harnessEnvID = "remote"
 
 // codexHomeConfig writes a fresh CODEX_HOME whose only model provider is the loopback mock,
-// so nothing a check does can reach the network or a real account.
-func codexHomeConfig(dir, modelBaseURL string) error {
+// so nothing a check does can reach the network or a real account. The thread's sandbox is
+// mode; the mock's model metadata (modelCatalog) sits next to config.toml.
+func codexHomeConfig(dir, modelBaseURL, mode string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	catalog := filepath.Join(dir, "realcodex-models.json")
+	if err := os.WriteFile(catalog, modelCatalog(), 0o600); err != nil {
+		return err
+	}
 	cfg := fmt.Sprintf(`model = "realcodex-mock"
 model_provider = "realcodex"
+model_catalog_json = %q
 approval_policy = "never"
-sandbox_mode = "danger-full-access"
+sandbox_mode = %q
 check_for_update_on_startup = false
 
 [model_providers.realcodex]
@@ -45,10 +55,7 @@ stream_max_retries = 0
 
 [analytics]
 enabled = false
-`, modelBaseURL)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
+`, catalog, mode, modelBaseURL)
 	return os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600)
 }
 
@@ -62,11 +69,20 @@ type stepResult struct {
 
 // scenario holds what the steps need.
 type scenario struct {
-	app      *appServer
-	model    *mockModel // nil: no agent turn
-	workdir  string     // exists on the executor's host (the same host here)
-	marker   string     // printed by the commands, searched for in their outputs
-	extraURL string     // if set, environment/add a second environment at this URL
+	app       *appServer
+	log       *eventLog
+	model     *mockModel // nil: no agent turn
+	mode      string     // the thread's sandbox mode
+	reference bool       // the exec-server is the reference (known differences become SKIP)
+	workdir   string     // exists on the executor's host (the same host here)
+	marker    string     // printed by the commands, searched for in their outputs
+	extraURL  string     // if set, environment/add a second environment at this URL
+	// wire, if set, returns the exec-server traffic so far (local runs: the proxy's log).
+	wire func() []wireMessage
+	// denialSteps names the steps whose command the exec-server must report with
+	// sandboxDenied:true (denial); deniedCalls collects their call ids as they run.
+	denialSteps map[string]bool
+	deniedCalls []string
 	// breaks each break a connection and say how; after each one another agent turn runs,
 	// which only works if the harness reconnects and resumes its session.
 	breaks []func() string
@@ -78,6 +94,11 @@ type agentStep struct {
 	Call  toolCall
 	Check func(out string) error
 }
+
+// refSkips maps a step name to why the reference itself fails that step: there the failure
+// prints as SKIP with this reason. Ours stays strict. Empty while the reference (0.169 on
+// the reference host) passes every step.
+var refSkips = map[string]string{}
 
 var sessionIDPattern = regexp.MustCompile(`session ID (\d+)`)
 
@@ -97,9 +118,9 @@ func execArgs(v map[string]any) func([]string) string {
 	return func([]string) string { return jsonArgs(v) }
 }
 
-// agentSteps is the script of the first agent turn: pipes, stderr and exit status, a large
-// output (several relay records), a PTY session driven through write_stdin (process/write),
-// and view_image of a PNG larger than one relay record (fs/readFile).
+// agentSteps is the script of the first agent turn: pipes, stderr and exit status, a PTY
+// session driven through write_stdin (process/write), view_image of a PNG larger than one
+// relay record (fs/readFile), and a large output (several relay records).
 func (s *scenario) agentSteps() []agentStep {
 	m := s.marker
 	sessionArgs := func(chars string, yield int) func([]string) string {
@@ -119,8 +140,6 @@ func (s *scenario) agentSteps() []agentStep {
 			contains(m+"-1", s.workdir, "exited with code 0")},
 		{"exec_command: stderr and exit code 3", toolCall{"exec_command", execArgs(map[string]any{"cmd": "echo " + m + "-2 >&2; exit 3", "yield_time_ms": 10000})},
 			contains(m+"-2", "exited with code 3")},
-		{"exec_command: 230 KB of output", toolCall{"exec_command", execArgs(map[string]any{"cmd": "seq 1 40000", "yield_time_ms": 10000})},
-			contains("exited with code 0", "\n40000")},
 		{"exec_command: PTY session starts", toolCall{"exec_command", execArgs(map[string]any{"cmd": "cat", "tty": true, "yield_time_ms": 500})},
 			contains("session ID")},
 		{"write_stdin: PTY echoes input", toolCall{"write_stdin", sessionArgs(m+"-5\n", 1000)},
@@ -134,6 +153,10 @@ func (s *scenario) agentSteps() []agentStep {
 				}
 				return fmt.Errorf("no image data in output")
 			}},
+		// Last: a server that cannot start a command with this much output before it is
+		// read (the output fills the pipe) stalls the turn here, after the other steps ran.
+		{"exec_command: 230 KB of output", toolCall{"exec_command", execArgs(map[string]any{"cmd": "seq 1 40000", "yield_time_ms": 10000})},
+			contains("exited with code 0", "\n40000")},
 	}
 }
 
@@ -210,6 +233,15 @@ func (s *scenario) run(ctx context.Context) []stepResult {
 	}
 	step := func(d time.Duration) (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, d) }
 
+	var fx *sandboxFixture
+	if s.mode != modeFull {
+		var err error
+		if fx, err = s.prepareSandbox(); err != nil {
+			return append(out, stepResult{Name: "prepare the " + s.mode + " fixture", Detail: err.Error()})
+		}
+		defer fx.Close()
+	}
+
 	c, cancel := step(30 * time.Second)
 	err := s.app.initialize(c)
 	cancel()
@@ -249,7 +281,7 @@ func (s *scenario) run(ctx context.Context) []stepResult {
 		"cwd":            s.workdir,
 		"environments":   []map[string]string{{"environmentId": harnessEnvID, "cwd": s.workdir}},
 		"approvalPolicy": "never",
-		"sandbox":        "danger-full-access",
+		"sandbox":        s.mode,
 		"ephemeral":      true,
 	})
 	cancel()
@@ -269,15 +301,27 @@ func (s *scenario) run(ctx context.Context) []stepResult {
 	if err := writeProbePNG(filepath.Join(s.workdir, "probe.png")); err != nil {
 		return append(out, stepResult{Name: "write probe.png", Detail: err.Error()})
 	}
-	out = append(out, s.agentTurn(ctx, thread.Thread.ID, "agent turn", s.agentSteps(), nil)...)
+	policy := turnSandboxPolicy(s.mode)
+	out = append(out, s.agentTurn(ctx, thread.Thread.ID, "agent turn", s.agentSteps(), policy)...)
 	for i, brk := range s.breaks {
 		note := brk()
-		out = append(out, s.agentTurn(ctx, thread.Thread.ID, "agent turn after "+note, s.resumeSteps(i), nil)...)
+		out = append(out, s.agentTurn(ctx, thread.Thread.ID, "agent turn after "+note, s.resumeSteps(i), policy)...)
 	}
-	// Last, because a turn's sandbox policy sticks to later turns.
-	out = append(out, s.agentTurn(ctx, thread.Thread.ID, "workspace-write turn", s.sandboxSteps(), map[string]any{
-		"type": "workspaceWrite", "excludeSlashTmp": true, "excludeTmpdirEnvVar": true, "networkAccess": false,
-	})...)
+	switch s.mode {
+	case modeFull:
+		// Last, because a turn's sandbox policy sticks to later turns.
+		out = append(out, s.agentTurn(ctx, thread.Thread.ID, "workspace-write turn", s.sandboxSteps(), map[string]any{
+			"type": "workspaceWrite", "excludeSlashTmp": true, "excludeTmpdirEnvVar": true, "networkAccess": false,
+		})...)
+	case modeWrite:
+		out = append(out, s.agentTurn(ctx, thread.Thread.ID, "workspace-write checks", s.workspaceWriteSteps(fx), policy)...)
+		out = append(out, s.sandboxDeniedResult("workspace-write checks"))
+		out = append(out, s.leftoverResult("workspace-write checks", fx))
+	case modeRead:
+		out = append(out, s.agentTurn(ctx, thread.Thread.ID, "read-only checks", s.readOnlySteps(fx), policy)...)
+		out = append(out, s.sandboxDeniedResult("read-only checks"))
+		out = append(out, s.leftoverResult("read-only checks", fx))
+	}
 	return out
 }
 
@@ -337,13 +381,24 @@ func (s *scenario) agentTurn(ctx context.Context, threadID, name string, steps [
 		out = append(out, r)
 	}
 	for i, st := range steps {
+		if s.denialSteps[st.Name] {
+			s.deniedCalls = append(s.deniedCalls, s.model.CallID(i))
+		}
 		r := stepResult{Name: name + ": " + st.Name}
 		if i >= len(outputs) {
 			r.Detail = "the tool call never produced an output"
 		} else if err := st.Check(outputs[i]); err != nil {
 			r.Detail = err.Error() + ": " + clip(outputs[i], 700)
+			var skip skipStep
+			if errors.As(err, &skip) {
+				r.Skip, r.Detail = true, skip.Error()
+			}
 		} else {
 			r.OK = true
+		}
+		if why := refSkips[st.Name]; !r.OK && s.reference && why != "" {
+			r.Skip = true
+			r.Detail = "the reference differs here (" + why + "): " + r.Detail
 		}
 		out = append(out, r)
 	}

@@ -25,23 +25,38 @@ type config struct {
 	checks  map[string]bool
 	verbose bool
 	agent   bool
+	modes   []string // sandbox modes to run the checks under, in order (-s)
 }
 
 const allChecks = "local-ref,local-ours,diff,remote-ref,remote-ours"
 
+// The sandbox modes of -s, as config.toml's sandbox_mode and thread/start's sandbox spell them.
+const (
+	modeFull  = "danger-full-access"
+	modeWrite = "workspace-write"
+	modeRead  = "read-only"
+)
+
+var allModes = []string{modeFull, modeWrite, modeRead}
+
 func main() {
 	var cfg config
-	var checks string
+	var checks, modes string
 	flag.StringVar(&cfg.codex, "codex", "", "reference codex 0.169 binary (required)")
 	flag.StringVar(&cfg.ours, "ours", "", "our exec-server binary (required)")
-	flag.StringVar(&cfg.workdir, "workdir", "", "scratch directory (default: a new temp dir)")
+	flag.StringVar(&cfg.workdir, "workdir", "", "scratch directory, outside /tmp when a sandbox mode is run (default: a new directory under ~/.cache/realcodex)")
 	flag.StringVar(&checks, "checks", allChecks, "comma-separated checks: local-ref, local-ours, diff (needs both local runs), remote-ref, remote-ours; local and remote name both of their pair")
 	flag.BoolVar(&cfg.agent, "agent", true, "also run an agent turn against the loopback mock model")
 	flag.BoolVar(&cfg.verbose, "v", false, "copy the event log to stderr")
+	flag.StringVar(&modes, "s", modeFull, "sandbox mode(s) of the thread, comma-separated: danger-full-access, workspace-write, read-only, or all; every check runs under each")
 	flag.Parse()
 	if cfg.codex == "" || cfg.ours == "" {
 		flag.Usage()
 		os.Exit(2)
+	}
+	var err error
+	if cfg.modes, err = parseModes(modes); err != nil {
+		fatal(err)
 	}
 	cfg.checks = map[string]bool{}
 	for _, c := range strings.Split(checks, ",") {
@@ -57,19 +72,115 @@ func main() {
 		}
 	}
 	if cfg.workdir == "" {
-		d, err := os.MkdirTemp("", "realcodex-")
+		d, err := newWorkdir()
 		if err != nil {
 			fatal(err)
 		}
 		cfg.workdir = d
 	}
 	cfg.workdir, _ = filepath.Abs(cfg.workdir)
+	if t := underTempDir(cfg.workdir); t != "" && sandboxed(cfg.modes) {
+		fatal(fmt.Errorf("-workdir %s is under the temporary directory %s: the reference then refuses to create "+
+			"its sandbox helper links (\"Refusing to create helper binaries under temporary dir\", sandbox.md §9), "+
+			"so its sandboxed PTYs fail; choose a directory outside it, or leave -workdir out", cfg.workdir, t))
+	}
 	cfg.codex, _ = filepath.Abs(cfg.codex)
 	cfg.ours, _ = filepath.Abs(cfg.ours)
 	if err := os.MkdirAll(cfg.workdir, 0o700); err != nil {
 		fatal(err)
 	}
 	os.Exit(run(cfg))
+}
+
+// parseModes reads -s.
+func parseModes(s string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range strings.Split(s, ",") {
+		m = strings.TrimSpace(m)
+		var add []string
+		switch m {
+		case "all":
+			add = allModes
+		case modeFull, modeWrite, modeRead:
+			add = []string{m}
+		default:
+			return nil, fmt.Errorf("unknown sandbox mode %q (want %s, or all)", m, strings.Join(allModes, ", "))
+		}
+		for _, a := range add {
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out, nil
+}
+
+// sandboxed reports whether any of modes restricts the commands.
+func sandboxed(modes []string) bool {
+	for _, m := range modes {
+		if m != modeFull {
+			return true
+		}
+	}
+	return false
+}
+
+// tempDirs are the directories the children's std::env::temp_dir() can be: they get no
+// TMPDIR (baseEnv), so /tmp, and this process's TMPDIR in case that ever changes.
+func tempDirs() []string {
+	dirs := []string{"/tmp"}
+	if t := os.Getenv("TMPDIR"); t != "" {
+		dirs = append(dirs, filepath.Clean(t))
+	}
+	return dirs
+}
+
+// underTempDir returns the temporary directory path lies in (compared component-wise, as
+// Rust's Path::starts_with does, and also after resolving symlinks), or "".
+func underTempDir(path string) string {
+	paths := []string{filepath.Clean(path)}
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		paths = append(paths, r)
+	}
+	for _, t := range tempDirs() {
+		ts := []string{t}
+		if r, err := filepath.EvalSymlinks(t); err == nil && r != t {
+			ts = append(ts, r)
+		}
+		for _, p := range paths {
+			for _, tt := range ts {
+				if p == tt || strings.HasPrefix(p, strings.TrimSuffix(tt, "/")+"/") {
+					return t
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// newWorkdir makes the default scratch directory: $XDG_CACHE_HOME/realcodex/run-* (or
+// ~/.cache/realcodex/run-*), else /var/tmp/realcodex-*. Never under /tmp: the CODEX_HOMEs
+// and workspaces live in it, and the reference only creates its sandbox helper links (which
+// sandboxed PTYs need) when its CODEX_HOME is outside the temporary directory.
+func newWorkdir() (string, error) {
+	var bases []string
+	if c := os.Getenv("XDG_CACHE_HOME"); c != "" {
+		bases = append(bases, filepath.Join(c, "realcodex"))
+	}
+	if h := os.Getenv("HOME"); h != "" {
+		bases = append(bases, filepath.Join(h, ".cache", "realcodex"))
+	}
+	for _, b := range bases {
+		if underTempDir(b) != "" || os.MkdirAll(b, 0o700) != nil {
+			continue
+		}
+		if d, err := os.MkdirTemp(b, "run-"); err == nil {
+			return d, nil
+		}
+	}
+	return os.MkdirTemp("/var/tmp", "realcodex-")
 }
 
 func fatal(err error) {
@@ -98,22 +209,30 @@ func run(cfg config) int {
 	// An interrupt cancels every wait, so the deferred Stop/Close calls end the children.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var local = map[string]*localRun{}
-	for _, target := range []string{"ref", "ours"} {
-		if cfg.checks["local-"+target] {
-			lr := runLocal(ctx, cfg, log, target)
-			local[target] = lr
-			report("local/"+target, lr.results)
+	for _, mode := range cfg.modes {
+		if ctx.Err() != nil {
+			break
 		}
-	}
-	if cfg.checks["diff"] {
-		report("diff", diffLocal(cfg, log, local["ref"], local["ours"]))
-	}
-	if cfg.checks["remote-ref"] {
-		report("remote/ref", runRemote(ctx, cfg, log, "ref"))
-	}
-	if cfg.checks["remote-ours"] {
-		report("remote/ours", runRemote(ctx, cfg, log, "ours"))
+		m := newModeRun(cfg, mode)
+		if err := os.MkdirAll(m.dir, 0o700); err != nil {
+			fatal(err)
+		}
+		var local = map[string]*localRun{}
+		for _, target := range []string{"ref", "ours"} {
+			if cfg.checks["local-"+target] {
+				lr := runLocal(ctx, cfg, log, m, target)
+				local[target] = lr
+				report(m.label("local/"+target), lr.results)
+			}
+		}
+		if cfg.checks["diff"] {
+			report(m.label("diff"), diffLocal(cfg, log, m, local["ref"], local["ours"]))
+		}
+		for _, target := range []string{"ref", "ours"} {
+			if cfg.checks["remote-"+target] {
+				report(m.label("remote/"+target), runRemote(ctx, cfg, log, m, target))
+			}
+		}
 	}
 	failed := 0
 	for _, r := range results {
@@ -151,23 +270,41 @@ func execServerCommand(cfg config, target string) (string, []string) {
 	return cfg.ours, nil
 }
 
+// modeRun is one sandbox mode's pass over the checks.
+type modeRun struct {
+	mode   string
+	dir    string // this mode's directory: the work directory itself for a lone default mode
+	suffix string // appended to each check's name: "" for a lone default mode, else [mode]
+}
+
+func newModeRun(cfg config, mode string) modeRun {
+	if len(cfg.modes) == 1 && mode == modeFull {
+		return modeRun{mode: mode, dir: cfg.workdir}
+	}
+	return modeRun{mode: mode, dir: filepath.Join(cfg.workdir, mode), suffix: "[" + mode + "]"}
+}
+
+func (m modeRun) label(check string) string { return check + m.suffix }
+
 // localRun is what one local run leaves for the diff.
 type localRun struct {
 	results []stepResult
 	proxy   *wsProxy
+	dir     string // the run's directory (logs, CODEX_HOMEs, the workspace and its siblings)
 	workdir string
 	home    string
 }
 
 // runLocal starts an exec-server (ours or the reference) on loopback, a logging proxy in
 // front of it, and the real app-server pointed at the proxy through CODEX_EXEC_SERVER_URL.
-func runLocal(ctx context.Context, cfg config, log *eventLog, target string) *localRun {
+func runLocal(ctx context.Context, cfg config, log *eventLog, m modeRun, target string) *localRun {
 	lr := &localRun{}
 	fail := func(name string, err error) *localRun {
 		lr.results = append(lr.results, stepResult{Name: name, Detail: err.Error()})
 		return lr
 	}
-	dir := filepath.Join(cfg.workdir, "local-"+target)
+	dir := filepath.Join(m.dir, "local-"+target)
+	lr.dir = dir
 	lr.workdir = filepath.Join(dir, "work")
 	lr.home = filepath.Join(dir, "exec-home")
 	for _, d := range []string{lr.workdir, lr.home} {
@@ -175,7 +312,7 @@ func runLocal(ctx context.Context, cfg config, log *eventLog, target string) *lo
 			return fail("setup", err)
 		}
 	}
-	log.Printf("==== local/%s", target)
+	log.Printf("==== local/%s, sandbox mode %s", target, m.mode)
 	bin, args := execServerCommand(cfg, target)
 	args = append(args, "--listen", "ws://127.0.0.1:0")
 	if target == "ours" {
@@ -197,9 +334,11 @@ func runLocal(ctx context.Context, cfg config, log *eventLog, target string) *lo
 	defer proxy.Close()
 	defer func() { writeWire(filepath.Join(dir, "wire.jsonl"), proxy.Messages()) }()
 
-	lr.results = append(lr.results, runHarness(ctx, cfg, log, dir, lr.workdir, "local/"+target,
+	lr.results = append(lr.results, runHarness(ctx, cfg, log, m.mode, dir, lr.workdir, m.label("local/"+target),
 		[]string{"CODEX_EXEC_SERVER_URL=" + proxy.URL()}, func(s *scenario) {
+			s.reference = target == "ref"
 			s.extraURL = proxy.URL()
+			s.wire = proxy.Messages
 			s.breaks = []func() string{func() string {
 				proxy.DropAll()
 				return "the exec-server websocket dropped"
@@ -212,14 +351,15 @@ func runLocal(ctx context.Context, cfg config, log *eventLog, target string) *lo
 }
 
 // runHarness starts the mock model and the app-server with extraEnv and runs the scenario.
-func runHarness(ctx context.Context, cfg config, log *eventLog, dir, workdir, name string, extraEnv []string, setup func(*scenario)) []stepResult {
+// The thread runs under sandbox mode mode.
+func runHarness(ctx context.Context, cfg config, log *eventLog, mode, dir, workdir, name string, extraEnv []string, setup func(*scenario)) []stepResult {
 	model, err := startMockModel(log)
 	if err != nil {
 		return []stepResult{{Name: "start mock model", Detail: err.Error()}}
 	}
 	defer model.Close()
 	home := filepath.Join(dir, "codex-home")
-	if err := codexHomeConfig(home, model.BaseURL()); err != nil {
+	if err := codexHomeConfig(home, model.BaseURL(), mode); err != nil {
 		return []stepResult{{Name: "write CODEX_HOME", Detail: err.Error()}}
 	}
 	env := append([]string{"CODEX_HOME=" + home, "CODEX_API_KEY=sk-unused", "RUST_LOG=info"}, extraEnv...)
@@ -228,7 +368,7 @@ func runHarness(ctx context.Context, cfg config, log *eventLog, dir, workdir, na
 		return []stepResult{{Name: "start app-server", Detail: err.Error()}}
 	}
 	defer app.Close()
-	s := &scenario{app: app, workdir: workdir, marker: "realcodex-" + randomHex(4)}
+	s := &scenario{app: app, log: log, mode: mode, workdir: workdir, marker: "realcodex-" + randomHex(4)}
 	if cfg.agent {
 		s.model = model
 	}

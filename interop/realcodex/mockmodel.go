@@ -19,10 +19,14 @@ import (
 
 // toolCall is one step of the mock model's script: the tool to call and its JSON arguments,
 // computed from the outputs of the earlier steps (write_stdin needs exec_command's session id).
+// apply_patch is a freeform (custom) tool (modelCatalog): its Args are the raw patch, not JSON.
 type toolCall struct {
 	Name string
 	Args func(prev []string) string
 }
+
+// freeformTools are the tools the mock calls with custom_tool_call items.
+var freeformTools = map[string]bool{"apply_patch": true}
 
 // mockModel serves http://127.0.0.1:PORT/v1.
 type mockModel struct {
@@ -56,6 +60,13 @@ func (m *mockModel) SetScript(s []toolCall) {
 	m.script = s
 	m.outputs = nil
 	m.turn++
+}
+
+// CallID is the call id of step k of the current script.
+func (m *mockModel) CallID(k int) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return fmt.Sprintf("call-realcodex-%d-%d", m.turn, k)
 }
 
 // BaseURL is the provider base_url for config.toml.
@@ -124,7 +135,7 @@ func (m *mockModel) responses(w http.ResponseWriter, body []byte) {
 	m.mu.Unlock()
 	var outputs []string
 	for _, in := range r.Input {
-		if in.Type == "function_call_output" && strings.HasPrefix(in.CallID, prefix) {
+		if (in.Type == "function_call_output" || in.Type == "custom_tool_call_output") && strings.HasPrefix(in.CallID, prefix) {
 			var text string
 			if json.Unmarshal(in.Output, &text) != nil {
 				text = string(in.Output)
@@ -150,11 +161,18 @@ func (m *mockModel) responses(w http.ResponseWriter, body []byte) {
 	events := []map[string]any{{"type": "response.created", "response": map[string]any{"id": respID}}}
 	if k := len(outputs); k < len(script) {
 		args := script[k].Args(outputs)
-		m.log.Printf("model: step %d calls %s %s", k, script[k].Name, args)
-		events = append(events, map[string]any{"type": "response.output_item.done", "item": map[string]any{
+		m.log.Printf("model: step %d calls %s %q", k, script[k].Name, args)
+		item := map[string]any{
 			"type": "function_call", "id": fmt.Sprintf("fc-%d", k), "call_id": fmt.Sprintf("%s%d", prefix, k),
 			"name": script[k].Name, "arguments": args,
-		}})
+		}
+		if freeformTools[script[k].Name] {
+			item = map[string]any{
+				"type": "custom_tool_call", "id": fmt.Sprintf("ctc-%d", k), "call_id": fmt.Sprintf("%s%d", prefix, k),
+				"name": script[k].Name, "input": args, "status": "completed",
+			}
+		}
+		events = append(events, map[string]any{"type": "response.output_item.done", "item": item})
 	} else {
 		events = append(events, map[string]any{"type": "response.output_item.done", "item": map[string]any{
 			"type": "message", "role": "assistant", "id": "msg-1",
@@ -175,6 +193,29 @@ func (m *mockModel) responses(w http.ResponseWriter, body []byte) {
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// modelCatalog is the model_catalog_json that describes the mock model to the harness. An
+// unknown model gets fallback metadata without apply_patch; this entry asks for the freeform
+// apply_patch tool (0.169 accepts no other apply_patch_tool_type) and otherwise keeps the
+// fallback's tool set.
+func modelCatalog() []byte {
+	b, _ := json.MarshalIndent(map[string]any{"models": []any{map[string]any{
+		"slug":                         "realcodex-mock",
+		"display_name":                 "realcodex loopback mock",
+		"base_instructions":            "You are a scripted test model.",
+		"apply_patch_tool_type":        "freeform",
+		"shell_type":                   "shell_command",
+		"visibility":                   "hide",
+		"supported_in_api":             true,
+		"priority":                     99,
+		"input_modalities":             []string{"text", "image"},
+		"supported_reasoning_levels":   []any{},
+		"support_verbosity":            false,
+		"truncation_policy":            map[string]any{"mode": "bytes", "limit": 10000},
+		"experimental_supported_tools": []any{},
+	}}}, "", "  ")
+	return b
 }
 
 // jsonArgs encodes tool arguments.

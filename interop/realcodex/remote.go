@@ -22,12 +22,12 @@ const (
 	harnessBearer  = "realcodex-harness-token"
 )
 
-func runRemote(ctx context.Context, cfg config, log *eventLog, target string) []stepResult {
+func runRemote(ctx context.Context, cfg config, log *eventLog, m modeRun, target string) []stepResult {
 	var out []stepResult
 	fail := func(name string, err error) []stepResult {
 		return append(out, stepResult{Name: name, Detail: err.Error()})
 	}
-	dir := filepath.Join(cfg.workdir, "remote-"+target)
+	dir := filepath.Join(m.dir, "remote-"+target)
 	workdir := filepath.Join(dir, "work")
 	home := filepath.Join(dir, "exec-home")
 	for _, d := range []string{workdir, home} {
@@ -35,7 +35,7 @@ func runRemote(ctx context.Context, cfg config, log *eventLog, target string) []
 			return fail("setup", err)
 		}
 	}
-	log.Printf("==== remote/%s", target)
+	log.Printf("==== remote/%s, sandbox mode %s", target, m.mode)
 	reg, err := startTestRegistry(log, remoteEnvID, executorBearer, harnessBearer)
 	if err != nil {
 		return fail("start registry", err)
@@ -64,11 +64,12 @@ func runRemote(ctx context.Context, cfg config, log *eventLog, target string) []
 	}
 	out = append(out, stepResult{Name: "executor connects to the rendezvous", OK: true})
 
-	out = append(out, runHarness(ctx, cfg, log, dir, workdir, "remote/"+target, []string{
+	out = append(out, runHarness(ctx, cfg, log, m.mode, dir, workdir, m.label("remote/"+target), []string{
 		"CODEX_EXEC_SERVER_NOISE_REGISTRY_URL=" + reg.url,
 		"CODEX_EXEC_SERVER_NOISE_ENVIRONMENT_ID=" + remoteEnvID,
 		"CODEX_EXEC_SERVER_NOISE_AUTH_TOKEN=" + harnessBearer,
 	}, func(s *scenario) {
+		s.reference = target == "ref"
 		s.breaks = []func() string{
 			func() string {
 				reg.DropHarnessSockets()

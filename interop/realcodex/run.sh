@@ -3,9 +3,10 @@
 # registry + rendezvous. Not run in CI: it downloads the reference binary (once, into the
 # git-ignored .cache/) with npm.
 #
-#   interop/realcodex/run.sh [realcodex flags]     e.g. -checks remote-ours -v
+#   interop/realcodex/run.sh [realcodex flags]     e.g. -checks remote-ours -v, -s all
 #
-# Environment: EXEC_SERVER=path skips building ours; REALCODEX_WORKDIR=dir keeps logs there.
+# Environment: EXEC_SERVER=path skips building ours; REALCODEX_WORKDIR=dir keeps logs there
+# (default: a new directory under ~/.cache/realcodex, never /tmp: see README, -s).
 # Prints one PASS/FAIL/SKIP line per check; exit status 1 if any check failed.
 set -euo pipefail
 
@@ -45,4 +46,8 @@ if [ -z "$ours" ]; then
 fi
 (cd "$repo/interop" && go build -o "$tmp/realcodex" ./realcodex)
 
-exec "$tmp/realcodex" -codex "$codex" -ours "$ours" -workdir "${REALCODEX_WORKDIR:-$tmp/run}" "$@"
+workdir=()
+if [ -n "${REALCODEX_WORKDIR:-}" ]; then
+	workdir=(-workdir "$REALCODEX_WORKDIR")
+fi
+exec "$tmp/realcodex" -codex "$codex" -ours "$ours" "${workdir[@]}" "$@"
