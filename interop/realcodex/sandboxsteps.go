@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // turnSandboxPolicy is turn/start's sandboxPolicy for mode (app-server v2 spelling). Every
@@ -134,19 +135,30 @@ func (f *sandboxFixture) Close() {
 // fixture made it). The reference makes them on the host while a command runs and removes
 // them afterwards (sandbox.md §2, §9); one left behind also changes what the harness sends
 // next (it then lists it as an explicit read-only entry of the sandbox).
+//
+// A server may keep them a little after the turn: ours keeps a sandboxed fs worker, whose
+// view stands on them, for leftoverGrace after its last write (docs/sandbox.md §3); the
+// reference keeps them for each operation and each sandboxed command. So the check waits that
+// long for them to go.
 func (s *scenario) leftoverResult(turn string, f *sandboxFixture) stepResult {
 	r := stepResult{Name: turn + ": the sandbox left no mount points in the workspace (.agents, .aws, .codex, .git)"}
 	var left []string
-	for _, name := range []string{".agents", ".aws", ".codex", ".git"} {
-		if name == ".git" && f.gitConfig != nil {
-			continue
-		}
-		if fi, err := os.Lstat(filepath.Join(s.workdir, name)); err == nil {
-			kind := "a file"
-			if fi.IsDir() {
-				kind = "a directory"
+	for deadline := time.Now().Add(leftoverGrace); ; time.Sleep(100 * time.Millisecond) {
+		left = left[:0]
+		for _, name := range []string{".agents", ".aws", ".codex", ".git"} {
+			if name == ".git" && f.gitConfig != nil {
+				continue
 			}
-			left = append(left, name+" ("+kind+")")
+			if fi, err := os.Lstat(filepath.Join(s.workdir, name)); err == nil {
+				kind := "a file"
+				if fi.IsDir() {
+					kind = "a directory"
+				}
+				left = append(left, name+" ("+kind+")")
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
 		}
 	}
 	r.OK = len(left) == 0
@@ -155,6 +167,10 @@ func (s *scenario) leftoverResult(turn string, f *sandboxFixture) stepResult {
 	}
 	return r
 }
+
+// leftoverGrace is how long leftoverResult waits for mount points to go: a little over our
+// fs worker's idle time after writes (fsWorkerIdleWriting, 2 s).
+const leftoverGrace = 3 * time.Second
 
 // skipStep is returned by a check that cannot run on this host; the step prints SKIP.
 type skipStep string
