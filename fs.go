@@ -61,6 +61,7 @@ package main
 // (fsworker.go) instead of a helper started for each one.
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -849,13 +850,42 @@ func copySymlink(src, dst string) error {
 // with entries anchored on cwd (current_working_directory, project_roots, a glob) needs the
 // object's cwd, since the operation has no cwd of its own to fall back on.
 type sandboxParam struct {
+	raw []byte          // the object as it came (a copy), until the connection parses it
 	req *sandboxRequest // nil: absent or null
 }
 
 func (s *sandboxParam) UnmarshalJSON(raw []byte) error { return s.decodeRawJSON(raw) }
 
+// decodeRawJSON keeps the object for the connection to parse (conn.parseSandbox): a client
+// sends the same object with every call, and the connection parses each one once.
 func (s *sandboxParam) decodeRawJSON(raw []byte) error {
-	req, err := parseSandbox(raw)
+	s.raw = bytes.Clone(raw)
+	return nil
+}
+
+// sandboxCarrier is a params struct with a sandbox: handle parses it right after decoding.
+type sandboxCarrier interface{ sandboxParam() *sandboxParam }
+
+func (p *pathParams) sandboxParam() *sandboxParam            { return &p.Sandbox }
+func (p *writeFileParams) sandboxParam() *sandboxParam       { return &p.Sandbox }
+func (p *createDirectoryParams) sandboxParam() *sandboxParam { return &p.Sandbox }
+func (p *removeParams) sandboxParam() *sandboxParam          { return &p.Sandbox }
+func (p *copyParams) sandboxParam() *sandboxParam            { return &p.Sandbox }
+func (p *openParams) sandboxParam() *sandboxParam            { return &p.Sandbox }
+func (p *walkParams) sandboxParam() *sandboxParam            { return &p.Sandbox }
+func (p *watchMissingParams) sandboxParam() *sandboxParam    { return &p.Sandbox }
+
+// maxSandboxCache bounds the sandbox objects a connection remembers parsed.
+const maxSandboxCache = 8
+
+// parseSandbox parses an fs method's sandbox object, as the reference's decoder would (a
+// malformed one is a -32602), once per distinct object per connection: parsing costs tens of
+// microseconds, several times a whole fs/getMetadata.
+func (c *conn) parseSandbox(s *sandboxParam) error {
+	if s.raw == nil {
+		return nil
+	}
+	req, err := c.cachedSandbox(s.raw)
 	if err != nil {
 		return err
 	}
@@ -864,6 +894,28 @@ func (s *sandboxParam) decodeRawJSON(raw []byte) error {
 	}
 	s.req = req
 	return nil
+}
+
+// cachedSandbox is parseSandbox(raw), remembered for the connection's next calls. A parsed
+// request is never changed after, so calls share it.
+func (c *conn) cachedSandbox(raw []byte) (*sandboxRequest, error) {
+	c.sandboxMu.Lock()
+	req, ok := c.sandboxCache[string(raw)]
+	c.sandboxMu.Unlock()
+	if ok {
+		return req, nil
+	}
+	req, err := parseSandbox(raw)
+	if err != nil {
+		return nil, err
+	}
+	c.sandboxMu.Lock()
+	if len(c.sandboxCache) >= maxSandboxCache || c.sandboxCache == nil {
+		c.sandboxCache = make(map[string]*sandboxRequest, maxSandboxCache)
+	}
+	c.sandboxCache[string(raw)] = req
+	c.sandboxMu.Unlock()
+	return req, nil
 }
 
 // fsConfinement is the profile an operation must run under, or nil for direct access (the

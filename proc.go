@@ -265,7 +265,7 @@ func (c *conn) processStart(p *startParams) (any, error) {
 	if pe, ok := cwdErr.(*pathError); cwdErr != nil && (!ok || !pe.atUse) {
 		return nil, errInvalidParams("%s", cwdErr)
 	}
-	sandbox, err := parseProcessSandbox(p.Sandbox, c.srv.cfg.runManagedUnsandboxed)
+	sandbox, err := c.parseProcessSandbox(p.Sandbox, c.srv.cfg.runManagedUnsandboxed)
 	if err != nil {
 		return nil, err
 	}

@@ -270,8 +270,11 @@ type processSandbox struct {
 }
 
 // parseProcessSandbox decodes process/start's sandbox; nil when absent or null.
-func parseProcessSandbox(raw json.RawMessage, runManagedUnsandboxed bool) (*processSandbox, error) {
-	req, err := parseSandbox(raw)
+func (c *conn) parseProcessSandbox(raw json.RawMessage, runManagedUnsandboxed bool) (*processSandbox, error) {
+	if procParamAbsent(raw) {
+		return nil, nil
+	}
+	req, err := c.cachedSandbox(raw)
 	if req == nil || err != nil {
 		return nil, err
 	}

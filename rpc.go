@@ -151,6 +151,11 @@ func handle[P any](family string, fn func(c *conn, p *P) (any, error)) method {
 		if err := decodeParams(raw, &p); err != nil {
 			return nil, err
 		}
+		if sc, ok := any(&p).(sandboxCarrier); ok {
+			if err := c.parseSandbox(sc.sandboxParam()); err != nil {
+				return nil, err
+			}
+		}
 		if err := c.gate(family); err != nil {
 			return nil, err
 		}
@@ -732,6 +737,9 @@ type conn struct {
 	cleanups    []func()
 	scoped      map[string]any // connection-scoped state of other concerns, by name
 	closeReason error
+
+	sandboxMu    sync.Mutex
+	sandboxCache map[string]*sandboxRequest // parsed sandbox objects, by their bytes (fs.go)
 }
 
 // connState is where a connection stands in the lifecycle of protocol.md §3.4.

@@ -145,3 +145,29 @@ func BenchmarkDispatchGetMetadata(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDispatchGetMetadataSandboxed is BenchmarkDispatchGetMetadata with the sandbox
+// object Codex sends in workspace-write mode: a read that stays in the server, where the
+// object costs only its recognition (conn.parseSandbox).
+func BenchmarkDispatchGetMetadataSandboxed(b *testing.B) {
+	ms := benchSession(b)
+	dir := b.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := os.WriteFile(path, []byte("hello"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	sb := `{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[` +
+		`{"path":{"type":"special","value":{"kind":"root"}},"access":"read"},` +
+		`{"path":{"type":"special","value":{"kind":"project_roots"}},"access":"write"},` +
+		`{"path":{"type":"special","value":{"kind":"slash_tmp"}},"access":"write"},` +
+		`{"path":{"type":"special","value":{"kind":"tmpdir"}},"access":"write"}]},"network":"restricted"},` +
+		`"windowsSandboxLevel":"disabled","cwd":"` + fileURI(dir) + `","workspaceRoots":["` + fileURI(dir) + `"]}`
+	req := []byte(`{"id":7,"method":"fs/getMetadata","params":{"path":"` + fileURI(path) + `","sandbox":` + sb + `}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		ms.send(req)
+		if got, ok := ms.recv(); !ok || !bytes.Contains(got, []byte(`"isFile":true`)) {
+			b.Fatalf("got %s", got)
+		}
+	}
+}
