@@ -354,8 +354,8 @@ func FuzzDispatch(f *testing.F) {
 		f.Add(true, []byte(s))
 	}
 	var logs panicLog
-	srv := newServer(f.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, slog.New(slog.NewTextHandler(&logs, nil)))
-	safe := newServer(f.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, slog.New(slog.NewTextHandler(&logs, nil)))
+	srv := newServer(f.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute, limits: fuzzLimits}, slog.New(slog.NewTextHandler(&logs, nil)))
+	safe := newServer(f.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute, limits: fuzzLimits}, slog.New(slog.NewTextHandler(&logs, nil)))
 	safe.methods = methodTable{}
 	for _, name := range []string{"initialize", "environment/info", "environment/status"} {
 		safe.methods[name] = srv.methods[name]
@@ -417,3 +417,7 @@ func FuzzDispatch(f *testing.F) {
 		logs.check(t)
 	})
 }
+
+// fuzzLimits lets a fuzz target's one server take a session per input: its sessions stay
+// for the session TTL after each input's connection ends.
+var fuzzLimits = serverLimits{sessions: 1 << 30}
