@@ -498,6 +498,17 @@ func isSandboxStage() bool {
 // writing why to fd 4.
 func runSandboxStage() {
 	runtime.LockOSThread() // every per-thread restriction is made on this thread, and the command forked from it
+	// As pid 1 the stage outlives the command's start, and only this thread gives up its
+	// capabilities: the Go runtime's other threads keep those the user namespace gave the
+	// stage (CAP_SYS_ADMIN over the view's mounts). The command runs as the same user, so
+	// /proc/1/mem, ptrace or pidfd_getfd on the stage would let it write code that one of those
+	// threads runs, and remount the view read-write. Not dumpable, the stage is out of reach of
+	// anything without CAP_SYS_PTRACE in its namespace. The command gets its own dumpable flag
+	// back from execve.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.NewFile(stageStatusFD, "status"), "sandbox: not dumpable: %v\n", err)
+		exitStage(stageFailureExit)
+	}
 	// Nothing the stage inherited beyond 0, 1, 2 may reach the command: not fd 4 (the
 	// server's wait for EOF on it would last as long as the command), and not a descriptor
 	// the server itself inherited (a directory's is a way around the read-only view).

@@ -340,6 +340,15 @@ echo pwned > .git/config && echo pwned > "$OUT/f"'`,
 		},
 	},
 	{
+		// The stage is pid 1 here, and the Go runtime's threads other than the one that
+		// forked the command keep the capabilities the user namespace gave it: code written
+		// into its memory could remount the view read-write. (With inherit or Landlock, pid 1
+		// is the host's init.)
+		name: "the stage's memory cannot be opened for writing", ws: denied(), ro: denied(), landlock: true,
+		deny:   []string{"Permission denied", "Read-only file system"},
+		script: `exec 3<>/proc/1/mem && echo opened`,
+	},
+	{
 		name: "minimal /dev", ws: allowed("dev ok"), ro: allowed("dev ok"),
 		script: `for n in null zero full random urandom tty; do test -c /dev/$n || echo "missing /dev/$n"; done
 test -d /dev/pts || echo "missing /dev/pts"
@@ -601,6 +610,24 @@ func TestSandboxNetworkEnabled(t *testing.T) {
 				t.Fatalf("exit %d, output %q: want a connection", r.exit, r.out)
 			}
 			f.wantTCP(t, "hello\n")
+		})
+	}
+}
+
+// TestSandboxStageOutOfReach: with the network on, seccomp allows ptrace, and the command is
+// the stage's child, of the same user: neither ptrace nor /proc/1/mem may reach the stage,
+// pid 1, whose other threads hold capabilities over the view.
+func TestSandboxStageOutOfReach(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	for _, network := range []string{"restricted", "enabled"} {
+		t.Run(network, func(t *testing.T) {
+			f := newSBFixture(t)
+			r := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, network), false,
+				`EXEC_SERVER_SBTEST_PROBE=1 "$PROBE" ptrace 1; exec 3<>/proc/1/mem && echo mem opened`)
+			if strings.Contains(r.out, "attached") || strings.Contains(r.out, "mem opened") || r.exit == 0 {
+				t.Errorf("exit %d: the command reached the stage:\n%s", r.exit, r.out)
+			}
 		})
 	}
 }
@@ -1167,7 +1194,7 @@ func testBinary(t *testing.T) string {
 
 // sbProbe is the test binary inside the sandbox: tcp ADDR (connect, send hello), unix PATH
 // (connect), udp ADDR (send one datagram), socketpair (AF_UNIX), fgwait (say when this job
-// has the terminal, then wait for a signal). It prints what happened, and exits 1 on an error.
+// has the terminal, then wait for a signal), ptrace PID (attach, detach). It prints what happened, and exits 1 on an error.
 func sbProbe(args []string) int {
 	fail := func(what string, err error) int {
 		fmt.Printf("%s: %v\n", what, err)
@@ -1222,6 +1249,16 @@ func sbProbe(args []string) int {
 		}
 		fmt.Println("in the foreground")
 		time.Sleep(time.Hour) // until ^C
+	case "ptrace":
+		pid, err := strconv.Atoi(args[1])
+		if err != nil {
+			return fail("ptrace", err)
+		}
+		if err := unix.PtraceAttach(pid); err != nil {
+			return fail("ptrace", err)
+		}
+		fmt.Println("attached")
+		unix.PtraceDetach(pid)
 	case "socketpair":
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
