@@ -814,6 +814,40 @@ func TestSandboxSharedWorkspace(t *testing.T) {
 	}
 }
 
+// TestSandboxRestrictedReadProtectedGrantNothing: under a profile that reads only the minimal
+// roots and its writable roots, a protected name that leads out of them (a `.git` file's
+// gitdir, a `.aws` symlink: whoever could write the workspace, or /tmp, before) makes
+// nothing readable; one that leads into a writable root still keeps its target read-only.
+func TestSandboxRestrictedReadProtectedGrantNothing(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	ws2 := filepath.Join(f.base, "ws2")
+	for _, d := range []string{"realgit", "awsdir"} {
+		mustMkdir(t, filepath.Join(f.outside, d))
+		mustWrite(t, filepath.Join(f.outside, d, "secret"), "SECRET\n")
+	}
+	mustWrite(t, filepath.Join(f.ws, ".git"), "gitdir: "+filepath.Join(f.outside, "realgit")+"\n")
+	mustSymlink(t, filepath.Join(f.outside, "awsdir"), filepath.Join(f.ws, ".aws"))
+	mustMkdir(t, filepath.Join(ws2, "inner"))
+	mustWrite(t, filepath.Join(ws2, "inner", "config"), "orig\n")
+	mustWrite(t, filepath.Join(ws2, ".git"), "gitdir: inner\n")
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	sandbox := json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[
+   {"path":{"type":"special","value":{"kind":"minimal"}},"access":"read"},
+   {"path":{"type":"path","path":%s},"access":"write"},
+   {"path":{"type":"path","path":%s},"access":"write"}]},"network":"restricted"},
+  "windowsSandboxLevel":"disabled","cwd":%s}`, quote(fileURI(f.ws)), quote(fileURI(ws2)), quote(fileURI(f.ws))))
+	r := f.runServer(t, ts, sandbox, false, `cat "$OUT/realgit/secret" .aws/secret "$OUT/awsdir/secret"
+echo pwned > "$BASE/ws2/inner/config"
+echo ok > ok.txt && echo ran`)
+	if strings.Contains(r.out, "SECRET") || !strings.Contains(r.out, "ran") {
+		t.Errorf("exit %d: a protected name made a path outside the readable roots readable, or the script did not run:\n%s", r.exit, r.out)
+	}
+	wantFile(t, filepath.Join(ws2, "inner", "config"), "orig\n")
+	wantFile(t, filepath.Join(f.ws, "ok.txt"), "ok\n")
+}
+
 // ---------------------------------------------------------------------------------------
 // What process/start answers
 
