@@ -204,7 +204,10 @@ func landlockRulesFor(p *sandboxProfile) (landlockRules, error) {
 	if p.FullWrite {
 		writeRoots = []string{"/"}
 	} else {
-		for _, root := range p.Write {
+		// Under the root as resolved too: the grants are made on resolved paths, and a
+		// missing name cannot be resolved itself. A root named through a symlink, with no
+		// protected name yet, would otherwise be granted whole, and `.git` made in it.
+		for _, root := range slices.Concat(p.Write, landlockResolved(p.Write)) {
 			for _, name := range protectedNames {
 				blocked = append(blocked, filepath.Join(root, name))
 			}
