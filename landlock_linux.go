@@ -379,6 +379,31 @@ func restrictThreadLandlock(r landlockRules) error {
 	return nil
 }
 
+// restrictThreadSignalScope keeps the calling thread, and what it runs, from signalling any
+// process outside its new Landlock domain (ABI ≥ 6); it handles no filesystem right. It is
+// for a sandbox that shares the server's pid namespace (--linux-sandbox-pid-namespace
+// inherit), whose command would otherwise signal every process of its user, the server
+// included: kill(2) compares user ids, not user namespaces. Without the scope (ABI < 6) it
+// does nothing. Like restrictThreadLandlock, it needs NO_NEW_PRIVS and a locked thread.
+func restrictThreadSignalScope() error {
+	abi := landlockABI()
+	if abi < landlockABIScoped {
+		return nil
+	}
+	attr := unix.LandlockRulesetAttr{Scoped: unix.LANDLOCK_SCOPE_SIGNAL}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET,
+		uintptr(unsafe.Pointer(&attr)), landlockAttrSize(abi), 0)
+	runtime.KeepAlive(&attr)
+	if errno != 0 {
+		return fmt.Errorf("landlock: create the signal scope (ABI %d): %w", abi, errno)
+	}
+	defer unix.Close(int(fd))
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
+		return fmt.Errorf("landlock: scope signals: %w", errno)
+	}
+	return nil
+}
+
 // landlockAllow adds to ruleset a rule granting access beneath path.
 func landlockAllow(ruleset int, path string, access uint64, follow bool) error {
 	flags := unix.O_PATH | unix.O_CLOEXEC

@@ -607,17 +607,25 @@ func readStageConfig() (stageConfig, error) {
 }
 
 // restrictThread makes the calling (locked) thread what the command inherits: no new
-// privileges, Landlock where asked, no capabilities, then the seccomp filter (all threads).
+// privileges, Landlock where asked (or only its signal scope, in the server's pid namespace),
+// no capabilities, then the seccomp filter (all threads).
 func restrictThread(cfg *stageConfig) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	if cfg.Landlock {
+	switch {
+	case cfg.Landlock:
 		rules, err := landlockRulesFor(cfg.Profile)
 		if err != nil {
 			return err
 		}
 		if err := restrictThreadLandlock(rules); err != nil {
+			return err
+		}
+	case cfg.Namespaces && !cfg.PidNS:
+		// In the server's pid namespace the command sees, and as the same user may signal,
+		// the server and every other process of its user: Landlock's scope stops that.
+		if err := restrictThreadSignalScope(); err != nil {
 			return err
 		}
 	}

@@ -349,6 +349,13 @@ echo pwned > .git/config && echo pwned > "$OUT/f"'`,
 		script: `exec 3<>/proc/1/mem && echo opened`,
 	},
 	{
+		// The server runs as the command's user: in a pid namespace of its own the command
+		// cannot see it, with inherit or Landlock a Landlock signal scope keeps it out.
+		name: "signal the server", ws: denied(), ro: denied(), landlock: true,
+		deny:   []string{"No such process", "Operation not permitted"},
+		script: `kill -0 "$SERVERPID" && echo reached`,
+	},
+	{
 		name: "minimal /dev", ws: allowed("dev ok"), ro: allowed("dev ok"),
 		script: `for n in null zero full random urandom tty; do test -c /dev/$n || echo "missing /dev/$n"; done
 test -d /dev/pts || echo "missing /dev/pts"
@@ -1069,7 +1076,7 @@ func (f *sbFixture) env() map[string]string {
 	env := map[string]string{
 		"PATH": os.Getenv("PATH"), "HOME": home, "TMPDIR": f.tmp, "LANG": "C", "GORACE": sbGORACE,
 		"WS": f.ws, "OUT": f.outside, "BASE": f.base, "HOMEPROBE": f.homeProbe, "SLASHTMP": f.slashTmp,
-		"PROBE": testBinaryPath,
+		"PROBE": testBinaryPath, "SERVERPID": strconv.Itoa(os.Getpid()),
 	}
 	if f.tcp != nil {
 		env["TCPADDR"] = f.tcp.Addr().String()
