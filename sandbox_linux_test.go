@@ -855,6 +855,26 @@ echo ok > ok.txt && echo ran`)
 	wantFile(t, filepath.Join(f.ws, "ok.txt"), "ok\n")
 }
 
+// TestSandboxFullWriteWithDeny: a profile that writes everywhere but denies a path confines
+// files only for that path; the rest of the host stays writable.
+func TestSandboxFullWriteWithDeny(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	mustWrite(t, filepath.Join(f.outside, "secret"), "SECRET\n")
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	sandbox := json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[
+   {"path":{"type":"special","value":{"kind":"root"}},"access":"write"},
+   {"path":{"type":"path","path":%s},"access":"deny"}]},"network":"restricted"},
+  "windowsSandboxLevel":"disabled","cwd":%s}`, quote(fileURI(filepath.Join(f.outside, "secret"))), quote(fileURI(f.ws))))
+	r := f.runServer(t, ts, sandbox, false, `cat "$OUT/secret"; echo ok > "$OUT/new" && echo wrote`)
+	if strings.Contains(r.out, "SECRET") || !strings.Contains(r.out, "wrote") {
+		t.Errorf("exit %d: want the denied file unreadable and the rest writable:\n%s", r.exit, r.out)
+	}
+	wantFile(t, filepath.Join(f.outside, "new"), "ok\n")
+	wantFile(t, filepath.Join(f.outside, "secret"), "SECRET\n")
+}
+
 // ---------------------------------------------------------------------------------------
 // What process/start answers
 

@@ -6,8 +6,8 @@ package main
 //	step                         full read (root entry)          restricted read
 //	staging                      tmpfs on /tmp; pivot_root into it: the host tree is /oldroot
 //	new root  /newroot           rbind of the host, read-only    empty tmpfs; each readable
-//	                                                             root bound read-only, with
-//	                                                             the symlinks on its way
+//	                             (read-write under root:write    root bound read-only, with
+//	                             with deny entries)              the symlinks on its way
 //	writable roots               bound read-write from the host, outermost first
 //	read entries, protected      bound read-only over what is above them (a protected path
 //	                             only inside a writable root: it takes writes away, never
@@ -94,7 +94,7 @@ func buildMountView(cfg *stageConfig) error {
 	}{
 		{"make mounts private", func() error { return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }},
 		{"stage", stage},
-		{"new root", func() error { return makeNewRoot(p.FullRead) }},
+		{"new root", func() error { return makeNewRoot(p) }},
 		{"binds", func() error { return applyMounts(ops, p.FullRead) }},
 		{"/dev", func() error { return makeDev(tty) }},
 		{"/proc", func() error { return makeProc(cfg.PidNS, p.FullRead) }},
@@ -230,13 +230,17 @@ func stage() error {
 	return os.Chdir("/")
 }
 
-// makeNewRoot makes /newroot: the whole host read-only, or an empty tmpfs.
-func makeNewRoot(fullRead bool) error {
-	if !fullRead {
+// makeNewRoot makes /newroot: the whole host, read-only unless p writes everywhere (and
+// only denies), or an empty tmpfs.
+func makeNewRoot(p *sandboxProfile) error {
+	if !p.FullRead {
 		return unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755")
 	}
 	if err := unix.Mount(oldRoot, newRoot, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return err
+	}
+	if p.FullWrite {
+		return nil
 	}
 	return setReadOnly(newRoot, true)
 }
