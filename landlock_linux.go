@@ -20,7 +20,8 @@ package main
 //     command cannot create, remove or rename entries directly at the top level of a writable
 //     root (`touch R/new`, `mkdir R/.codex`, `rm R/file` all fail with EACCES); it can write
 //     existing top-level files and do anything below existing top-level directories. A child
-//     that contains a protected or denied path deeper down is split the same way. A writable
+//     that contains a protected, read-only (a read entry inside a writable root, or any read
+//     entry under full write) or denied path deeper down is split the same way. A writable
 //     root that is a regular file gets file rights. Symbolic links among the children are
 //     never granted: that would grant their target. A writable root inside a protected or
 //     denied path gets nothing: the block wins. A full-write profile grants "/" and ignores
@@ -200,7 +201,7 @@ func landlockRulesFor(p *sandboxProfile) (landlockRules, error) {
 	}
 
 	writeRoots := p.Write
-	blocked := slices.Concat(deny, landlockBlocked(p.Protected))
+	blocked := slices.Concat(deny, landlockBlocked(p.Protected), landlockCarveOuts(p))
 	if p.FullWrite {
 		writeRoots = []string{"/"}
 	} else {
@@ -228,6 +229,24 @@ func landlockRulesFor(p *sandboxProfile) (landlockRules, error) {
 	r.Write = landlockOutermost(write)
 	r.WriteFiles = landlockOutermost(files)
 	return r, nil
+}
+
+// landlockCarveOuts are the read entries of p that narrow a write grant, as landlockBlocked
+// lists them: those inside a writable root, or all of them under full write. They stay
+// read-only; a read root that holds a writable root does not take its writes away.
+func landlockCarveOuts(p *sandboxProfile) []string {
+	roots := landlockResolved(p.Write)
+	var out []string
+	for _, path := range p.Read {
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			continue
+		}
+		if p.FullWrite || slices.ContainsFunc(roots, func(w string) bool { return real != w && pathWithin(real, w) }) {
+			out = append(out, path)
+		}
+	}
+	return landlockBlocked(out)
 }
 
 // landlockBlocked is paths as given plus their resolved forms, so that a blocked path is

@@ -69,7 +69,7 @@ type sandboxProfile struct {
 	FullRead bool `json:"fullRead"`
 	// FullWrite: every path is writable (root:write, or an unrestricted file system).
 	FullWrite bool     `json:"fullWrite"`
-	Read      []string `json:"read,omitempty"`  // readable roots (with FullRead: read-only carve-outs in Write)
+	Read      []string `json:"read,omitempty"`  // readable roots; inside a writable root, or with FullWrite, read-only carve-outs
 	Write     []string `json:"write,omitempty"` // writable roots, outermost first
 	Deny      []string `json:"deny,omitempty"`  // neither readable nor writable
 	// Protected are the protected names of each writable root, and `.git` files' gitdir
@@ -77,9 +77,11 @@ type sandboxProfile struct {
 	Protected []string `json:"protected,omitempty"`
 }
 
-// confinesFiles reports whether the profile restricts the file system at all.
+// confinesFiles reports whether the profile restricts the file system at all. Full write
+// narrowed by a read-only carve-out or a deny entry still does (the reference's
+// has_full_disk_write_access is false then).
 func (p *sandboxProfile) confinesFiles() bool {
-	return p != nil && p.Kind == profileManaged && !(p.FullWrite && len(p.Deny) == 0)
+	return p != nil && p.Kind == profileManaged && !(p.FullWrite && len(p.Deny) == 0 && len(p.Read) == 0)
 }
 
 // readsFreely reports whether every read is allowed: reads then run in the server, as in

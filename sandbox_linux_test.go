@@ -875,6 +875,53 @@ func TestSandboxFullWriteWithDeny(t *testing.T) {
 	wantFile(t, filepath.Join(f.outside, "secret"), "SECRET\n")
 }
 
+// TestSandboxReadOnlyCarveOut: a read entry inside a writable root, or anywhere under
+// root:write (the reference's write-narrowing entries), stays read-only under either
+// mechanism, and root:write so narrowed is no full write.
+func TestSandboxReadOnlyCarveOut(t *testing.T) {
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	entry := func(path, access string) string {
+		return fmt.Sprintf(`{"path":{"type":"path","path":%s},"access":%q}`, quote(fileURI(path)), access)
+	}
+	root := func(access string) string {
+		return fmt.Sprintf(`{"path":{"type":"special","value":{"kind":"root"}},"access":%q}`, access)
+	}
+	for _, mech := range []string{"namespaces", "landlock"} {
+		for _, tt := range []struct {
+			name    string
+			entries func(f *sbFixture) []string
+			carved  func(f *sbFixture) string // must stay read-only
+		}{
+			{"root write, outside read", func(f *sbFixture) []string { return []string{root("write"), entry(f.outside, "read")} },
+				func(f *sbFixture) string { return f.outside }},
+			{"workspace write, ws/ro read", func(f *sbFixture) []string {
+				return []string{root("read"), entry(f.ws, "write"), entry(filepath.Join(f.ws, "ro"), "read")}
+			}, func(f *sbFixture) string { return filepath.Join(f.ws, "ro") }},
+		} {
+			t.Run(mech+"/"+tt.name, func(t *testing.T) {
+				if mech == "namespaces" {
+					requireUserNamespaces(t)
+				} else if landlockABI() == 0 {
+					t.Skip("Landlock unavailable in this kernel/build")
+				}
+				ts := startTestServer(t, withSandboxer(t, "isolate", mech))
+				f := newSBFixture(t)
+				mustMkdir(t, filepath.Join(f.ws, "sub"))
+				mustMkdir(t, filepath.Join(f.ws, "ro"))
+				carved := tt.carved(f)
+				sandbox := json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[%s]},"network":"restricted"},
+  "windowsSandboxLevel":"disabled","cwd":%s}`, strings.Join(tt.entries(f), ","), quote(fileURI(f.ws))))
+				r := f.runServer(t, ts, sandbox, false, fmt.Sprintf(`echo pwned > %s/f; echo ok > "$WS/sub/new" && echo wrote`, shellQuote(carved)))
+				if !strings.Contains(r.out, "wrote") {
+					t.Errorf("exit %d: want the rest writable:\n%s", r.exit, r.out)
+				}
+				wantAbsent(t, filepath.Join(carved, "f"))
+				wantFile(t, filepath.Join(f.ws, "sub", "new"), "ok\n")
+			})
+		}
+	}
+}
+
 // ---------------------------------------------------------------------------------------
 // What process/start answers
 
