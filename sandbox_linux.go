@@ -38,6 +38,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -379,7 +380,18 @@ func (st *sandboxStage) exited() {
 // no sandbox stands on it. A directory made here is marked (an extended attribute), so that
 // whichever stage leaves it last removes it, and one left behind by a server that was
 // killed goes with the next sandbox that uses it.
-type syntheticDirs struct{}
+//
+// The lock is advisory, and anyone who can read a protected directory can take it
+// exclusively: a sandboxed command of another workspace, under a full-read profile. So the
+// shared lock is waited for a bounded time (wait), and a sandbox whose protected directory
+// stays locked is refused rather than left to hang.
+type syntheticDirs struct {
+	wait time.Duration // how long to wait for a shared lock; 0: protectedLockWait
+}
+
+// protectedLockWait bounds the wait for the shared lock on a protected directory. The only
+// exclusive holder it waits for otherwise is a stage's release, removing an empty directory.
+const protectedLockWait = 5 * time.Second
 
 // syntheticXattr marks a directory made as a mount point.
 const syntheticXattr = "user.exec-server.synthetic-mount-point"
@@ -401,8 +413,12 @@ func (d *syntheticDirs) acquire(paths []string) (func(), error) {
 			h.release()
 		}
 	}
+	wait := d.wait
+	if wait == 0 {
+		wait = protectedLockWait
+	}
 	for _, p := range paths {
-		h, err := holdProtected(p)
+		h, err := holdProtected(p, wait)
 		if err != nil {
 			release()
 			return nil, err
@@ -414,9 +430,10 @@ func (d *syntheticDirs) acquire(paths []string) (func(), error) {
 	return release, nil
 }
 
-// holdProtected makes p when it is missing and locks it, shared, when it is a directory.
-// A file or a symlink is bound or pinned as it is and never removed: nothing to hold.
-func holdProtected(p string) (heldDir, error) {
+// holdProtected makes p when it is missing and locks it, shared, when it is a directory,
+// waiting at most wait for the lock. A file or a symlink is bound or pinned as it is and never
+// removed: nothing to hold.
+func holdProtected(p string, wait time.Duration) (heldDir, error) {
 	h := heldDir{path: p}
 	for range 8 {
 		fi, err := os.Lstat(p)
@@ -441,7 +458,7 @@ func holdProtected(p string) (heldDir, error) {
 		if err != nil {
 			return h, fmt.Errorf("mount point %s: %w", p, err)
 		}
-		if err := flock(f, unix.LOCK_SH); err != nil {
+		if err := flockWithin(f, unix.LOCK_SH, wait); err != nil {
 			f.Close()
 			return h, fmt.Errorf("lock the mount point %s: %w", p, err)
 		}
@@ -478,6 +495,22 @@ func flock(f *os.File, how int) error {
 		if !errors.Is(err, unix.EINTR) {
 			return err
 		}
+	}
+}
+
+// flockWithin is flock(2) on f for how (LOCK_SH or LOCK_EX), tried without blocking until it
+// succeeds or wait has passed.
+func flockWithin(f *os.File, how int, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		err := flock(f, how|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("another process has held it locked for %v", wait)
+		}
+		time.Sleep(pause)
 	}
 }
 

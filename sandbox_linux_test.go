@@ -922,6 +922,49 @@ func TestSandboxReadOnlyCarveOut(t *testing.T) {
 	}
 }
 
+// TestSandboxProtectedDirLockedByAnother: anyone who can read a workspace's .git (a
+// sandboxed command of another workspace, under a full-read profile) can flock it
+// exclusively. A sandbox on that workspace is then refused after a bounded wait, instead of
+// process/start hanging for as long as the lock is held; once it is let go, it starts.
+func TestSandboxProtectedDirLockedByAnother(t *testing.T) {
+	requireUserNamespaces(t)
+	sbx, err := newSandboxer("isolate", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbx.synthetic.wait = 200 * time.Millisecond
+	ts := startTestServer(t, func(s *server) { s.sandbox = sbx })
+	tc := ts.connect(t)
+	f := newSBFixture(t)
+	mustMkdir(t, filepath.Join(f.ws, ".git"))
+	lock, err := os.Open(filepath.Join(f.ws, ".git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	params := func() map[string]any {
+		return map[string]any{
+			"processId": nextSBID(), "argv": []string{"true"}, "cwd": fileURI(f.ws), "env": f.env(), "tty": false,
+			"sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
+		}
+	}
+	select {
+	case r := <-tc.start("process/start", params()):
+		if r.Err == nil || r.Err.Code != codeInternal || !strings.Contains(r.Err.Message, ".git") {
+			t.Errorf("process/start with .git locked by another: %s %+v, want -32603 naming it", r.Result, r.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("process/start hangs while another process holds .git locked")
+	}
+	unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	if _, e := tc.call("process/start", params()); e != nil {
+		t.Errorf("process/start once the lock is gone: %+v", e)
+	}
+}
+
 // ---------------------------------------------------------------------------------------
 // What process/start answers
 
