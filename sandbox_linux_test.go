@@ -43,6 +43,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -395,6 +396,12 @@ echo shm > /dev/shm/probe && test "$(cat /dev/shm/probe)" = shm && head -c 4 /de
 		setup:  func(t *testing.T, f *sbFixture) { f.listenUnix(t) },
 		script: `EXEC_SERVER_SBTEST_PROBE=1 "$PROBE" unix "$UNIXADDR"`,
 		check:  func(t *testing.T, f *sbFixture, _ bool) { f.wantNoUnix(t) },
+	},
+	{
+		// Typed into the caller's terminal (`exec-server sandbox` leaves the command on it),
+		// input would run in the caller's shell, unconfined, once the sandbox is gone.
+		name: "TIOCSTI cannot push input into the terminal", ws: denied(), ro: denied(), deny: netDenial, landlock: true,
+		script: `EXEC_SERVER_SBTEST_PROBE=1 "$PROBE" tiocsti`,
 	},
 	{
 		name: "socketpair(AF_UNIX) works", ws: allowed("socketpair ok"), ro: allowed("socketpair ok"), landlock: true,
@@ -1345,7 +1352,8 @@ func testBinary(t *testing.T) string {
 
 // sbProbe is the test binary inside the sandbox: tcp ADDR (connect, send hello), unix PATH
 // (connect), udp ADDR (send one datagram), socketpair (AF_UNIX), fgwait (say when this job
-// has the terminal, then wait for a signal), ptrace PID (attach, detach). It prints what happened, and exits 1 on an error.
+// has the terminal, then wait for a signal), ptrace PID (attach, detach), tiocsti (push a
+// newline into the terminal on stdin). It prints what happened, and exits 1 on an error.
 func sbProbe(args []string) int {
 	fail := func(what string, err error) int {
 		fmt.Printf("%s: %v\n", what, err)
@@ -1410,6 +1418,12 @@ func sbProbe(args []string) int {
 		}
 		fmt.Println("attached")
 		unix.PtraceDetach(pid)
+	case "tiocsti":
+		c := byte('\n')
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCSTI, uintptr(unsafe.Pointer(&c))); e != 0 {
+			return fail("tiocsti", e)
+		}
+		fmt.Println("pushed")
 	case "socketpair":
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
