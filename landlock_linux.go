@@ -1,7 +1,7 @@
 package main
 
-// Landlock for the sandbox stage on hosts without user namespaces (docs/sandbox.md §7 and
-// §8.1 "Landlock-only mode"): a sandboxProfile (sandbox.go) turned into one Landlock domain,
+// Landlock for the sandbox stage on hosts without user namespaces (docs/sandbox.md §2,
+// "Landlock fallback, in detail", and §7): a sandboxProfile (sandbox.go) turned into one Landlock domain,
 // applied to the calling OS thread. Namespaces stay the main mechanism; this is the fallback.
 //
 // Landlock restricts one thread, irreversibly, and this kernel generation has no way to

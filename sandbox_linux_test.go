@@ -1,7 +1,7 @@
 package main
 
 // The Linux sandbox, tried the way an attacker would: real processes, real files, the real
-// kernel (docs/sandbox.md §2, §5, §8.1, §9). Every escape row of the table runs a shell
+// kernel (docs/sandbox.md §2, §4, §9). Every escape row of the table runs a shell
 // script inside the sandbox and then checks, from the host, that its target is unchanged.
 //
 //	TestSandboxEscapeTable           the table, through the server (process/start with the
@@ -17,9 +17,7 @@ package main
 //	TestSandboxType, TestSandboxMissingProgramOrCwd, TestSandboxFailsClosed,
 //	TestSandboxMalformedObjects      what process/start answers
 //
-// Rows that need the seccomp filter (the network ones, "Seccomp: 2") fail while
-// sandbox_stubs_linux.go stands in for seccomp_linux.go; they are meant to, and pass once the
-// real filter is in. The Landlock table skips where the kernel or build has no Landlock.
+// The Landlock table skips where the kernel or build has no Landlock.
 // Nothing here sleeps to wait for something that has an event; the only polls are for
 // processes that are not our children (/proc), which send none.
 //
@@ -1210,7 +1208,7 @@ func (f *sbFixture) env() map[string]string {
 	return env
 }
 
-// sandboxObject is the sandbox a driver sends: Codex's objects (docs/sandbox.md §1.2), or
+// sandboxObject is the sandbox a driver sends: Codex's objects (docs/sandbox.md §1), or
 // the older SEED shape (§1.3).
 func (f *sbFixture) sandboxObject(mode sbMode, via sbVia, network string) json.RawMessage {
 	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }

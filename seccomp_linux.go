@@ -1,8 +1,8 @@
 package main
 
-// Seccomp filters for sandboxed processes (docs/sandbox.md §2 "Seccomp Restricted network
-// mode", §8.1 "Seccomp program"): classic BPF built by hand, for amd64 and arm64, from the
-// per-architecture syscall table below, so either host builds (and tests) both programs.
+// Seccomp filters for sandboxed processes (docs/sandbox.md §2, "Seccomp"): classic BPF built
+// by hand, for amd64 and arm64, from the per-architecture syscall table below, so either host
+// builds (and tests) both programs.
 //
 // The kernel runs the filter on every system call. Its packet is a struct seccomp_data,
 // read by 32-bit loads in the CPU's byte order (little-endian on both architectures, so a
@@ -324,8 +324,8 @@ func (a *bpfAssembler) offset(i int, t bpfTarget) (uint8, error) {
 // No-new-privs is what lets an unprivileged process install a filter, and it keeps a setuid
 // program exec'd under the filter from gaining privileges. It is a per-thread flag: TSYNC
 // copies the filter and the caller's flag to every other thread, so the caller must stay on
-// one OS thread between the two steps (the sandbox stage runs locked to its thread, spec
-// §8.1). Once installed, a filter can never be removed from the process or its descendants.
+// one OS thread between the two steps (the sandbox stage runs locked to its thread,
+// runSandboxStage). Once installed, a filter can never be removed from the process or its descendants.
 func installSeccomp(mode seccompMode) error {
 	if mode == seccompOff {
 		return nil
