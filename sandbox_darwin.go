@@ -30,6 +30,9 @@ func confineLaunch(spec *launchSpec, p *sandboxProfile) (sandboxType string, err
 	if p == nil {
 		return "none", nil
 	}
+	if p.Unenforceable != "" {
+		return "", errInvalidParams("sandbox intent cannot be enforced on this executor: %s", p.Unenforceable)
+	}
 	if p.Kind == profileDisabled || !p.confinesFiles() && !p.restrictsNetwork() {
 		return sandboxTypeSeatbelt, nil
 	}

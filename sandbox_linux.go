@@ -215,6 +215,9 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 	if p == nil {
 		return "none", nil
 	}
+	if p.Unenforceable != "" {
+		return "", errInvalidParams("sandbox intent cannot be enforced on this executor: %s", p.Unenforceable)
+	}
 	files, network := p.confinesFiles(), p.restrictsNetwork()
 	if !files && !network {
 		return "linuxSeccomp", nil

@@ -970,6 +970,42 @@ func TestSandboxProtectedDirLockedByAnother(t *testing.T) {
 	}
 }
 
+// TestSandboxGlobOverTheCapIsRefused: a glob_pattern deny entry that matches more paths than
+// one entry may deny (maxGlobMatches) cannot be enforced whole: the sandbox is refused, and
+// no match beyond the cap is left readable.
+func TestSandboxGlobOverTheCapIsRefused(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	f := newSBFixture(t)
+	dir := filepath.Join(f.ws, "secrets")
+	mustMkdir(t, dir)
+	for i := range maxGlobMatches + 1 {
+		mustWrite(t, filepath.Join(dir, fmt.Sprintf("s%05d.env", i)), "SECRET\n")
+	}
+	last := filepath.Join(dir, fmt.Sprintf("s%05d.env", maxGlobMatches))
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	sandbox := json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[
+   {"path":{"type":"special","value":{"kind":"root"}},"access":"read"},
+   {"path":{"type":"glob_pattern","pattern":"**/*.env"},"access":"deny"}]},"network":"restricted"},
+  "windowsSandboxLevel":"disabled","cwd":%s}`, quote(fileURI(f.ws))))
+	id := nextSBID()
+	res, e := tc.call("process/start", map[string]any{
+		"processId": id, "argv": []string{"cat", last}, "cwd": fileURI(f.ws), "env": f.env(), "tty": false, "sandbox": sandbox,
+	})
+	if e == nil {
+		r := waitClosed(tc, id)
+		t.Fatalf("process/start %s: the sandbox ran, and read the last match: exit %d, %q", res, r.exitCode, r.stdout())
+	}
+	if e.Code != codeInvalidParams || !strings.Contains(e.Message, "sandbox intent cannot be enforced") {
+		t.Errorf("error %d %q, want -32602 sandbox intent cannot be enforced", e.Code, e.Message)
+	}
+	_, e = tc.call("fs/readFile", map[string]any{"path": fileURI(last), "sandbox": sandbox})
+	if e == nil {
+		t.Error("fs/readFile read the last match")
+	}
+}
+
 // ---------------------------------------------------------------------------------------
 // What process/start answers
 
