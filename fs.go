@@ -844,9 +844,9 @@ func copySymlink(src, dst string) error {
 	return os.Symlink(target, dst)
 }
 
-// sandboxParam is the optional sandbox of the fs methods (protocol.md §6.3, docs/sandbox.md
-// §1.1), decoded by the parser process/start uses (parseSandbox): a malformed object is the
-// same -32602 on every method. The fs methods add one rule of the reference's: a profile
+// sandboxParam is the optional sandbox of the fs methods (docs/sandbox.md §1), decoded by
+// the parser process/start uses (parseSandbox): a malformed object is the same -32602 on
+// every method. The fs methods add one rule of the reference's: a profile
 // with entries anchored on cwd (current_working_directory, project_roots, a glob) needs the
 // object's cwd, since the operation has no cwd of its own to fall back on.
 type sandboxParam struct {
@@ -975,7 +975,7 @@ func errUnknownVariant(got string, variants ...string) error {
 }
 
 // errFSSandbox is the answer to an operation that needs a sandbox this host cannot give
-// (fail closed, docs/sandbox.md §8.1).
+// (fail closed, docs/sandbox.md §2).
 func errFSSandbox() error {
 	return errInvalidRequest("filesystem sandbox cannot be enforced on this executor")
 }

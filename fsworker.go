@@ -1,6 +1,6 @@
 package main
 
-// The fs sandbox worker (docs/sandbox.md §3 and §8.1): a process that runs the filesystem
+// The fs sandbox worker (docs/sandbox.md §3): a process that runs the filesystem
 // methods' cores (the fsOps of fs.go) under one sandbox profile, inside the sandbox stage
 // (sandbox_linux.go), so that the kernel and not this code decides what they may touch. A
 // worker serves every operation under its profile and lives on between them: the reference

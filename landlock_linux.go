@@ -1,7 +1,7 @@
 package main
 
-// Landlock for the sandbox stage on hosts without user namespaces (docs/sandbox.md §7 and
-// §8.1 "Landlock-only mode"): a sandboxProfile (sandbox.go) turned into one Landlock domain,
+// Landlock for the sandbox stage on hosts without user namespaces (docs/sandbox.md §2,
+// "Landlock fallback, in detail", and §7): a sandboxProfile (sandbox.go) turned into one Landlock domain,
 // applied to the calling OS thread. Namespaces stay the main mechanism; this is the fallback.
 //
 // Landlock restricts one thread, irreversibly, and this kernel generation has no way to
@@ -20,7 +20,8 @@ package main
 //     command cannot create, remove or rename entries directly at the top level of a writable
 //     root (`touch R/new`, `mkdir R/.codex`, `rm R/file` all fail with EACCES); it can write
 //     existing top-level files and do anything below existing top-level directories. A child
-//     that contains a protected or denied path deeper down is split the same way. A writable
+//     that contains a protected, read-only (a read entry inside a writable root, or any read
+//     entry under full write) or denied path deeper down is split the same way. A writable
 //     root that is a regular file gets file rights. Symbolic links among the children are
 //     never granted: that would grant their target. A writable root inside a protected or
 //     denied path gets nothing: the block wins. A full-write profile grants "/" and ignores
@@ -200,11 +201,14 @@ func landlockRulesFor(p *sandboxProfile) (landlockRules, error) {
 	}
 
 	writeRoots := p.Write
-	blocked := slices.Concat(deny, landlockBlocked(p.Protected))
+	blocked := slices.Concat(deny, landlockBlocked(p.Protected), landlockCarveOuts(p))
 	if p.FullWrite {
 		writeRoots = []string{"/"}
 	} else {
-		for _, root := range p.Write {
+		// Under the root as resolved too: the grants are made on resolved paths, and a
+		// missing name cannot be resolved itself. A root named through a symlink, with no
+		// protected name yet, would otherwise be granted whole, and `.git` made in it.
+		for _, root := range slices.Concat(p.Write, landlockResolved(p.Write)) {
 			for _, name := range protectedNames {
 				blocked = append(blocked, filepath.Join(root, name))
 			}
@@ -225,6 +229,24 @@ func landlockRulesFor(p *sandboxProfile) (landlockRules, error) {
 	r.Write = landlockOutermost(write)
 	r.WriteFiles = landlockOutermost(files)
 	return r, nil
+}
+
+// landlockCarveOuts are the read entries of p that narrow a write grant, as landlockBlocked
+// lists them: those inside a writable root, or all of them under full write. They stay
+// read-only; a read root that holds a writable root does not take its writes away.
+func landlockCarveOuts(p *sandboxProfile) []string {
+	roots := landlockResolved(p.Write)
+	var out []string
+	for _, path := range p.Read {
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			continue
+		}
+		if p.FullWrite || slices.ContainsFunc(roots, func(w string) bool { return real != w && pathWithin(real, w) }) {
+			out = append(out, path)
+		}
+	}
+	return landlockBlocked(out)
 }
 
 // landlockBlocked is paths as given plus their resolved forms, so that a blocked path is
@@ -372,6 +394,31 @@ func restrictThreadLandlock(r landlockRules) error {
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
 		return fmt.Errorf("landlock: restrict thread: %w", errno)
+	}
+	return nil
+}
+
+// restrictThreadSignalScope keeps the calling thread, and what it runs, from signalling any
+// process outside its new Landlock domain (ABI ≥ 6); it handles no filesystem right. It is
+// for a sandbox that shares the server's pid namespace (--linux-sandbox-pid-namespace
+// inherit), whose command would otherwise signal every process of its user, the server
+// included: kill(2) compares user ids, not user namespaces. Without the scope (ABI < 6) it
+// does nothing. Like restrictThreadLandlock, it needs NO_NEW_PRIVS and a locked thread.
+func restrictThreadSignalScope() error {
+	abi := landlockABI()
+	if abi < landlockABIScoped {
+		return nil
+	}
+	attr := unix.LandlockRulesetAttr{Scoped: unix.LANDLOCK_SCOPE_SIGNAL}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET,
+		uintptr(unsafe.Pointer(&attr)), landlockAttrSize(abi), 0)
+	runtime.KeepAlive(&attr)
+	if errno != 0 {
+		return fmt.Errorf("landlock: create the signal scope (ABI %d): %w", abi, errno)
+	}
+	defer unix.Close(int(fd))
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
+		return fmt.Errorf("landlock: scope signals: %w", errno)
 	}
 	return nil
 }

@@ -103,6 +103,8 @@ func requireLandlock(t *testing.T) int {
 //	  hard         hard link to outside/h
 //	  private/p    denied in the deny profile
 //	outside/       secret, h, x
+//	wslink         symlink to ws/sub: the writable root of the linked profile, without any
+//	               protected name
 type landlockLayout struct{ ws, out string }
 
 func newLandlockLayout(t *testing.T) landlockLayout {
@@ -137,6 +139,9 @@ func newLandlockLayout(t *testing.T) landlockLayout {
 	if err := os.Link(l.out+"/h", l.ws+"/hard"); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink("ws/sub", filepath.Join(root, "wslink")); err != nil {
+		t.Fatal(err)
+	}
 	return l
 }
 
@@ -145,6 +150,7 @@ const (
 	llWorkspace  = "workspace"  // full read, ws writable
 	llRestricted = "restricted" // read ws only (plus the minimum), nothing writable
 	llDeny       = "deny"       // restricted read, ws writable, ws/private denied
+	llLinked     = "linked"     // full read, ws/sub writable, named through the symlink wslink
 )
 
 func (l landlockLayout) profile(kind string) *sandboxProfile {
@@ -153,6 +159,9 @@ func (l landlockLayout) profile(kind string) *sandboxProfile {
 		return &sandboxProfile{Kind: profileManaged, FullRead: true, Write: []string{l.ws}, Protected: protectedPaths([]string{l.ws})}
 	case llRestricted:
 		return &sandboxProfile{Kind: profileManaged, Read: []string{l.ws}}
+	case llLinked:
+		link := filepath.Join(filepath.Dir(l.ws), "wslink")
+		return &sandboxProfile{Kind: profileManaged, FullRead: true, Write: []string{link}, Protected: protectedPaths([]string{link})}
 	case llDeny:
 		return &sandboxProfile{Kind: profileManaged, Write: []string{l.ws}, Deny: []string{l.ws + "/private"}, Protected: protectedPaths([]string{l.ws})}
 	}
@@ -261,6 +270,13 @@ func TestLandlockEscapes(t *testing.T) {
 			check: wantMissing("ws/sub/f")},
 		{name: "restricted: raw disk", profile: llRestricted, probe: fmt.Sprintf(`head -c 1 %s > /dev/null`, blockDev), errText: eacces,
 			skip: noBlockDev},
+
+		{name: "linked: mkdir .codex", profile: llLinked, probe: `mkdir "$WS/sub/.codex"`, errText: eacces,
+			check: wantMissing("ws/sub/.codex")},
+		{name: "linked: git init", profile: llLinked, probe: `mkdir "$WS/sub/.git"`, errText: eacces,
+			check: wantMissing("ws/sub/.git")},
+		{name: "linked: overwrite a top-level file", profile: llLinked, probe: `echo new > "$WS/sub/kept"`, ok: true,
+			check: wantContent("ws/sub/kept", "new\n")},
 
 		{name: "deny: read a denied file", profile: llDeny, probe: `cat "$WS/private/p"`, errText: eacces},
 		{name: "deny: write a denied dir", profile: llDeny, probe: `echo x > "$WS/private/q"`, errText: eacces,

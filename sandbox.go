@@ -39,6 +39,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,17 +70,22 @@ type sandboxProfile struct {
 	FullRead bool `json:"fullRead"`
 	// FullWrite: every path is writable (root:write, or an unrestricted file system).
 	FullWrite bool     `json:"fullWrite"`
-	Read      []string `json:"read,omitempty"`  // readable roots (with FullRead: read-only carve-outs in Write)
+	Read      []string `json:"read,omitempty"`  // readable roots; inside a writable root, or with FullWrite, read-only carve-outs
 	Write     []string `json:"write,omitempty"` // writable roots, outermost first
 	Deny      []string `json:"deny,omitempty"`  // neither readable nor writable
 	// Protected are the protected names of each writable root, and `.git` files' gitdir
 	// targets: read-only whether they exist or not.
 	Protected []string `json:"protected,omitempty"`
+	// Unenforceable says why the profile cannot be enforced as asked (a glob that matches
+	// more than maxGlobMatches paths); confine refuses such a profile. It stays in the server.
+	Unenforceable string `json:"-"`
 }
 
-// confinesFiles reports whether the profile restricts the file system at all.
+// confinesFiles reports whether the profile restricts the file system at all. Full write
+// narrowed by a read-only carve-out or a deny entry still does (the reference's
+// has_full_disk_write_access is false then).
 func (p *sandboxProfile) confinesFiles() bool {
-	return p != nil && p.Kind == profileManaged && !(p.FullWrite && len(p.Deny) == 0)
+	return p != nil && p.Kind == profileManaged && !(p.FullWrite && len(p.Deny) == 0 && len(p.Read) == 0)
 }
 
 // readsFreely reports whether every read is allowed: reads then run in the server, as in
@@ -508,7 +514,11 @@ func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 		switch e.special {
 		case "":
 			if e.glob != "" {
-				deny = append(deny, expandGlob(cwd, e.glob, r.globDepth)...)
+				matches, complete := expandGlob(cwd, e.glob, r.globDepth)
+				if !complete && p.Unenforceable == "" {
+					p.Unenforceable = fmt.Sprintf("glob_pattern `%s` matches more than %d paths", e.glob, maxGlobMatches)
+				}
+				deny = append(deny, matches...)
 				continue
 			}
 			paths = []string{e.path}
@@ -623,15 +633,17 @@ func pathWithin(path, root string) bool {
 // defaultGlobDepth bounds how deep a glob_pattern looks below cwd when the profile does not say.
 const defaultGlobDepth = 8
 
-// maxGlobMatches bounds how many paths one glob_pattern denies.
+// maxGlobMatches bounds how many paths one glob_pattern denies. A glob that matches more
+// cannot be enforced whole, and its profile is refused (sandboxProfile.Unenforceable).
 const maxGlobMatches = 4096
 
 // expandGlob lists the existing paths under cwd that pattern matches ("**" matches any
 // number of directories), at most depth levels down. Deny-only: a match found now is denied
-// for the life of the process; a file created later is not.
-func expandGlob(cwd, pattern string, depth int) []string {
+// for the life of the process; a file created later is not. complete is false when there
+// were more than maxGlobMatches matches: the list then holds only the first ones.
+func expandGlob(cwd, pattern string, depth int) (matches []string, complete bool) {
 	if cwd == "" {
-		return nil
+		return nil, true
 	}
 	if depth == 0 {
 		depth = defaultGlobDepth
@@ -645,12 +657,17 @@ func expandGlob(cwd, pattern string, depth int) []string {
 		base = filepath.Dir(pattern[:max(strings.IndexAny(pattern, "*?["), 1)])
 	}
 	var out []string
+	complete = true
 	baseDepth := strings.Count(base, "/")
 	filepath.WalkDir(base, func(path string, d os.DirEntry, err error) error {
-		if err != nil || len(out) >= maxGlobMatches {
+		if err != nil {
 			return filepath.SkipDir
 		}
 		if globMatch(pattern, path) {
+			if len(out) == maxGlobMatches {
+				complete = false
+				return filepath.SkipAll
+			}
 			out = append(out, path)
 		}
 		if d.IsDir() && strings.Count(path, "/")-baseDepth >= depth {
@@ -658,7 +675,7 @@ func expandGlob(cwd, pattern string, depth int) []string {
 		}
 		return nil
 	})
-	return out
+	return out, complete
 }
 
 // globMatch matches path against pattern segment by segment; "**" matches zero or more

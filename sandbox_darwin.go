@@ -1,6 +1,6 @@
 package main
 
-// Confining a launch on macOS (docs/sandbox.md §6, §8.2): the program runs under
+// Confining a launch on macOS (docs/sandbox.md §5): the program runs under
 // /usr/bin/sandbox-exec with the Seatbelt policy seatbelt.go writes for its profile. No cgo:
 // sandbox-exec applies the policy and then execs the program, which cannot leave it.
 // Not yet run on a Mac: built and vetted for darwin, the policy text tested on Linux.
@@ -29,6 +29,9 @@ const sandboxTypeSeatbelt = "macosSeatbelt"
 func confineLaunch(spec *launchSpec, p *sandboxProfile) (sandboxType string, err error) {
 	if p == nil {
 		return "none", nil
+	}
+	if p.Unenforceable != "" {
+		return "", errInvalidParams("sandbox intent cannot be enforced on this executor: %s", p.Unenforceable)
 	}
 	if p.Kind == profileDisabled || !p.confinesFiles() && !p.restrictsNetwork() {
 		return sandboxTypeSeatbelt, nil

@@ -20,7 +20,8 @@ const (
 
 // platformSandboxType is what process/start answers on this host for a process started with a
 // sandbox object: the reference names its platform's launcher for every such object, even a
-// disabled one (docs/sandbox.md §2, "Quirks"), and its clients key the heuristic on that name.
+// disabled one (docs/sandbox.md §2, "What the profile kinds do"), and its clients key the
+// heuristic on that name.
 func platformSandboxType() string {
 	switch runtime.GOOS {
 	case "linux":

@@ -38,6 +38,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -214,6 +215,9 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 	if p == nil {
 		return "none", nil
 	}
+	if p.Unenforceable != "" {
+		return "", errInvalidParams("sandbox intent cannot be enforced on this executor: %s", p.Unenforceable)
+	}
 	files, network := p.confinesFiles(), p.restrictsNetwork()
 	if !files && !network {
 		return "linuxSeccomp", nil
@@ -379,7 +383,18 @@ func (st *sandboxStage) exited() {
 // no sandbox stands on it. A directory made here is marked (an extended attribute), so that
 // whichever stage leaves it last removes it, and one left behind by a server that was
 // killed goes with the next sandbox that uses it.
-type syntheticDirs struct{}
+//
+// The lock is advisory, and anyone who can read a protected directory can take it
+// exclusively: a sandboxed command of another workspace, under a full-read profile. So the
+// shared lock is waited for a bounded time (wait), and a sandbox whose protected directory
+// stays locked is refused rather than left to hang.
+type syntheticDirs struct {
+	wait time.Duration // how long to wait for a shared lock; 0: protectedLockWait
+}
+
+// protectedLockWait bounds the wait for the shared lock on a protected directory. The only
+// exclusive holder it waits for otherwise is a stage's release, removing an empty directory.
+const protectedLockWait = 5 * time.Second
 
 // syntheticXattr marks a directory made as a mount point.
 const syntheticXattr = "user.exec-server.synthetic-mount-point"
@@ -401,8 +416,12 @@ func (d *syntheticDirs) acquire(paths []string) (func(), error) {
 			h.release()
 		}
 	}
+	wait := d.wait
+	if wait == 0 {
+		wait = protectedLockWait
+	}
 	for _, p := range paths {
-		h, err := holdProtected(p)
+		h, err := holdProtected(p, wait)
 		if err != nil {
 			release()
 			return nil, err
@@ -414,9 +433,10 @@ func (d *syntheticDirs) acquire(paths []string) (func(), error) {
 	return release, nil
 }
 
-// holdProtected makes p when it is missing and locks it, shared, when it is a directory.
-// A file or a symlink is bound or pinned as it is and never removed: nothing to hold.
-func holdProtected(p string) (heldDir, error) {
+// holdProtected makes p when it is missing and locks it, shared, when it is a directory,
+// waiting at most wait for the lock. A file or a symlink is bound or pinned as it is and never
+// removed: nothing to hold.
+func holdProtected(p string, wait time.Duration) (heldDir, error) {
 	h := heldDir{path: p}
 	for range 8 {
 		fi, err := os.Lstat(p)
@@ -441,7 +461,7 @@ func holdProtected(p string) (heldDir, error) {
 		if err != nil {
 			return h, fmt.Errorf("mount point %s: %w", p, err)
 		}
-		if err := flock(f, unix.LOCK_SH); err != nil {
+		if err := flockWithin(f, unix.LOCK_SH, wait); err != nil {
 			f.Close()
 			return h, fmt.Errorf("lock the mount point %s: %w", p, err)
 		}
@@ -481,6 +501,22 @@ func flock(f *os.File, how int) error {
 	}
 }
 
+// flockWithin is flock(2) on f for how (LOCK_SH or LOCK_EX), tried without blocking until it
+// succeeds or wait has passed.
+func flockWithin(f *os.File, how int, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		err := flock(f, how|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("another process has held it locked for %v", wait)
+		}
+		time.Sleep(pause)
+	}
+}
+
 // sameDir reports whether path still names the directory open as f.
 func sameDir(f *os.File, path string) bool {
 	a, err1 := f.Stat()
@@ -498,6 +534,17 @@ func isSandboxStage() bool {
 // writing why to fd 4.
 func runSandboxStage() {
 	runtime.LockOSThread() // every per-thread restriction is made on this thread, and the command forked from it
+	// As pid 1 the stage outlives the command's start, and only this thread gives up its
+	// capabilities: the Go runtime's other threads keep those the user namespace gave the
+	// stage (CAP_SYS_ADMIN over the view's mounts). The command runs as the same user, so
+	// /proc/1/mem, ptrace or pidfd_getfd on the stage would let it write code that one of those
+	// threads runs, and remount the view read-write. Not dumpable, the stage is out of reach of
+	// anything without CAP_SYS_PTRACE in its namespace. The command gets its own dumpable flag
+	// back from execve.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.NewFile(stageStatusFD, "status"), "sandbox: not dumpable: %v\n", err)
+		exitStage(stageFailureExit)
+	}
 	// Nothing the stage inherited beyond 0, 1, 2 may reach the command: not fd 4 (the
 	// server's wait for EOF on it would last as long as the command), and not a descriptor
 	// the server itself inherited (a directory's is a way around the read-only view).
@@ -596,17 +643,25 @@ func readStageConfig() (stageConfig, error) {
 }
 
 // restrictThread makes the calling (locked) thread what the command inherits: no new
-// privileges, Landlock where asked, no capabilities, then the seccomp filter (all threads).
+// privileges, Landlock where asked (or only its signal scope, in the server's pid namespace),
+// no capabilities, then the seccomp filter (all threads).
 func restrictThread(cfg *stageConfig) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	if cfg.Landlock {
+	switch {
+	case cfg.Landlock:
 		rules, err := landlockRulesFor(cfg.Profile)
 		if err != nil {
 			return err
 		}
 		if err := restrictThreadLandlock(rules); err != nil {
+			return err
+		}
+	case cfg.Namespaces && !cfg.PidNS:
+		// In the server's pid namespace the command sees, and as the same user may signal,
+		// the server and every other process of its user: Landlock's scope stops that.
+		if err := restrictThreadSignalScope(); err != nil {
 			return err
 		}
 	}

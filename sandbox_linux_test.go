@@ -1,7 +1,7 @@
 package main
 
 // The Linux sandbox, tried the way an attacker would: real processes, real files, the real
-// kernel (docs/sandbox.md §2, §5, §8.1, §9). Every escape row of the table runs a shell
+// kernel (docs/sandbox.md §2, §4, §9). Every escape row of the table runs a shell
 // script inside the sandbox and then checks, from the host, that its target is unchanged.
 //
 //	TestSandboxEscapeTable           the table, through the server (process/start with the
@@ -17,9 +17,7 @@ package main
 //	TestSandboxType, TestSandboxMissingProgramOrCwd, TestSandboxFailsClosed,
 //	TestSandboxMalformedObjects      what process/start answers
 //
-// Rows that need the seccomp filter (the network ones, "Seccomp: 2") fail while
-// sandbox_stubs_linux.go stands in for seccomp_linux.go; they are meant to, and pass once the
-// real filter is in. The Landlock table skips where the kernel or build has no Landlock.
+// The Landlock table skips where the kernel or build has no Landlock.
 // Nothing here sleeps to wait for something that has an event; the only polls are for
 // processes that are not our children (/proc), which send none.
 //
@@ -43,6 +41,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -340,6 +339,22 @@ echo pwned > .git/config && echo pwned > "$OUT/f"'`,
 		},
 	},
 	{
+		// The stage is pid 1 here, and the Go runtime's threads other than the one that
+		// forked the command keep the capabilities the user namespace gave it: code written
+		// into its memory could remount the view read-write. (With inherit or Landlock, pid 1
+		// is the host's init.)
+		name: "the stage's memory cannot be opened for writing", ws: denied(), ro: denied(), landlock: true,
+		deny:   []string{"Permission denied", "Read-only file system"},
+		script: `exec 3<>/proc/1/mem && echo opened`,
+	},
+	{
+		// The server runs as the command's user: in a pid namespace of its own the command
+		// cannot see it, with inherit or Landlock a Landlock signal scope keeps it out.
+		name: "signal the server", ws: denied(), ro: denied(), landlock: true,
+		deny:   []string{"No such process", "Operation not permitted"},
+		script: `kill -0 "$SERVERPID" && echo reached`,
+	},
+	{
 		name: "minimal /dev", ws: allowed("dev ok"), ro: allowed("dev ok"),
 		script: `for n in null zero full random urandom tty; do test -c /dev/$n || echo "missing /dev/$n"; done
 test -d /dev/pts || echo "missing /dev/pts"
@@ -379,6 +394,12 @@ echo shm > /dev/shm/probe && test "$(cat /dev/shm/probe)" = shm && head -c 4 /de
 		setup:  func(t *testing.T, f *sbFixture) { f.listenUnix(t) },
 		script: `EXEC_SERVER_SBTEST_PROBE=1 "$PROBE" unix "$UNIXADDR"`,
 		check:  func(t *testing.T, f *sbFixture, _ bool) { f.wantNoUnix(t) },
+	},
+	{
+		// Typed into the caller's terminal (`exec-server sandbox` leaves the command on it),
+		// input would run in the caller's shell, unconfined, once the sandbox is gone.
+		name: "TIOCSTI cannot push input into the terminal", ws: denied(), ro: denied(), deny: netDenial, landlock: true,
+		script: `EXEC_SERVER_SBTEST_PROBE=1 "$PROBE" tiocsti`,
 	},
 	{
 		name: "socketpair(AF_UNIX) works", ws: allowed("socketpair ok"), ro: allowed("socketpair ok"), landlock: true,
@@ -605,6 +626,24 @@ func TestSandboxNetworkEnabled(t *testing.T) {
 	}
 }
 
+// TestSandboxStageOutOfReach: with the network on, seccomp allows ptrace, and the command is
+// the stage's child, of the same user: neither ptrace nor /proc/1/mem may reach the stage,
+// pid 1, whose other threads hold capabilities over the view.
+func TestSandboxStageOutOfReach(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	for _, network := range []string{"restricted", "enabled"} {
+		t.Run(network, func(t *testing.T) {
+			f := newSBFixture(t)
+			r := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, network), false,
+				`EXEC_SERVER_SBTEST_PROBE=1 "$PROBE" ptrace 1; exec 3<>/proc/1/mem && echo mem opened`)
+			if strings.Contains(r.out, "attached") || strings.Contains(r.out, "mem opened") || r.exit == 0 {
+				t.Errorf("exit %d: the command reached the stage:\n%s", r.exit, r.out)
+			}
+		})
+	}
+}
+
 func TestSandboxPTY(t *testing.T) {
 	requireUserNamespaces(t)
 	ts := startTestServer(t)
@@ -784,6 +823,186 @@ func TestSandboxSharedWorkspace(t *testing.T) {
 	wantAbsent(t, filepath.Join(f.ws, ".codex", "config.toml"))
 	for _, name := range protectedNames {
 		wantAbsent(t, filepath.Join(f.ws, name))
+	}
+}
+
+// TestSandboxRestrictedReadProtectedGrantNothing: under a profile that reads only the minimal
+// roots and its writable roots, a protected name that leads out of them (a `.git` file's
+// gitdir, a `.aws` symlink: whoever could write the workspace, or /tmp, before) makes
+// nothing readable; one that leads into a writable root still keeps its target read-only.
+func TestSandboxRestrictedReadProtectedGrantNothing(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	ws2 := filepath.Join(f.base, "ws2")
+	for _, d := range []string{"realgit", "awsdir"} {
+		mustMkdir(t, filepath.Join(f.outside, d))
+		mustWrite(t, filepath.Join(f.outside, d, "secret"), "SECRET\n")
+	}
+	mustWrite(t, filepath.Join(f.ws, ".git"), "gitdir: "+filepath.Join(f.outside, "realgit")+"\n")
+	mustSymlink(t, filepath.Join(f.outside, "awsdir"), filepath.Join(f.ws, ".aws"))
+	mustMkdir(t, filepath.Join(ws2, "inner"))
+	mustWrite(t, filepath.Join(ws2, "inner", "config"), "orig\n")
+	mustWrite(t, filepath.Join(ws2, ".git"), "gitdir: inner\n")
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	sandbox := json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[
+   {"path":{"type":"special","value":{"kind":"minimal"}},"access":"read"},
+   {"path":{"type":"path","path":%s},"access":"write"},
+   {"path":{"type":"path","path":%s},"access":"write"}]},"network":"restricted"},
+  "windowsSandboxLevel":"disabled","cwd":%s}`, quote(fileURI(f.ws)), quote(fileURI(ws2)), quote(fileURI(f.ws))))
+	r := f.runServer(t, ts, sandbox, false, `cat "$OUT/realgit/secret" .aws/secret "$OUT/awsdir/secret"
+echo pwned > "$BASE/ws2/inner/config"
+echo ok > ok.txt && echo ran`)
+	if strings.Contains(r.out, "SECRET") || !strings.Contains(r.out, "ran") {
+		t.Errorf("exit %d: a protected name made a path outside the readable roots readable, or the script did not run:\n%s", r.exit, r.out)
+	}
+	wantFile(t, filepath.Join(ws2, "inner", "config"), "orig\n")
+	wantFile(t, filepath.Join(f.ws, "ok.txt"), "ok\n")
+}
+
+// TestSandboxFullWriteWithDeny: a profile that writes everywhere but denies a path confines
+// files only for that path; the rest of the host stays writable.
+func TestSandboxFullWriteWithDeny(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	mustWrite(t, filepath.Join(f.outside, "secret"), "SECRET\n")
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	sandbox := json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[
+   {"path":{"type":"special","value":{"kind":"root"}},"access":"write"},
+   {"path":{"type":"path","path":%s},"access":"deny"}]},"network":"restricted"},
+  "windowsSandboxLevel":"disabled","cwd":%s}`, quote(fileURI(filepath.Join(f.outside, "secret"))), quote(fileURI(f.ws))))
+	r := f.runServer(t, ts, sandbox, false, `cat "$OUT/secret"; echo ok > "$OUT/new" && echo wrote`)
+	if strings.Contains(r.out, "SECRET") || !strings.Contains(r.out, "wrote") {
+		t.Errorf("exit %d: want the denied file unreadable and the rest writable:\n%s", r.exit, r.out)
+	}
+	wantFile(t, filepath.Join(f.outside, "new"), "ok\n")
+	wantFile(t, filepath.Join(f.outside, "secret"), "SECRET\n")
+}
+
+// TestSandboxReadOnlyCarveOut: a read entry inside a writable root, or anywhere under
+// root:write (the reference's write-narrowing entries), stays read-only under either
+// mechanism, and root:write so narrowed is no full write.
+func TestSandboxReadOnlyCarveOut(t *testing.T) {
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	entry := func(path, access string) string {
+		return fmt.Sprintf(`{"path":{"type":"path","path":%s},"access":%q}`, quote(fileURI(path)), access)
+	}
+	root := func(access string) string {
+		return fmt.Sprintf(`{"path":{"type":"special","value":{"kind":"root"}},"access":%q}`, access)
+	}
+	for _, mech := range []string{"namespaces", "landlock"} {
+		for _, tt := range []struct {
+			name    string
+			entries func(f *sbFixture) []string
+			carved  func(f *sbFixture) string // must stay read-only
+		}{
+			{"root write, outside read", func(f *sbFixture) []string { return []string{root("write"), entry(f.outside, "read")} },
+				func(f *sbFixture) string { return f.outside }},
+			{"workspace write, ws/ro read", func(f *sbFixture) []string {
+				return []string{root("read"), entry(f.ws, "write"), entry(filepath.Join(f.ws, "ro"), "read")}
+			}, func(f *sbFixture) string { return filepath.Join(f.ws, "ro") }},
+		} {
+			t.Run(mech+"/"+tt.name, func(t *testing.T) {
+				if mech == "namespaces" {
+					requireUserNamespaces(t)
+				} else if landlockABI() == 0 {
+					t.Skip("Landlock unavailable in this kernel/build")
+				}
+				ts := startTestServer(t, withSandboxer(t, "isolate", mech))
+				f := newSBFixture(t)
+				mustMkdir(t, filepath.Join(f.ws, "sub"))
+				mustMkdir(t, filepath.Join(f.ws, "ro"))
+				carved := tt.carved(f)
+				sandbox := json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[%s]},"network":"restricted"},
+  "windowsSandboxLevel":"disabled","cwd":%s}`, strings.Join(tt.entries(f), ","), quote(fileURI(f.ws))))
+				r := f.runServer(t, ts, sandbox, false, fmt.Sprintf(`echo pwned > %s/f; echo ok > "$WS/sub/new" && echo wrote`, shellQuote(carved)))
+				if !strings.Contains(r.out, "wrote") {
+					t.Errorf("exit %d: want the rest writable:\n%s", r.exit, r.out)
+				}
+				wantAbsent(t, filepath.Join(carved, "f"))
+				wantFile(t, filepath.Join(f.ws, "sub", "new"), "ok\n")
+			})
+		}
+	}
+}
+
+// TestSandboxProtectedDirLockedByAnother: anyone who can read a workspace's .git (a
+// sandboxed command of another workspace, under a full-read profile) can flock it
+// exclusively. A sandbox on that workspace is then refused after a bounded wait, instead of
+// process/start hanging for as long as the lock is held; once it is let go, it starts.
+func TestSandboxProtectedDirLockedByAnother(t *testing.T) {
+	requireUserNamespaces(t)
+	sbx, err := newSandboxer("isolate", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbx.synthetic.wait = 200 * time.Millisecond
+	ts := startTestServer(t, func(s *server) { s.sandbox = sbx })
+	tc := ts.connect(t)
+	f := newSBFixture(t)
+	mustMkdir(t, filepath.Join(f.ws, ".git"))
+	lock, err := os.Open(filepath.Join(f.ws, ".git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	params := func() map[string]any {
+		return map[string]any{
+			"processId": nextSBID(), "argv": []string{"true"}, "cwd": fileURI(f.ws), "env": f.env(), "tty": false,
+			"sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
+		}
+	}
+	select {
+	case r := <-tc.start("process/start", params()):
+		if r.Err == nil || r.Err.Code != codeInternal || !strings.Contains(r.Err.Message, ".git") {
+			t.Errorf("process/start with .git locked by another: %s %+v, want -32603 naming it", r.Result, r.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("process/start hangs while another process holds .git locked")
+	}
+	unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	if _, e := tc.call("process/start", params()); e != nil {
+		t.Errorf("process/start once the lock is gone: %+v", e)
+	}
+}
+
+// TestSandboxGlobOverTheCapIsRefused: a glob_pattern deny entry that matches more paths than
+// one entry may deny (maxGlobMatches) cannot be enforced whole: the sandbox is refused, and
+// no match beyond the cap is left readable.
+func TestSandboxGlobOverTheCapIsRefused(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	f := newSBFixture(t)
+	dir := filepath.Join(f.ws, "secrets")
+	mustMkdir(t, dir)
+	for i := range maxGlobMatches + 1 {
+		mustWrite(t, filepath.Join(dir, fmt.Sprintf("s%05d.env", i)), "SECRET\n")
+	}
+	last := filepath.Join(dir, fmt.Sprintf("s%05d.env", maxGlobMatches))
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	sandbox := json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[
+   {"path":{"type":"special","value":{"kind":"root"}},"access":"read"},
+   {"path":{"type":"glob_pattern","pattern":"**/*.env"},"access":"deny"}]},"network":"restricted"},
+  "windowsSandboxLevel":"disabled","cwd":%s}`, quote(fileURI(f.ws))))
+	id := nextSBID()
+	res, e := tc.call("process/start", map[string]any{
+		"processId": id, "argv": []string{"cat", last}, "cwd": fileURI(f.ws), "env": f.env(), "tty": false, "sandbox": sandbox,
+	})
+	if e == nil {
+		r := waitClosed(tc, id)
+		t.Fatalf("process/start %s: the sandbox ran, and read the last match: exit %d, %q", res, r.exitCode, r.stdout())
+	}
+	if e.Code != codeInvalidParams || !strings.Contains(e.Message, "sandbox intent cannot be enforced") {
+		t.Errorf("error %d %q, want -32602 sandbox intent cannot be enforced", e.Code, e.Message)
+	}
+	_, e = tc.call("fs/readFile", map[string]any{"path": fileURI(last), "sandbox": sandbox})
+	if e == nil {
+		t.Error("fs/readFile read the last match")
 	}
 }
 
@@ -1008,7 +1227,7 @@ func (f *sbFixture) env() map[string]string {
 	env := map[string]string{
 		"PATH": os.Getenv("PATH"), "HOME": home, "TMPDIR": f.tmp, "LANG": "C", "GORACE": sbGORACE,
 		"WS": f.ws, "OUT": f.outside, "BASE": f.base, "HOMEPROBE": f.homeProbe, "SLASHTMP": f.slashTmp,
-		"PROBE": testBinaryPath,
+		"PROBE": testBinaryPath, "SERVERPID": strconv.Itoa(os.Getpid()),
 	}
 	if f.tcp != nil {
 		env["TCPADDR"] = f.tcp.Addr().String()
@@ -1025,7 +1244,7 @@ func (f *sbFixture) env() map[string]string {
 	return env
 }
 
-// sandboxObject is the sandbox a driver sends: Codex's objects (docs/sandbox.md §1.2), or
+// sandboxObject is the sandbox a driver sends: Codex's objects (docs/sandbox.md §1), or
 // the older SEED shape (§1.3).
 func (f *sbFixture) sandboxObject(mode sbMode, via sbVia, network string) json.RawMessage {
 	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
@@ -1167,7 +1386,8 @@ func testBinary(t *testing.T) string {
 
 // sbProbe is the test binary inside the sandbox: tcp ADDR (connect, send hello), unix PATH
 // (connect), udp ADDR (send one datagram), socketpair (AF_UNIX), fgwait (say when this job
-// has the terminal, then wait for a signal). It prints what happened, and exits 1 on an error.
+// has the terminal, then wait for a signal), ptrace PID (attach, detach), tiocsti (push a
+// newline into the terminal on stdin). It prints what happened, and exits 1 on an error.
 func sbProbe(args []string) int {
 	fail := func(what string, err error) int {
 		fmt.Printf("%s: %v\n", what, err)
@@ -1222,6 +1442,22 @@ func sbProbe(args []string) int {
 		}
 		fmt.Println("in the foreground")
 		time.Sleep(time.Hour) // until ^C
+	case "ptrace":
+		pid, err := strconv.Atoi(args[1])
+		if err != nil {
+			return fail("ptrace", err)
+		}
+		if err := unix.PtraceAttach(pid); err != nil {
+			return fail("ptrace", err)
+		}
+		fmt.Println("attached")
+		unix.PtraceDetach(pid)
+	case "tiocsti":
+		c := byte('\n')
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCSTI, uintptr(unsafe.Pointer(&c))); e != 0 {
+			return fail("tiocsti", e)
+		}
+		fmt.Println("pushed")
 	case "socketpair":
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {

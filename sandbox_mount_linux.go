@@ -6,10 +6,12 @@ package main
 //	step                         full read (root entry)          restricted read
 //	staging                      tmpfs on /tmp; pivot_root into it: the host tree is /oldroot
 //	new root  /newroot           rbind of the host, read-only    empty tmpfs; each readable
-//	                                                             root bound read-only, with
-//	                                                             the symlinks on its way
+//	                             (read-write under root:write    root bound read-only, with
+//	                             with deny entries)              the symlinks on its way
 //	writable roots               bound read-write from the host, outermost first
-//	read entries, protected      bound read-only over what is above them
+//	read entries, protected      bound read-only over what is above them (a protected path
+//	                             only inside a writable root: it takes writes away, never
+//	                             grants a read)
 //	protected name, a symlink    also an empty read-only file mounted on the link itself
 //	deny                         an empty, mode 000 file or directory bound over them
 //	/dev                         tmpfs: null zero full random urandom tty bound from the
@@ -92,7 +94,7 @@ func buildMountView(cfg *stageConfig) error {
 	}{
 		{"make mounts private", func() error { return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }},
 		{"stage", stage},
-		{"new root", func() error { return makeNewRoot(p.FullRead) }},
+		{"new root", func() error { return makeNewRoot(p) }},
 		{"binds", func() error { return applyMounts(ops, p.FullRead) }},
 		{"/dev", func() error { return makeDev(tty) }},
 		{"/proc", func() error { return makeProc(cfg.PidNS, p.FullRead) }},
@@ -110,7 +112,8 @@ func buildMountView(cfg *stageConfig) error {
 // binds must be made: outermost first, and for one path write, then read, then deny.
 func planMounts(p *sandboxProfile) ([]mountOp, error) {
 	var ops []mountOp
-	add := func(paths []string, access mountAccess) error {
+	var writable []string // the writable roots, resolved
+	add := func(paths []string, access mountAccess, protect bool) error {
 		for _, path := range paths {
 			op, err := resolveHostPath(path)
 			if errors.Is(err, os.ErrNotExist) {
@@ -119,16 +122,27 @@ func planMounts(p *sandboxProfile) ([]mountOp, error) {
 			if err != nil {
 				return err
 			}
+			if protect && !slices.ContainsFunc(writable, func(root string) bool { return pathWithin(op.real, root) }) {
+				// A protected path only takes writes away. Outside every writable root it is
+				// read-only or absent already, and a bind would make it readable under a
+				// restricted-read profile: a `.git` file's gitdir or a protected symlink can
+				// lead anywhere (written by whoever could write the workspace, or /tmp).
+				continue
+			}
 			op.access = access
 			ops = append(ops, op)
+			if access == mountWrite {
+				writable = append(writable, op.real)
+			}
 		}
 		return nil
 	}
 	for _, a := range []struct {
-		paths  []string
-		access mountAccess
-	}{{p.Write, mountWrite}, {p.Read, mountRead}, {p.Protected, mountRead}, {p.Deny, mountDeny}} {
-		if err := add(a.paths, a.access); err != nil {
+		paths   []string
+		access  mountAccess
+		protect bool
+	}{{p.Write, mountWrite, false}, {p.Read, mountRead, false}, {p.Protected, mountRead, true}, {p.Deny, mountDeny, false}} {
+		if err := add(a.paths, a.access, a.protect); err != nil {
 			return nil, err
 		}
 	}
@@ -216,13 +230,17 @@ func stage() error {
 	return os.Chdir("/")
 }
 
-// makeNewRoot makes /newroot: the whole host read-only, or an empty tmpfs.
-func makeNewRoot(fullRead bool) error {
-	if !fullRead {
+// makeNewRoot makes /newroot: the whole host, read-only unless p writes everywhere (and
+// only denies), or an empty tmpfs.
+func makeNewRoot(p *sandboxProfile) error {
+	if !p.FullRead {
 		return unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755")
 	}
 	if err := unix.Mount(oldRoot, newRoot, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return err
+	}
+	if p.FullWrite {
+		return nil
 	}
 	return setReadOnly(newRoot, true)
 }

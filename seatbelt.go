@@ -1,6 +1,6 @@
 package main
 
-// The macOS sandbox written out (docs/sandbox.md §6, §8.2): a sandboxProfile becomes a Seatbelt
+// The macOS sandbox written out (docs/sandbox.md §5): a sandboxProfile becomes a Seatbelt
 // profile (SBPL) and the -D parameters that fill it, for /usr/bin/sandbox-exec. Pure text, so it
 // builds and is tested on every platform; sandbox_darwin.go puts it in front of a launch.
 //

@@ -1,6 +1,6 @@
 package main
 
-// Tests of the Seatbelt policy generator (seatbelt.go, docs/sandbox.md §6): whole policies
+// Tests of the Seatbelt policy generator (seatbelt.go, docs/sandbox.md §5): whole policies
 // against golden files in testdata/seatbelt, the escaping of paths into regexes, and what
 // those regexes match. sandbox-exec itself needs a Mac; these run anywhere.
 //

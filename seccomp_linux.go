@@ -1,8 +1,8 @@
 package main
 
-// Seccomp filters for sandboxed processes (docs/sandbox.md §2 "Seccomp Restricted network
-// mode", §8.1 "Seccomp program"): classic BPF built by hand, for amd64 and arm64, from the
-// per-architecture syscall table below, so either host builds (and tests) both programs.
+// Seccomp filters for sandboxed processes (docs/sandbox.md §2, "Seccomp"): classic BPF built
+// by hand, for amd64 and arm64, from the per-architecture syscall table below, so either host
+// builds (and tests) both programs.
 //
 // The kernel runs the filter on every system call. Its packet is a struct seccomp_data,
 // read by 32-bit loads in the CPU's byte order (little-endian on both architectures, so a
@@ -14,7 +14,9 @@ package main
 //	8       8     instruction_pointer
 //	16      4     args[0], low word    socket's and socketpair's domain (a C int)
 //	20      4     args[0], high word
-//	24..63  8*5   args[1..5]
+//	24      4     args[1], low word    ioctl's request (a C unsigned int)
+//	28      4     args[1], high word
+//	32..63  8*4   args[2..5]
 //
 // The seccompNetwork program for amd64 (arm64: arch 0xc00000b7, no x32 line, its own numbers;
 // testdata/seccomp/ holds all four listings as the tests check them):
@@ -25,16 +27,26 @@ package main
 //	3     jge #0x40000000     jt DENY  jf 4     x32 numbers (__X32_SYSCALL_BIT) and negative ones
 //	4     jeq #connect        jt DENY  jf 5     one line per denied syscall, in table order
 //	...
+//	      jeq #ioctl          jt REQ
 //	      jeq #socket         jt SOCK
 //	      jeq #socketpair     jt SOCK  jf ALLOW
 //	SOCK  ld  [16]                            domain
 //	      jeq #AF_UNIX        jt ALLOW jf DENY
+//	REQ   ld  [24]                            request
+//	      jeq #TIOCSTI        jt DENY
+//	      jeq #TIOCLINUX      jt DENY  jf ALLOW
 //	ALLOW ret #0x7fff0000                     SECCOMP_RET_ALLOW
 //	DENY  ret #0x00050001                     SECCOMP_RET_ERRNO | EPERM
 //	KILL  ret #0x80000000                     SECCOMP_RET_KILL_PROCESS
 //
 // seccompVsock has the same frame with only the io_uring lines denied, and SOCK asks
 // `jeq #AF_VSOCK jt DENY jf ALLOW`.
+//
+// Both deny the ioctls that push input into a terminal (TIOCSTI; TIOCLINUX, whose selection
+// paste does the same on a virtual console): `exec-server sandbox` leaves the command on the
+// caller's terminal, where it could otherwise type a command into the caller's shell, to run
+// unconfined once the sandbox is gone (bubblewrap's CVE-2017-5226). The request is an
+// unsigned int to the kernel, so its low word is exactly what the kernel acts on.
 //
 // Two decisions. recvfrom stays allowed, as in the reference (sendmsg and recvmsg are not
 // named either): the filter takes away making, binding and connecting sockets, not reading
@@ -68,6 +80,7 @@ const (
 	seccompDataNr      = 0
 	seccompDataArch    = 4
 	seccompDataArg0Low = 16
+	seccompDataArg1Low = 24
 )
 
 // seccompX32SyscallNr is __X32_SYSCALL_BIT: the x32 ABI's system calls enter through the
@@ -88,7 +101,14 @@ const (
 	seccompRuleNetwork seccompRule = iota + 1 // EPERM under seccompNetwork
 	seccompRuleAlways                         // EPERM under seccompNetwork and seccompVsock
 	seccompRuleDomain                         // socket, socketpair: decided by the domain
+	seccompRuleRequest                        // ioctl: decided by the request (seccompDeniedRequests)
 )
+
+// seccompDeniedRequests are the ioctl requests every filter denies: those that insert input
+// into a terminal (the file comment).
+func seccompDeniedRequests() []uint32 {
+	return []uint32{unix.TIOCSTI, unix.TIOCLINUX}
+}
 
 // seccompSyscall is one row of the syscall table.
 type seccompSyscall struct {
@@ -124,6 +144,7 @@ func seccompSyscalls() []seccompSyscall {
 		{"io_uring_setup", 425, 425, seccompRuleAlways},
 		{"io_uring_enter", 426, 426, seccompRuleAlways},
 		{"io_uring_register", 427, 427, seccompRuleAlways},
+		{"ioctl", 16, 29, seccompRuleRequest},
 		{"socket", 41, 198, seccompRuleDomain},
 		{"socketpair", 53, 199, seccompRuleDomain},
 	}
@@ -173,6 +194,8 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 		switch {
 		case s.rule == seccompRuleDomain:
 			domain = append(domain, s.number(arch))
+		case s.rule == seccompRuleRequest:
+			a.jump(unix.BPF_JEQ, s.number(arch), toRequest, toNext)
 		case s.rule == seccompRuleAlways, s.rule == seccompRuleNetwork && mode == seccompNetwork:
 			a.jump(unix.BPF_JEQ, s.number(arch), toDeny, toNext)
 		}
@@ -191,6 +214,16 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 	} else {
 		a.jump(unix.BPF_JEQ, unix.AF_VSOCK, toDeny, toAllow)
 	}
+	a.mark(toRequest)
+	a.load(seccompDataArg1Low)
+	requests := seccompDeniedRequests()
+	for i, req := range requests {
+		orElse := toNext
+		if i == len(requests)-1 {
+			orElse = toAllow
+		}
+		a.jump(unix.BPF_JEQ, req, toDeny, orElse)
+	}
 	a.mark(toAllow)
 	a.ret(seccompAllow)
 	a.mark(toDeny)
@@ -205,11 +238,12 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 type bpfTarget uint8
 
 const (
-	toNext   bpfTarget = iota // the following instruction
-	toDomain                  // the domain check of socket and socketpair
-	toAllow                   // ret ALLOW
-	toDeny                    // ret ERRNO|EPERM
-	toKill                    // ret KILL_PROCESS
+	toNext    bpfTarget = iota // the following instruction
+	toDomain                   // the domain check of socket and socketpair
+	toRequest                  // the request check of ioctl
+	toAllow                    // ret ALLOW
+	toDeny                     // ret ERRNO|EPERM
+	toKill                     // ret KILL_PROCESS
 	bpfTargets
 )
 
@@ -290,8 +324,8 @@ func (a *bpfAssembler) offset(i int, t bpfTarget) (uint8, error) {
 // No-new-privs is what lets an unprivileged process install a filter, and it keeps a setuid
 // program exec'd under the filter from gaining privileges. It is a per-thread flag: TSYNC
 // copies the filter and the caller's flag to every other thread, so the caller must stay on
-// one OS thread between the two steps (the sandbox stage runs locked to its thread, spec
-// §8.1). Once installed, a filter can never be removed from the process or its descendants.
+// one OS thread between the two steps (the sandbox stage runs locked to its thread,
+// runSandboxStage). Once installed, a filter can never be removed from the process or its descendants.
 func installSeccomp(mode seccompMode) error {
 	if mode == seccompOff {
 		return nil

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -76,8 +77,8 @@ func TestSeccompSyscallTable(t *testing.T) {
 		"process_vm_readv": unix.SYS_PROCESS_VM_READV, "process_vm_writev": unix.SYS_PROCESS_VM_WRITEV,
 		"io_uring_setup": unix.SYS_IO_URING_SETUP, "io_uring_enter": unix.SYS_IO_URING_ENTER,
 		"io_uring_register": unix.SYS_IO_URING_REGISTER, "socket": unix.SYS_SOCKET,
-		"socketpair": unix.SYS_SOCKETPAIR,
-		"read":       unix.SYS_READ, "write": unix.SYS_WRITE, "close": unix.SYS_CLOSE,
+		"socketpair": unix.SYS_SOCKETPAIR, "ioctl": unix.SYS_IOCTL,
+		"read": unix.SYS_READ, "write": unix.SYS_WRITE, "close": unix.SYS_CLOSE,
 		"openat": unix.SYS_OPENAT, "execve": unix.SYS_EXECVE, "recvfrom": unix.SYS_RECVFROM,
 		"recvmsg": unix.SYS_RECVMSG, "sendmsg": unix.SYS_SENDMSG,
 	}
@@ -151,8 +152,8 @@ func xsysUnixDir(t *testing.T) string {
 
 // seccompCall is one system call as the filter sees it.
 type seccompCall struct {
-	nr, arch uint32
-	arg0     uint64
+	nr, arch   uint32
+	arg0, arg1 uint64
 }
 
 // packet is the call's struct seccomp_data for x/net/bpf's interpreter. The kernel lays the
@@ -170,6 +171,8 @@ func (c seccompCall) packet() []byte {
 	binary.BigEndian.PutUint32(b[4:], c.arch)              // arch
 	binary.BigEndian.PutUint32(b[16:], uint32(c.arg0))     // args[0], low word
 	binary.BigEndian.PutUint32(b[20:], uint32(c.arg0>>32)) // args[0], high word
+	binary.BigEndian.PutUint32(b[24:], uint32(c.arg1))     // args[1], low word
+	binary.BigEndian.PutUint32(b[28:], uint32(c.arg1>>32)) // args[1], high word
 	return b
 }
 
@@ -276,6 +279,19 @@ func TestSeccompProgramInterpreter(t *testing.T) {
 				tc{sys + " AF_INET, AF_UNIX in the high word", call(sys, unix.AF_UNIX<<32|unix.AF_INET), seccompDeny, seccompAllow},
 			)
 		}
+		ioctl := func(fd, req uint64) seccompCall {
+			return seccompCall{nr: seccompNr(t, "ioctl", a.audit), arch: a.audit, arg0: fd, arg1: req}
+		}
+		cases = append(cases,
+			tc{"ioctl TIOCSTI", ioctl(0, unix.TIOCSTI), seccompDeny, seccompDeny},
+			tc{"ioctl TIOCLINUX", ioctl(0, unix.TIOCLINUX), seccompDeny, seccompDeny},
+			// The kernel takes the request as an unsigned int: only the low word counts.
+			tc{"ioctl TIOCSTI, junk high word", ioctl(0, junk|unix.TIOCSTI), seccompDeny, seccompDeny},
+			tc{"ioctl TCGETS", ioctl(0, unix.TCGETS), seccompAllow, seccompAllow},
+			tc{"ioctl TIOCSWINSZ", ioctl(0, unix.TIOCSWINSZ), seccompAllow, seccompAllow},
+			tc{"ioctl fd TIOCSTI, request TCGETS", ioctl(unix.TIOCSTI, unix.TCGETS), seccompAllow, seccompAllow},
+			tc{"ioctl TIOCSTI in the high word", ioctl(0, uint64(unix.TIOCSTI)<<32|unix.TCGETS), seccompAllow, seccompAllow},
+		)
 		if a.audit == unix.AUDIT_ARCH_X86_64 {
 			cases = append(cases,
 				tc{"x32 read", seccompCall{nr: seccompX32SyscallNr | 0, arch: a.audit}, seccompDeny, seccompDeny},
@@ -356,7 +372,8 @@ func seccompListing(prog []unix.SockFilter, mode seccompMode, a seccompTestArch)
 	for _, s := range seccompSyscalls() {
 		names[s.number(a.audit)] = s.name
 	}
-	fields := map[uint32]string{seccompDataNr: "nr", seccompDataArch: "arch", seccompDataArg0Low: "args[0] low word: domain"}
+	fields := map[uint32]string{seccompDataNr: "nr", seccompDataArch: "arch", seccompDataArg0Low: "args[0] low word: domain",
+		seccompDataArg1Low: "args[1] low word: request"}
 	var b strings.Builder
 	modeName := map[seccompMode]string{seccompNetwork: "seccompNetwork", seccompVsock: "seccompVsock"}[mode]
 	fmt.Fprintf(&b, "# %s for %s (AUDIT_ARCH %#x), %d instructions. Regenerate: %s=1 go test -run SeccompProgramListing\n",
@@ -387,6 +404,8 @@ func seccompListing(prog []unix.SockFilter, mode seccompMode, a seccompTestArch)
 				note = names[f.K]
 			case loaded == seccompDataArg0Low:
 				note = map[uint32]string{unix.AF_UNIX: "AF_UNIX", unix.AF_VSOCK: "AF_VSOCK"}[f.K]
+			case loaded == seccompDataArg1Low:
+				note = map[uint32]string{unix.TIOCSTI: "TIOCSTI", unix.TIOCLINUX: "TIOCLINUX"}[f.K]
 			}
 		case unix.BPF_RET | unix.BPF_K:
 			text, note = fmt.Sprintf("ret  #%#x", f.K), seccompAction(f.K)
@@ -480,6 +499,9 @@ func seccompProbes() []seccompProbe {
 		{"recvfrom socketpair", nil},
 		{"ptrace", netOnly},
 		{"io_uring_setup", both},
+		{"ioctl TIOCSTI", both},
+		{"ioctl TIOCLINUX", both},
+		{"ioctl TCGETS", nil},
 		{"second thread: socket AF_INET", netOnly},
 		{"bash /dev/tcp", netOnly},
 	}
@@ -658,8 +680,24 @@ func seccompChildProbes() []struct {
 			_, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, 1, 0, 0)
 			return errnoErr(e)
 		}},
+		// On /dev/null, which is no terminal: ENOTTY unfiltered.
+		{"ioctl TIOCSTI", func() error { return devNullIoctl(unix.TIOCSTI) }},
+		{"ioctl TIOCLINUX", func() error { return devNullIoctl(unix.TIOCLINUX) }},
+		{"ioctl TCGETS", func() error { return devNullIoctl(unix.TCGETS) }},
 		{"bash /dev/tcp", func() error { return bashConnect(os.Getenv(seccompPortEnv)) }},
 	}
+}
+
+// devNullIoctl makes the ioctl req on /dev/null, with a pointer to one byte.
+func devNullIoctl(req uint) error {
+	fd, err := unix.Open(os.DevNull, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var b [64]byte
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(unsafe.Pointer(&b[0])))
+	return errnoErr(e)
 }
 
 // socketProbe makes a stream socket (a datagram one for netlink) with the domain in the low
