@@ -548,12 +548,16 @@ func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 			if err != nil {
 				continue // a missing path grants nothing (skip or not)
 			}
+			// Only a path that is the root by name grants the whole disk: one that reaches
+			// it through a symlink is an ordinary root, checked like any other below.
 			switch {
 			case e.access == "deny":
 				deny = append(deny, path)
-			case real == "/" && e.access == "write":
+			case path == "/" && e.access == "write":
 				p.FullRead, p.FullWrite = true, true
-			case real == "/":
+			case path == "/":
+				p.FullRead = true
+			case real == "/" && e.access != "write":
 				p.FullRead = true
 			case e.access == "write":
 				p.Write = append(p.Write, path)
@@ -563,12 +567,71 @@ func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 		}
 	}
 	p.Read = uniquePaths(p.Read)
-	p.Write = uniquePaths(p.Write)
+	p.Write = withoutRedirectedRoots(uniquePaths(p.Write))
 	p.Deny = uniquePaths(deny)
 	if !p.FullWrite {
 		p.Protected = protectedPaths(p.Write)
 	}
 	return p
+}
+
+// withoutRedirectedRoots drops the writable roots that redirectedRoot says a sandbox could
+// have redirected.
+func withoutRedirectedRoots(write []string) []string {
+	out := write[:0:0]
+	for _, w := range write {
+		if !redirectedRoot(w, write) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// redirectedRoot reports whether the writable root path reaches its target through a symlink
+// that lies inside another writable root and leads out of it. A sandboxed command could have
+// made that link ($TMPDIR=/tmp/a/b, and in /tmp: rm -r a; mkdir a; ln -s / a/b), so the next
+// sandbox would write wherever it points. Such a root grants nothing (a workspace under /tmp
+// that is a symlink to elsewhere is one, when /tmp is writable too: name it by its target).
+func redirectedRoot(path string, write []string) bool {
+	var roots []string
+	for _, w := range write {
+		if w == path {
+			continue
+		}
+		roots = append(roots, w)
+		if real, err := filepath.EvalSymlinks(w); err == nil && real != w {
+			roots = append(roots, real)
+		}
+	}
+	cur := "/"
+	for hops := 0; ; {
+		rest := strings.TrimPrefix(filepath.Clean(path), cur)
+		c, _, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+		if c == "" {
+			return false
+		}
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return false
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		real, err := filepath.EvalSymlinks(next)
+		if err != nil || hops > 40 {
+			return true
+		}
+		hops++
+		for _, w := range roots {
+			if next != w && pathWithin(next, w) && !pathWithin(real, w) {
+				return true
+			}
+		}
+		path = filepath.Join(real, strings.TrimPrefix(filepath.Clean(path), next))
+		cur = real
+	}
 }
 
 // protectedPaths lists the protected names of every writable root, existing or not, and the

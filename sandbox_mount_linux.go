@@ -115,6 +115,9 @@ func planMounts(p *sandboxProfile) ([]mountOp, error) {
 	var writable []string // the writable roots, resolved
 	add := func(paths []string, access mountAccess, protect bool) error {
 		for _, path := range paths {
+			if access == mountWrite && redirectedRoot(path, p.Write) {
+				continue // checked again here: the link may have been made since the server looked
+			}
 			op, err := resolveHostPath(path)
 			if errors.Is(err, os.ErrNotExist) {
 				continue

@@ -183,3 +183,39 @@ func FuzzParseSandbox(f *testing.F) {
 		}
 	})
 }
+
+// TestSandboxRedirectedWritableRootGrantsNothing: a writable root reached through a symlink
+// inside another writable root, leading out of it, is one a sandboxed command could have
+// made ($TMPDIR=/tmp/a/b, then ln -s / /tmp/a/b): it grants nothing; one whose link stays
+// inside, or that no writable root contains, is kept.
+func TestSandboxRedirectedWritableRootGrantsNothing(t *testing.T) {
+	top, outside := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(top, "a"), 0o755)
+	os.Symlink(outside, filepath.Join(top, "a", "b")) // out of top: redirected
+	os.Symlink("/", filepath.Join(top, "a", "root"))  // to / itself
+	os.MkdirAll(filepath.Join(top, "in", "real"), 0o755)
+	os.Symlink(filepath.Join(top, "in", "real"), filepath.Join(top, "in", "link")) // stays inside
+	entry := func(p string) string {
+		return `{"path":{"type":"path","path":"` + fileURI(p) + `"},"access":"write"}`
+	}
+	object := `{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[` +
+		`{"path":{"type":"special","value":{"kind":"root"}},"access":"read"},` +
+		entry(top) + `,` + entry(filepath.Join(top, "a", "b")) + `,` + entry(filepath.Join(top, "a", "root")) + `,` +
+		entry(filepath.Join(top, "in", "link")) + `,` + entry(outside) +
+		`]},"network":"restricted"},"windowsSandboxLevel":"disabled"}`
+	req, err := parseSandbox(json.RawMessage(object))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := req.resolve(sandboxAnchors{})
+	if p.FullWrite {
+		t.Fatalf("a root reached through a symlink to / granted the whole disk: %+v", p)
+	}
+	want := []string{outside, top, filepath.Join(top, "in", "link")}
+	slices.Sort(want)
+	got := slices.Clone(p.Write)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("writable roots %q, want %q", got, want)
+	}
+}
