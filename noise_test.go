@@ -1144,7 +1144,8 @@ func TestNoiseIdentityIsPerProcessRandom(t *testing.T) {
 }
 
 // FuzzNoiseReadInitiation: any msg1 is rejected or yields an authenticated key and a valid
-// authorization, never a panic.
+// authorization, never a panic. Only the harness's own msg1 can be accepted (every byte of it
+// is hashed or authenticated), with the harness's key and authorization.
 func FuzzNoiseReadInitiation(f *testing.F) {
 	rng := &noiseCounterRand{next: 1}
 	hid, _ := newNoiseIdentity(rng)
@@ -1169,6 +1170,9 @@ func FuzzNoiseReadInitiation(f *testing.F) {
 		}
 		if resp.peerStatic() == nil || len(resp.authorization()) > noiseMaxAuthorization {
 			t.Fatal("accepted msg1 without a key or with an oversize authorization")
+		}
+		if !bytes.Equal(msg, msg1) || !resp.peerStatic().equal(hid.publicKey()) || string(resp.authorization()) != "auth" {
+			t.Fatalf("accepted a msg1 the harness did not write: %x", msg)
 		}
 		if _, _, err := resp.respond(nil); err != nil {
 			t.Fatal(err)

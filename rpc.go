@@ -166,6 +166,9 @@ func handle[P any](family string, fn func(c *conn, p *P) (any, error)) method {
 // handleNoParams builds a method that takes no params: absent, null or {} (protocol.md §3.3).
 func handleNoParams(family string, fn func(c *conn) (any, error)) method {
 	return method{family: family, call: func(c *conn, raw json.RawMessage) (any, error) {
+		if len(raw) > 0 && !json.Valid(raw) { // parseIncoming only delimits params
+			return nil, errInvalidParams("invalid JSON in params: %s", jsonSyntaxError(raw))
+		}
 		switch t := bytes.TrimSpace(raw); {
 		case len(t) == 0, string(t) == "null":
 		case t[0] == '[':
@@ -217,7 +220,7 @@ type incoming struct {
 // by decodeParams, so a 40 MB base64 string is never run through encoding/json's scanner.
 // The returned slices alias msg.
 func parseIncoming(msg []byte) (in incoming, name string, err error) {
-	t := bytes.TrimSpace(msg)
+	t := bytes.Trim(msg, " \t\r\n") // JSON's whitespace, not bytes.TrimSpace's
 	if len(t) == 0 {
 		return in, "", errors.New("EOF while parsing a value at line 1 column 0")
 	}
@@ -230,6 +233,9 @@ func parseIncoming(msg []byte) (in incoming, name string, err error) {
 	ok := scanObject(t, func(key string, val []byte) bool {
 		switch key {
 		case "params":
+			if in.Params != nil && !json.Valid(in.Params) { // a duplicate: the last one wins, but the first is JSON too
+				return false
+			}
 			in.Params = val
 			return true
 		case "id":
@@ -598,6 +604,9 @@ func scanObject(obj []byte, fn func(key string, value []byte) bool) bool {
 		if end < 0 {
 			return false
 		}
+		if hasControlByte(obj[i+1 : end-1]) {
+			return false
+		}
 		key := knownKey(obj[i+1 : end-1])
 		if strings.IndexByte(key, '\\') >= 0 && json.Unmarshal(obj[i:end], &key) != nil {
 			return false
@@ -622,6 +631,17 @@ func scanObject(obj []byte, fn func(key string, value []byte) bool) bool {
 		}
 		i = skipSpace(obj, i+1)
 	}
+}
+
+// hasControlByte reports whether b holds a byte below 0x20, which a JSON string may only
+// spell as an escape.
+func hasControlByte(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 // knownKey returns a member name as a string, without allocating for the names every
@@ -677,6 +697,13 @@ func skipString(b []byte, i int) int {
 // none. Nesting is followed by bracket depth only: the value's own validity is checked by
 // whoever decodes it.
 func skipValue(b []byte, i int) int {
+	if i < len(b) && b[i] != '"' && b[i] != '{' && b[i] != '[' { // a number or a literal
+		j := i
+		for j < len(b) && jsonScalarByte(b[j]) {
+			j++
+		}
+		return j
+	}
 	depth := 0
 	for j := i; j < len(b); {
 		switch b[j] {
@@ -711,6 +738,13 @@ func skipValue(b []byte, i int) int {
 		return i
 	}
 	return len(b)
+}
+
+// jsonScalarByte reports whether c may be part of a number or of true, false or null: a
+// scalar ends at any other byte, so that bytes.TrimSpace in a decoder cannot make whitespace
+// JSON does not know ("null\v", "\v{}") part of a value.
+func jsonScalarByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'
 }
 
 // conn is one client connection on any transport. It owns the connection-scoped state of

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,12 @@ func TestParseIncomingRejectsMalformedObjects(t *testing.T) {
 	for _, msg := range []string{
 		`{"id":1,}`, `{"id" 1}`, `{"id":1}x`, `{"id":1,"method":"a"`, `{"a":"\"}`, `{"id":1 "method":"a"}`,
 		`{"params":{"a":1}}}`, `{"id":tru,"method":"a"}`, `{,}`, `{"id":1,"method":"a","x":[1,}`,
+		// Found by FuzzParseIncoming: whitespace JSON does not know around the message, and
+		// invalid JSON in a params member that a later one overrides.
+		"\v{\"id\":1,\"method\":\"a\"}", "{\"id\":1,\"method\":\"a\"}\u00a0\f",
+		`{"id":1,"method":"a","params":tru,"params":{}}`, "{\"\x10\":1,\"id\":1,\"method\":\"a\"}",
+		"{\"id\":1,\"method\":\"a\",\"params\":\v{}}", "{\"id\":1,\"method\":\"a\",\"params\":null\v}",
+		`{"id":1,"method":"a","params":1{}}`, `{"id":1,"method":"a","params":1"x"}`,
 	} {
 		if _, _, err := parseIncoming([]byte(msg)); err == nil {
 			t.Errorf("%s: parsed without an error", msg)
@@ -97,10 +104,40 @@ func TestParseIncomingRejectsMalformedObjects(t *testing.T) {
 	}
 	for _, msg := range []string{
 		`{}`, ` { "id" : 1 , "method" : "a" , "params" : { "k" : [ 1 , { } ] } } `,
-		`{"id":"a\"b","method":"m\\"}`, `{"method":"a","params":"x\\\""}`,
+		`{"id":"a\"b","method":"m\\"}`, `{"method":"a","params":"x\\\""}`, `{"\u0010":1}`,
 	} {
 		if _, _, err := parseIncoming([]byte(msg)); err != nil && !strings.Contains(err.Error(), "untagged enum JSONRPCMessage") {
 			t.Errorf("%s: %v", msg, err)
+		}
+	}
+}
+
+// TestNoParamsMustBeJSON: found by FuzzMethodParams, a method without params took "{]" (whose
+// brackets the envelope scanner balances without checking their kind) and "null" followed by
+// whitespace JSON does not know as no params at all.
+func TestNoParamsMustBeJSON(t *testing.T) {
+	m := newMethodTable()["environment/status"]
+	for _, params := range []string{`{]`, `{ ]`, "null\v", "null\u00a0", `{"a":1]`} {
+		msg := []byte(`{"id":1,"method":"environment/status","params":` + params + `}`)
+		in, _, err := parseIncoming(msg)
+		if err != nil {
+			continue
+		}
+		_, err = m.call(&conn{state: stateReady}, in.Params)
+		var re *rpcError
+		if !errors.As(err, &re) || re.Code != codeInvalidParams || !strings.HasPrefix(re.Message, "invalid JSON in params: ") {
+			t.Errorf("params %q: %v", params, err)
+		}
+	}
+}
+
+// TestParamsFieldsAreJSON: found by FuzzMethodParams, a sandbox field that a decoder trimmed
+// with bytes.TrimSpace took whitespace JSON does not know before or after null.
+func TestParamsFieldsAreJSON(t *testing.T) {
+	for _, params := range []string{"{\"path\":\"/\",\"sandbox\":\vnull}", "{\"path\":\"/\",\"sandbox\":null\u00a0}"} {
+		var p pathParams
+		if err := decodeParams(json.RawMessage(params), &p); err == nil {
+			t.Errorf("%q: decoded", params)
 		}
 	}
 }
