@@ -362,6 +362,10 @@ func FuzzMethodParams(f *testing.F) {
 		if pt != nil {
 			p = reflect.New(pt)
 			derr = decodeParams(raw, p.Interface())
+			if sc, ok := p.Interface().(sandboxCarrier); ok && derr == nil {
+				cp := *sc.sandboxParam() // parsed as handle does after decoding; the value itself stays as decoded
+				derr = (&conn{}).parseSandbox(&cp)
+			}
 		}
 		reached := false
 		if m.family != "" {
