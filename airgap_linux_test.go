@@ -73,12 +73,16 @@ func airgappedSession(t *testing.T, bin string) {
 	if err := loopbackUp(); err != nil {
 		t.Fatalf("bringing lo up: %v", err)
 	}
-	if c, err := net.DialTimeout("tcp", "192.0.2.1:80", 2*time.Second); err == nil {
-		c.Close()
-		t.Fatal("a connection to 192.0.2.1 went through: this is no air gap")
-	} else {
-		t.Logf("interfaces %v; egress: %v", names, err)
+	// No route leaves: the IPv4 routing table holds nothing but its header (lo's routes live
+	// in the local table). Checked by reading it, so that the test itself sends nothing.
+	routes, err := os.ReadFile("/proc/self/net/route")
+	if err != nil {
+		t.Fatalf("routing table: %v", err)
 	}
+	if n := strings.Count(strings.TrimSpace(string(routes)), "\n"); n != 0 {
+		t.Fatalf("%d routes out of this namespace: this is no air gap:\n%s", n, routes)
+	}
+	t.Logf("interfaces %v; no route out", names)
 
 	cmd := exec.Command(bin, "--listen", "ws://127.0.0.1:0", "--log-level", "debug")
 	// No proxy either: the lookup at the end must be the server's own.
