@@ -73,53 +73,30 @@ func (q *outQueue) push(b []byte) {
 // pushWait queues a notification, waiting while the queue is over its limit. It fails with
 // errSlowClient when nothing has left the queue for stall, and when ctx ends.
 func (q *outQueue) pushWait(ctx context.Context, b []byte, stall time.Duration) error {
-	for {
-		q.mu.Lock()
-		if q.closed {
-			q.mu.Unlock()
-			return net.ErrClosed
-		}
-		if q.bytes == 0 || q.bytes+len(b) <= q.limit {
-			q.mu.Unlock()
-			q.push(b)
-			return nil
-		}
-		wait := time.Until(q.progress.Add(stall))
-		if wait <= 0 {
-			q.mu.Unlock()
-			return errSlowClient
-		}
-		space := q.space
-		q.waiting++
-		q.mu.Unlock()
-		timer := time.NewTimer(wait)
-		var err error
-		select {
-		case <-space:
-		case <-timer.C:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		timer.Stop()
-		q.mu.Lock()
-		q.waiting--
-		q.mu.Unlock()
-		if err != nil {
-			return err
-		}
+	err := q.waitFor(ctx, stall, false, func() bool { return q.bytes == 0 || q.bytes+len(b) <= q.limit })
+	if err == nil {
+		q.push(b)
 	}
+	return err
 }
 
 // waitRoom waits until the queue is within its limit: the reader calls it before it reads
 // the next request. It fails as pushWait does.
 func (q *outQueue) waitRoom(ctx context.Context, stall time.Duration) error {
+	return q.waitFor(ctx, stall, true, func() bool { return q.bytes <= q.limit })
+}
+
+// waitFor waits until room (called with q.mu held) holds, while messages leave the queue; it
+// fails with errSlowClient when none has left for stall, when ctx ends, and once the queue
+// is closed. reader marks the wait as the reader's (readerParked in the tests).
+func (q *outQueue) waitFor(ctx context.Context, stall time.Duration, reader bool, room func() bool) error {
 	for {
 		q.mu.Lock()
 		if q.closed {
 			q.mu.Unlock()
 			return net.ErrClosed
 		}
-		if q.bytes <= q.limit {
+		if room() {
 			q.mu.Unlock()
 			return nil
 		}
@@ -130,7 +107,7 @@ func (q *outQueue) waitRoom(ctx context.Context, stall time.Duration) error {
 		}
 		space := q.space
 		q.waiting++
-		q.reader = true
+		q.reader = q.reader || reader
 		q.mu.Unlock()
 		timer := time.NewTimer(wait)
 		var err error
@@ -143,7 +120,9 @@ func (q *outQueue) waitRoom(ctx context.Context, stall time.Duration) error {
 		timer.Stop()
 		q.mu.Lock()
 		q.waiting--
-		q.reader = false
+		if reader {
+			q.reader = false
+		}
 		q.mu.Unlock()
 		if err != nil {
 			return err
