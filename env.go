@@ -143,22 +143,22 @@ func envMethods(t methodTable) {
 	t["environment/status"] = handleNoParams("environment status", func(c *conn) (any, error) {
 		return map[string]string{"status": "ready"}, nil
 	})
-	t["environmentConfig/read"] = handle("environment config", (*conn).environmentConfigRead)
-	t["capabilities/discoverV2"] = handle("capability discovery", func(c *conn, p *discoverV2Params) (any, error) {
+	t["environmentConfig/read"] = handle("environment config", "EnvironmentConfigReadParams", (*conn).environmentConfigRead)
+	t["capabilities/discoverV2"] = handle("capability discovery", "DiscoverV2CapabilitiesRequest", func(c *conn, p *discoverV2Params) (any, error) {
 		if _, err := paramPath(p.Cwd); err != nil {
 			return nil, err
 		}
 		return discoverV2Result{Plugins: []any{}, Skills: []any{}, Warnings: []any{}}, nil
 	})
-	t["capabilityRoots/discoverV1"] = handle("capability discovery", func(c *conn, p *discoverRootsParams) (any, error) {
+	t["capabilityRoots/discoverV1"] = handle("capability discovery", "WireCapabilityRootsDiscoverParams", func(c *conn, p *discoverRootsParams) (any, error) {
 		return map[string][]any{"roots": {}}, nil
 	})
 }
 
 type environmentConfigParams struct {
-	Cwd               string     `json:"cwd"`
-	ConfigPaths       [][]string `json:"configPaths,omitempty"`
-	RequirementsPaths [][]string `json:"requirementsPaths,omitempty"`
+	Cwd               string     `json:"cwd" uri:"path"`
+	ConfigPaths       [][]string `json:"configPaths"`
+	RequirementsPaths [][]string `json:"requirementsPaths"`
 }
 
 type configLayers struct {
@@ -196,7 +196,7 @@ func (c *conn) environmentConfigRead(p *environmentConfigParams) (any, error) {
 }
 
 type discoverV2Params struct {
-	Cwd string `json:"cwd"`
+	Cwd string `json:"cwd" uri:"path"`
 }
 
 type discoverV2Result struct {

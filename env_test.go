@@ -79,7 +79,7 @@ func TestEnvironmentConfigReadAnswersWithoutLayers(t *testing.T) {
 		t.Errorf("got %s\nwant %s", res, want)
 	}
 	// A native path is a cwd too (SEED); the optional lists may be left out.
-	tc.mustCall("environmentConfig/read", map[string]any{"cwd": cwd})
+	tc.mustCall("environmentConfig/read", map[string]any{"cwd": cwd, "configPaths": [][]string{}, "requirementsPaths": [][]string{}})
 }
 
 // TestEnvironmentDirectoriesAreAbsoluteURIs: a service may run without $HOME, or with
@@ -101,7 +101,7 @@ func TestEnvironmentDirectoriesAreAbsoluteURIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cfg environmentConfigResult
-	if err := json.Unmarshal(tc.mustCall("environmentConfig/read", map[string]any{"cwd": fileURI(cwd)}), &cfg); err != nil {
+	if err := json.Unmarshal(tc.mustCall("environmentConfig/read", map[string]any{"cwd": fileURI(cwd), "configPaths": [][]string{}, "requirementsPaths": [][]string{}}), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	for name, got := range map[string][2]string{
@@ -150,7 +150,7 @@ func TestEnvironmentMethodErrors(t *testing.T) {
 		"capabilities/discoverV2":    "capability discovery",
 		"capabilityRoots/discoverV1": "capability discovery",
 	} {
-		params := any(map[string]any{"cwd": "file:///"})
+		params := any(map[string]any{"cwd": "file:///", "configPaths": [][]string{}, "requirementsPaths": [][]string{}})
 		if method == "environment/info" || method == "environment/status" {
 			params = nil
 		}
@@ -166,9 +166,11 @@ func TestEnvironmentMethodErrors(t *testing.T) {
 		msg    string
 	}{
 		{"environmentConfig/read", map[string]any{}, codeInvalidParams, "missing field `cwd`"},
-		{"environmentConfig/read", nil, codeInvalidParams, "invalid type: null, expected struct environmentConfigParams"},
-		{"environmentConfig/read", map[string]any{"cwd": "relative/dir"}, codeInvalidParams, "invalid URI: relative URL without a base"},
-		{"environmentConfig/read", map[string]any{"cwd": "file://server/share"}, codeInvalidRequest, "'file://server/share' is invalid on '" + runtime.GOOS + "'"},
+		{"environmentConfig/read", map[string]any{"cwd": "file:///tmp"}, codeInvalidParams, "missing field `configPaths`"},
+		{"environmentConfig/read", map[string]any{"cwd": "file:///tmp", "configPaths": [][]string{}}, codeInvalidParams, "missing field `requirementsPaths`"},
+		{"environmentConfig/read", nil, codeInvalidParams, "invalid type: null, expected struct EnvironmentConfigReadParams"},
+		{"environmentConfig/read", map[string]any{"cwd": "relative/dir", "configPaths": [][]string{}, "requirementsPaths": [][]string{}}, codeInvalidParams, "invalid URI: relative URL without a base"},
+		{"environmentConfig/read", map[string]any{"cwd": "file://server/share", "configPaths": [][]string{}, "requirementsPaths": [][]string{}}, codeInvalidRequest, "'file://server/share' is invalid on '" + runtime.GOOS + "'"},
 		{"capabilities/discoverV2", map[string]any{}, codeInvalidParams, "missing field `cwd`"},
 		{"capabilities/discoverV2", map[string]any{"cwd": "https://x/"}, codeInvalidParams, "unsupported path URI scheme `https`"},
 		{"environment/info", []any{}, codeInvalidParams, "invalid type: sequence, expected unit"},

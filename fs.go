@@ -87,20 +87,20 @@ const maxReadFileBytes = 512 << 20
 
 // fsMethods registers the filesystem methods.
 func fsMethods(t methodTable) {
-	t["fs/readFile"] = handle("filesystem", (*conn).fsReadFile)
-	t["fs/writeFile"] = handle("filesystem", (*conn).fsWriteFile)
-	t["fs/createDirectory"] = handle("filesystem", (*conn).fsCreateDirectory)
-	t["fs/getMetadata"] = handle("filesystem", (*conn).fsGetMetadata)
-	t["fs/canonicalize"] = handle("filesystem", (*conn).fsCanonicalize)
-	t["fs/readDirectory"] = handle("filesystem", (*conn).fsReadDirectory)
-	t["fs/remove"] = handle("filesystem", (*conn).fsRemove)
-	t["fs/copy"] = handle("filesystem", (*conn).fsCopy)
-	t["fs/open"] = handle("filesystem", (*conn).fsOpen)
-	t["fs/readBlock"] = handle("filesystem", (*conn).fsReadBlock)
-	t["fs/writeBlock"] = handle("filesystem", (*conn).fsWriteBlock)
-	t["fs/close"] = handle("filesystem", (*conn).fsClose)
-	t["fs/walk"] = handle("filesystem", (*conn).fsWalk)
-	t["fs/watchMissing"] = handle("filesystem", (*conn).fsWatchMissing)
+	t["fs/readFile"] = handle("filesystem", "WireFsReadFileParams", (*conn).fsReadFile)
+	t["fs/writeFile"] = handle("filesystem", "WireFsWriteFileParams", (*conn).fsWriteFile)
+	t["fs/createDirectory"] = handle("filesystem", "WireFsCreateDirectoryParams", (*conn).fsCreateDirectory)
+	t["fs/getMetadata"] = handle("filesystem", "WireFsGetMetadataParams", (*conn).fsGetMetadata)
+	t["fs/canonicalize"] = handle("filesystem", "WireFsCanonicalizeParams", (*conn).fsCanonicalize)
+	t["fs/readDirectory"] = handle("filesystem", "WireFsReadDirectoryParams", (*conn).fsReadDirectory)
+	t["fs/remove"] = handle("filesystem", "WireFsRemoveParams", (*conn).fsRemove)
+	t["fs/copy"] = handle("filesystem", "WireFsCopyParams", (*conn).fsCopy)
+	t["fs/open"] = handle("filesystem", "WireFsOpenParams", (*conn).fsOpen)
+	t["fs/readBlock"] = handle("filesystem", "FsReadBlockParams", (*conn).fsReadBlock)
+	t["fs/writeBlock"] = handle("filesystem", "FsWriteBlockParams", (*conn).fsWriteBlock)
+	t["fs/close"] = handle("filesystem", "FsCloseParams", (*conn).fsClose)
+	t["fs/walk"] = handle("filesystem", "WireFsWalkParams", (*conn).fsWalk)
+	t["fs/watchMissing"] = handle("filesystem", "FsWatchMissingParams", (*conn).fsWatchMissing)
 }
 
 // fsOp is one filesystem operation, its params checked and its paths normalised: the core
@@ -143,7 +143,7 @@ func fsDo[O fsOp](c *conn, method string, sb sandboxParam, write bool, op O) (an
 
 // pathParams are the params of the methods that take only a path.
 type pathParams struct {
-	Path    string       `json:"path"`
+	Path    string       `json:"path" uri:"path"`
 	Sandbox sandboxParam `json:"sandbox,omitempty"`
 }
 
@@ -262,7 +262,7 @@ func errNotAFile(path string) error {
 }
 
 type writeFileParams struct {
-	Path       string       `json:"path"`
+	Path       string       `json:"path" uri:"path"`
 	DataBase64 lazyBase64   `json:"dataBase64"`
 	Sandbox    sandboxParam `json:"sandbox,omitempty"`
 }
@@ -443,7 +443,7 @@ func linkCount(fi os.FileInfo) uint64 {
 }
 
 type createDirectoryParams struct {
-	Path      string       `json:"path"`
+	Path      string       `json:"path" uri:"path"`
 	Recursive *bool        `json:"recursive"`
 	Sandbox   sandboxParam `json:"sandbox,omitempty"`
 }
@@ -663,7 +663,7 @@ func followedType(dir string, e os.DirEntry) (os.FileMode, bool) {
 }
 
 type removeParams struct {
-	Path      string       `json:"path"`
+	Path      string       `json:"path" uri:"path"`
 	Recursive *bool        `json:"recursive"`
 	Force     *bool        `json:"force"`
 	Sandbox   sandboxParam `json:"sandbox,omitempty"`
@@ -702,8 +702,8 @@ func (c *conn) fsRemove(p *removeParams) (any, error) {
 }
 
 type copyParams struct {
-	SourcePath      string       `json:"sourcePath"`
-	DestinationPath string       `json:"destinationPath"`
+	SourcePath      string       `json:"sourcePath" uri:"path"`
+	DestinationPath string       `json:"destinationPath" uri:"path"`
 	Recursive       bool         `json:"recursive"`
 	Sandbox         sandboxParam `json:"sandbox,omitempty"`
 }

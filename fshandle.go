@@ -112,7 +112,7 @@ func (m *openMode) UnmarshalJSON(raw []byte) error {
 
 type openParams struct {
 	HandleID string       `json:"handleId"`
-	Path     string       `json:"path"`
+	Path     string       `json:"path" uri:"path"`
 	Mode     *openMode    `json:"mode"`
 	Sandbox  sandboxParam `json:"sandbox,omitempty"`
 }

@@ -35,7 +35,7 @@ const (
 )
 
 type walkParams struct {
-	Path    string       `json:"path"`
+	Path    string       `json:"path" uri:"path"`
 	Options walkOptions  `json:"options"`
 	Sandbox sandboxParam `json:"sandbox,omitempty"`
 }

@@ -172,6 +172,15 @@ func FuzzParseIncoming(f *testing.F) {
 				t.Fatalf("%q: invalid JSON outside params accepted", msg)
 			}
 		}
+		if json.Valid(msg) && utf8.Valid(msg) {
+			key, end, dup := firstDuplicateKey(msg)
+			if rkey, rend, rdup := refDuplicateKey(msg); dup != rdup || key != rkey || end != rend {
+				t.Fatalf("%q: firstDuplicateKey %q %d %v, encoding/json's tokens say %q %d %v", msg, key, end, dup, rkey, rend, rdup)
+			}
+			if _, _, err := parseMessage(msg, false); dup && (err == nil || !strings.HasPrefix(err.Error(), "duplicate JSON object key `"+key+"` at line ")) {
+				t.Fatalf("%q: a duplicate %q, parseMessage says %v", msg, key, err)
+			}
+		}
 		if perr != nil {
 			return
 		}
@@ -195,6 +204,48 @@ func FuzzParseIncoming(f *testing.F) {
 			checkEnvelopeError(t, msg, terr)
 		}
 	})
+}
+
+// refDuplicateKey finds the first repeated member name in the valid JSON text msg from
+// encoding/json's token stream: the name and the offset just past it.
+func refDuplicateKey(msg []byte) (string, int, bool) {
+	type frame struct {
+		names   map[string]bool // nil in an array
+		wantKey bool
+	}
+	dec := json.NewDecoder(bytes.NewReader(msg))
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", 0, false
+		}
+		if n := len(stack); n > 0 && stack[n-1].wantKey {
+			if k, ok := tok.(string); ok {
+				if stack[n-1].names[k] {
+					return k, int(dec.InputOffset()), true
+				}
+				stack[n-1].names[k], stack[n-1].wantKey = true, false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{names: map[string]bool{}, wantKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) == 0 {
+			return "", 0, false // the value ended
+		}
+		if top := stack[len(stack)-1]; top.names != nil {
+			top.wantKey = true
+		}
+	}
 }
 
 // checkEnvelopeAgainstDecoder classifies the valid JSON text msg with encoding/json and
@@ -351,8 +402,8 @@ func FuzzMethodParams(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sel uint8, params []byte) { // seeds: testdata/fuzz/FuzzMethodParams
 		name := names[int(sel)%len(names)]
 		msg := []byte(`{"id":7,"method":"` + name + `","params":` + string(params) + `}`)
-		in, got, err := parseIncoming(msg)
-		if err != nil || got != name || in.ID == nil || checkJSONText(msg, in.Params, false) != nil {
+		in, got, err := parseMessage(msg, false)
+		if err != nil || got != name || in.ID == nil {
 			return // refused before any method: FuzzParseIncoming's business
 		}
 		raw := json.RawMessage(in.Params)

@@ -57,7 +57,7 @@ const (
 )
 
 func httpMethods(t methodTable) {
-	t["http/request"] = handle("http", (*conn).httpRequest)
+	t["http/request"] = handle("http", "HttpRequestParams", (*conn).httpRequest)
 }
 
 type httpHeader struct {
@@ -67,8 +67,8 @@ type httpHeader struct {
 
 // UnmarshalJSON applies the params rules (required fields) to each header.
 func (h *httpHeader) UnmarshalJSON(raw []byte) error {
-	type HttpHeader httpHeader
-	return decodeParams(raw, (*HttpHeader)(h))
+	type plain httpHeader // without this method
+	return decodeParamsAs(raw, "HttpHeader", (*plain)(h))
 }
 
 // redirectPolicy is "follow" (the default) or "stop".

@@ -1,11 +1,14 @@
 package main
 
-// What serde_json refuses in a message and encoding/json lets through: text that is not
-// UTF-8, and a \u escape of half a UTF-16 surrogate pair (docs: README, "Deviations"). The
-// reference answers either as a parse error of the whole message; so do we, with its words
-// and its column.
+// What serde_json refuses in a message and encoding/json lets through: a member name that
+// repeats within one object, text that is not UTF-8, and a \u escape of half a UTF-16
+// surrogate pair (docs/protocol.md §3.1). The reference answers each as a parse error of the
+// whole message; so do we, with its words and its column.
 //
 //	text                         error                                      column
+//	a name twice in one object,  duplicate JSON object key `NAME`           the closing quote
+//	  at any depth (compared                                                 of the second
+//	  after unescaping)
 //	bytes not UTF-8 in a string  invalid unicode code point                 the closing quote
 //	\uD800–\uDBFF not followed   unexpected end of hex escape               the byte after it
 //	  by a \u escape
@@ -13,13 +16,19 @@ package main
 //	  escape of no low half                                                  escape
 //	\uDC00–\uDFFF alone          lone leading surrogate in hex escape       the end of the escape
 //
-// A websocket text frame was checked for UTF-8 when it was read (a bad one closes the
-// connection, as RFC 6455 asks), so only other messages are; and the surrogate scan skips a
-// params value larger than unicodeScanLimit (a file's base64: it has no escapes).
+// Like serde, which reads the message front to back, the first of these (or of the syntax
+// errors encoding/json finds) by position is the one reported, and nothing after the first
+// JSON value is looked at. A websocket text frame was checked for UTF-8 when it was read (a
+// bad one closes the connection, as RFC 6455 asks), so only other messages are; and the
+// surrogate scan skips a params value larger than unicodeScanLimit (a file's base64: it has
+// no escapes).
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -29,11 +38,209 @@ const unicodeScanLimit = 64 << 10
 // utf8Checker is a transport whose last message is known to be valid UTF-8.
 type utf8Checker interface{ lastMessageUTF8() bool }
 
+// parseMessage classifies one message (parseIncoming) and refuses, with the reference's
+// words, what it would refuse and encoding/json accepts. Of two errors in the text, the one
+// that comes first is reported; an error in the text comes before any about the message's
+// shape.
+func parseMessage(msg []byte, knownUTF8 bool) (in incoming, name string, err error) {
+	if key, end, ok := firstDuplicateKey(msg); ok && cleanPrefix(msg[:end], knownUTF8) {
+		return in, "", textError(msg, end, "duplicate JSON object key `"+key+"`")
+	}
+	in, name, err = parseIncoming(msg)
+	terr := checkJSONText(msg, in.Params, knownUTF8)
+	var syntax *jsonTextError
+	switch {
+	case terr == nil:
+		return in, name, err
+	case errors.As(err, &syntax) && syntax.end < terr.end:
+		return in, "", err
+	}
+	return in, "", terr
+}
+
+// cleanPrefix reports whether the start of a message, up to a duplicate key, holds no error
+// of its own that would be reported first.
+func cleanPrefix(prefix []byte, knownUTF8 bool) bool {
+	var v any
+	var se *json.SyntaxError
+	err := json.Unmarshal(prefix, &v) // the prefix ends inside an object: at best it is cut short
+	if !errors.As(err, &se) || se.Offset < int64(len(prefix)) {
+		return false
+	}
+	return checkJSONText(prefix, nil, knownUTF8) == nil
+}
+
+// maxNesting is as deep as firstDuplicateKey follows a message: encoding/json's own limit,
+// past which it reports the syntax error.
+const maxNesting = 10000
+
+// maxInlineKeys is how many names of one object firstDuplicateKey compares pairwise before it
+// indexes them in a map (an env object can hold hundreds).
+const maxInlineKeys = 16
+
+// firstDuplicateKey finds the first member name that repeats within one object of the JSON
+// value msg starts with, at any depth, and the offset just past its closing quote. ok is false
+// when there is none before the value ends or its structure breaks (the syntax error is then
+// for encoding/json to report). Names are compared as raw bytes unless one holds an escape; a
+// message without objects of more than maxInlineKeys members allocates nothing.
+func firstDuplicateKey(msg []byte) (key string, end int, ok bool) {
+	type object struct {
+		first int                 // index into names of the object's first member name
+		index map[string]struct{} // the names, once there are more than maxInlineKeys
+		array bool
+	}
+	var (
+		objBuf  [16]object
+		nameBuf [64][2]int // [start, end) of each name, quotes included
+		stack   = objBuf[:0]
+		names   = nameBuf[:0]
+	)
+	const (
+		value     = iota // a value is expected
+		nameOrEnd        // after '{'
+		name             // after ',' in an object
+		colon            // after a name
+		next             // after a value: ',' or the end of the container
+	)
+	state := value
+	for i := skipSpace(msg, 0); i < len(msg); i = skipSpace(msg, i) {
+		c := msg[i]
+		if (c == '{' || c == '[') && len(stack) == maxNesting {
+			return "", 0, false
+		}
+		switch state {
+		case value:
+			switch {
+			case c == '{':
+				stack = append(stack, object{first: len(names)})
+				state, i = nameOrEnd, i+1
+				continue
+			case c == '[':
+				stack = append(stack, object{array: true})
+				i = skipSpace(msg, i+1)
+				if i < len(msg) && msg[i] == ']' {
+					break // closed below, as after a value
+				}
+				continue
+			case c == '"':
+				if i = skipString(msg, i); i < 0 {
+					return "", 0, false
+				}
+			case jsonScalarByte(c):
+				for i < len(msg) && jsonScalarByte(msg[i]) {
+					i++
+				}
+			default:
+				return "", 0, false
+			}
+			state = next
+			continue
+		case nameOrEnd, name:
+			if c == '}' && state == nameOrEnd {
+				break // an empty object: closed below
+			}
+			if c != '"' {
+				return "", 0, false
+			}
+			e := skipString(msg, i)
+			if e < 0 {
+				return "", 0, false
+			}
+			top := &stack[len(stack)-1]
+			if k, dup := addName(msg, &names, top.first, &top.index, i, e); dup {
+				return k, e, true
+			}
+			state, i = colon, e
+			continue
+		case colon:
+			if c != ':' {
+				return "", 0, false
+			}
+			state, i = value, i+1
+			continue
+		case next:
+			if len(stack) == 0 {
+				return "", 0, false // the first value ended: what follows is not ours
+			}
+			if c == ',' {
+				state, i = value, i+1
+				if !stack[len(stack)-1].array {
+					state = name
+				}
+				continue
+			}
+		}
+		// c closes the innermost container (after a value, or at once when empty).
+		top := stack[len(stack)-1]
+		if top.array && c != ']' || !top.array && c != '}' {
+			return "", 0, false
+		}
+		if !top.array {
+			names = names[:top.first]
+		}
+		stack, state, i = stack[:len(stack)-1], next, i+1
+		if len(stack) == 0 {
+			return "", 0, false
+		}
+	}
+	return "", 0, false
+}
+
+// addName records the name msg[start:end] (quotes included) as a member of the object whose
+// names begin at names[first], and reports whether the object already has it.
+func addName(msg []byte, names *[][2]int, first int, index *map[string]struct{}, start, end int) (string, bool) {
+	raw := msg[start:end]
+	escaped := bytes.IndexByte(raw, '\\') >= 0
+	if *index == nil && !escaped {
+		for _, n := range (*names)[first:] {
+			prev := msg[n[0]:n[1]]
+			if bytes.Equal(prev, raw) {
+				return string(raw[1 : len(raw)-1]), true
+			}
+			if bytes.IndexByte(prev, '\\') >= 0 && unquoteName(prev) == string(raw[1:len(raw)-1]) {
+				return string(raw[1 : len(raw)-1]), true
+			}
+		}
+		*names = append(*names, [2]int{start, end})
+		if len(*names)-first <= maxInlineKeys {
+			return "", false
+		}
+	}
+	if *index == nil { // build the index from the names so far
+		*index = make(map[string]struct{}, 2*maxInlineKeys)
+		for _, n := range (*names)[first:] {
+			(*index)[unquoteName(msg[n[0]:n[1]])] = struct{}{}
+		}
+		if !escaped {
+			return "", false // raw was appended and indexed above: no duplicate inline
+		}
+	}
+	k := unquoteName(raw)
+	if _, dup := (*index)[k]; dup {
+		return k, true
+	}
+	(*index)[k] = struct{}{}
+	return "", false
+}
+
+// unquoteName decodes a JSON string with its quotes; a malformed one decodes to itself, which
+// no well-formed name equals (its syntax error is reported instead).
+func unquoteName(raw []byte) string {
+	var s string
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1])
+	}
+	if json.Unmarshal(raw, &s) != nil {
+		return string(raw)
+	}
+	return s
+}
+
 // checkJSONText returns the reference's parse error for msg, or nil. params is the params
 // value within msg (nil when absent).
-func checkJSONText(msg, params []byte, knownUTF8 bool) error {
+func checkJSONText(msg, params []byte, knownUTF8 bool) *jsonTextError {
 	if !knownUTF8 && !utf8.Valid(msg) {
-		return unicodeError(msg, firstInvalidUTF8String(msg), "invalid unicode code point")
+		return textError(msg, firstInvalidUTF8String(msg), "invalid unicode code point")
 	}
 	if bytes.IndexByte(msg, '\\') < 0 {
 		return nil
@@ -64,18 +271,18 @@ func checkJSONText(msg, params []byte, knownUTF8 bool) error {
 		}
 		switch {
 		case r >= 0xDC00 && r <= 0xDFFF:
-			return unicodeError(msg, i+6, "lone leading surrogate in hex escape")
+			return textError(msg, i+6, "lone leading surrogate in hex escape")
 		case r >= 0xD800 && r <= 0xDBFF:
 			j := i + 6
 			if j+1 >= len(msg) || msg[j] != '\\' || msg[j+1] != 'u' {
-				return unicodeError(msg, j+1, "unexpected end of hex escape")
+				return textError(msg, j+1, "unexpected end of hex escape")
 			}
 			lo, ok := hex4(msg, j+2)
 			if !ok {
 				return nil
 			}
 			if lo < 0xDC00 || lo > 0xDFFF {
-				return unicodeError(msg, j+6, "lone leading surrogate in hex escape")
+				return textError(msg, j+6, "lone leading surrogate in hex escape")
 			}
 			i = j + 5
 		default:
@@ -128,16 +335,44 @@ func firstInvalidUTF8String(msg []byte) int {
 	return len(msg)
 }
 
-// unicodeError words err at byte offset end (consumed bytes) as serde does.
-func unicodeError(msg []byte, end int, what string) error {
+// jsonTextError is an error in a message's text, worded as serde words it: what, and the
+// line and column where it was found.
+type jsonTextError struct {
+	what      string
+	end       int // bytes consumed when it was found
+	line, col int
+}
+
+func (e *jsonTextError) Error() string {
+	return fmt.Sprintf("%s at line %d column %d", e.what, e.line, e.col)
+}
+
+// textError is the error what, found when end bytes of msg were consumed. Columns count bytes
+// from the start of the line, as serde counts them.
+func textError(msg []byte, end int, what string) *jsonTextError {
 	end = min(end, len(msg))
-	line, col := 1, 0
+	e := &jsonTextError{what: what, end: end, line: 1}
 	for _, c := range msg[:end] {
 		if c == '\n' {
-			line, col = line+1, 0
+			e.line, e.col = e.line+1, 0
 		} else {
-			col++
+			e.col++
 		}
 	}
-	return fmt.Errorf("%s at line %d column %d", what, line, col)
+	return e
+}
+
+// jsonSyntaxError describes invalid JSON the way the reference does: what (in encoding/json's
+// words, not serde's) and where.
+func jsonSyntaxError(b []byte) error {
+	var v any
+	err := json.Unmarshal(b, &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return textError(b, int(se.Offset), strings.TrimPrefix(se.Error(), "json: "))
+	}
+	if err != nil {
+		return err
+	}
+	return errors.New("invalid JSON-RPC message")
 }

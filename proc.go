@@ -44,6 +44,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"time"
 )
@@ -76,13 +77,13 @@ const (
 
 // procMethods registers the process methods.
 func procMethods(t methodTable) {
-	t["process/start"] = handle("exec", (*conn).processStart)
-	t["process/read"] = handle("exec", (*conn).processRead)
-	t["process/write"] = handle("exec", (*conn).processWrite)
-	t["process/signal"] = handle("exec", (*conn).processSignal)
-	t["process/terminate"] = handle("exec", (*conn).processTerminate)
-	t["process/resize"] = handle("exec", (*conn).processResize)
-	t["process/closeStdin"] = handle("exec", (*conn).processCloseStdin)
+	t["process/start"] = handle("exec", "WireExecParams", (*conn).processStart)
+	t["process/read"] = handle("exec", "ReadParams", (*conn).processRead)
+	t["process/write"] = handle("exec", "WriteParams", (*conn).processWrite)
+	t["process/signal"] = handle("exec", "SignalParams", (*conn).processSignal)
+	t["process/terminate"] = handle("exec", "TerminateParams", (*conn).processTerminate)
+	t["process/resize"] = handle("exec", "ResizeParams", (*conn).processResize)
+	t["process/closeStdin"] = handle("exec", "CloseStdinParams", (*conn).processCloseStdin)
 }
 
 // procTable is a session's processes, by client-chosen id.
@@ -226,7 +227,7 @@ func (c *conn) procs() *procTable {
 type startParams struct {
 	ProcessID string            `json:"processId"`
 	Argv      []string          `json:"argv"`
-	Cwd       string            `json:"cwd"`
+	Cwd       string            `json:"cwd" uri:"path"`
 	Env       map[string]string `json:"env"`
 	TTY       bool              `json:"tty"`
 	PipeStdin bool              `json:"pipeStdin,omitempty"`
@@ -388,14 +389,63 @@ func (c *conn) processWrite(p *writeParams) (any, error) {
 
 // signalParams are the params of process/signal (§5.4).
 type signalParams struct {
-	ProcessID string `json:"processId"`
-	Signal    string `json:"signal"`
+	ProcessID string     `json:"processId"`
+	Signal    signalName `json:"signal"`
+}
+
+// signalName is process/signal's enum, whose one variant is "interrupt". It is decoded with
+// the other params, so a bad one is refused before the lifecycle gate, in the words of the
+// reference's enum decoder: "interrupt" or {"interrupt":null}.
+type signalName struct{}
+
+func (signalName) decodesNull() {}
+
+func (s *signalName) UnmarshalJSON(raw []byte) error { return s.decodeRawJSON(raw) }
+func (signalName) MarshalJSON() ([]byte, error)      { return []byte(`"interrupt"`), nil }
+
+func (signalName) decodeRawJSON(raw []byte) error {
+	const want = "`interrupt`"
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return errInvalidParams("invalid JSON for field `signal`")
+		}
+		if s != "interrupt" {
+			return errInvalidParams("unknown variant `%s`, expected %s", s, want)
+		}
+		return nil
+	case '{':
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return errInvalidParams("invalid JSON for field `signal`")
+		}
+		if len(m) != 1 {
+			return errInvalidParams("invalid value: map, expected map with a single key")
+		}
+		for k, v := range m {
+			if k != "interrupt" {
+				return errInvalidParams("unknown variant `%s`, expected %s", k, want)
+			}
+			if string(v) != "null" {
+				return errInvalidParams("invalid type: %s, expected unit", enumKind(v))
+			}
+		}
+		return nil
+	}
+	return errInvalidParams("invalid type: %s, expected string or map", enumKind(raw))
+}
+
+// enumKind names a JSON value's type as the reference's enum decoder does: numbers without
+// their value.
+func enumKind(raw []byte) string {
+	if k := jsonKind(raw); !strings.HasPrefix(k, "integer") {
+		return k
+	}
+	return "number"
 }
 
 func (c *conn) processSignal(p *signalParams) (any, error) {
-	if p.Signal != "interrupt" {
-		return nil, errInvalidParams("unknown variant `%s`, expected `interrupt`", p.Signal)
-	}
 	if proc := c.procs().get(p.ProcessID); proc != nil {
 		if err := proc.interrupt(); err != nil {
 			return nil, errInternal("failed to signal process: %v", err)

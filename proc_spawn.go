@@ -213,10 +213,15 @@ func (p *process) signalGroupLocked(sig syscall.Signal) bool {
 
 // kill is process/terminate: SIGKILL to p's process group at once, and to the rest of its
 // session soon after (the table's sweeper). It reports whether p was still running. A
-// process that exited but has not closed is killed too: what holds its streams is in its
-// session.
+// process that has exited is left alone, as 0.169 leaves it: "running":false means nothing
+// was killed, and a background child still holding its output streams goes on writing
+// until it ends (or the session does).
 func (p *process) kill() bool {
 	p.mu.Lock()
+	if p.exited {
+		p.mu.Unlock()
+		return false
+	}
 	running, sid := p.killGroupLocked(false)
 	if sid > 0 && !p.reaped && reaperHoldsPid {
 		if sweep := p.table.sweeper.queue(sid); sweep != nil {

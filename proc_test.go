@@ -577,12 +577,67 @@ func TestProcessGrandchildHoldingPipeDelaysClosed(t *testing.T) {
 		t.Errorf("start with the id of an exited process: %+v", e)
 	}
 	pid := firstLineInt(t, procOutput(tc, "gc"))
-	// terminate answers running:false for an exited process, and still kills its group.
+	// terminate answers running:false for an exited process, and kills nothing (0.169).
 	if res := tc.mustCall("process/terminate", map[string]any{"processId": "gc"}); string(res) != `{"running":false}` {
 		t.Errorf("terminate: %s", res)
 	}
+	if pidGone(pid) {
+		t.Fatalf("terminate of an exited process killed its background child %d", pid)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
 	waitClosed(tc, "gc")
 	waitPidGone(t, pid)
+}
+
+// TestProcessTerminateAfterExitKillsNothing: the shell exited, a background child still holds
+// the pipe. terminate answers running:false and leaves it alone, so its late output still
+// arrives (seq 3), a long poll after exit waits for it, and closed follows (0.169).
+func TestProcessTerminateAfterExitKillsNothing(t *testing.T) {
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	fifo := filepath.Join(t.TempDir(), "go")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tc.mustCall("process/start", procStart(t, "bg", "sh", "-c", `(read x < "$0"; echo late) & echo early; exit 5`, fifo))
+	exited := waitEvent(tc, "bg", "process/exited")
+	if exited.Seq != 2 || *exited.ExitCode != 5 {
+		t.Fatalf("exited: %+v", exited)
+	}
+	if res := tc.mustCall("process/terminate", map[string]any{"processId": "bg"}); string(res) != `{"running":false}` {
+		t.Fatalf("terminate: %s", res)
+	}
+	poll := tc.start("process/read", map[string]any{"processId": "bg", "afterSeq": 2, "waitMs": 30000})
+	opened := make(chan error, 1)
+	go func() { // the open completes once the child reads the fifo: it was not killed
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err == nil {
+			_, err = f.WriteString("go\n")
+			f.Close()
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(procWait):
+		os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0) // lets the goroutine end
+		t.Fatal("the background child no longer reads its fifo: terminate killed it")
+	}
+	rep := <-poll
+	if rep.Err != nil {
+		t.Fatal(rep.Err)
+	}
+	var rr readResultJSON
+	json.Unmarshal(rep.Result, &rr)
+	if len(rr.Chunks) != 1 || rr.Chunks[0].Seq != 3 || string(rr.Chunks[0].Chunk) != "late\n" {
+		t.Fatalf("the long poll after exit answered %+v, want late as seq 3", rr)
+	}
+	if r := waitClosed(tc, "bg"); r.stdout() != "early\nlate\n" || r.closedSeq != 4 {
+		t.Fatalf("stdout %q, closed seq %d", r.stdout(), r.closedSeq)
+	}
 }
 
 func TestProcessTerminateKillsTheGroup(t *testing.T) {

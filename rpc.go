@@ -144,11 +144,13 @@ type method struct {
 type methodTable map[string]method
 
 // handle builds a method whose params decode into P before the lifecycle gate is checked
-// (protocol.md §3.3: malformed params get -32602 even before initialize).
-func handle[P any](family string, fn func(c *conn, p *P) (any, error)) method {
+// (docs/protocol.md §3.3: malformed params get -32602 even before initialize). paramsName is
+// the reference's name for the params type, which its errors show ("expected struct
+// ReadParams").
+func handle[P any](family, paramsName string, fn func(c *conn, p *P) (any, error)) method {
 	return method{family: family, call: func(c *conn, raw json.RawMessage) (any, error) {
 		var p P
-		if err := decodeParams(raw, &p); err != nil {
+		if err := decodeParamsAs(raw, paramsName, &p); err != nil {
 			return nil, err
 		}
 		if sc, ok := any(&p).(sandboxCarrier); ok {
@@ -194,7 +196,7 @@ func emptyObject(b []byte) bool {
 // newMethodTable gathers the methods of every concern.
 func newMethodTable() methodTable {
 	t := methodTable{
-		"initialize": handle("", (*conn).initialize),
+		"initialize": handle("", "InitializeParams", (*conn).initialize),
 	}
 	envMethods(t)
 	procMethods(t)
@@ -220,17 +222,19 @@ type incoming struct {
 // by decodeParams, so a 40 MB base64 string is never run through encoding/json's scanner.
 // The returned slices alias msg.
 func parseIncoming(msg []byte) (in incoming, name string, err error) {
-	t := bytes.Trim(msg, " \t\r\n") // JSON's whitespace, not bytes.TrimSpace's
+	t := bytes.TrimRight(msg, " \t\r\n") // JSON's whitespace, not bytes.TrimSpace's
 	if len(t) == 0 {
 		return in, "", errors.New("EOF while parsing a value at line 1 column 0")
 	}
-	if t[0] != '{' {
+	// Leading whitespace stays in t, for syntax errors to count columns from the frame's
+	// start, as the reference does.
+	if obj := t[skipSpace(t, 0):]; obj[0] != '{' {
 		if !json.Valid(t) {
 			return in, "", jsonSyntaxError(t)
 		}
 		return in, "", errors.New("expected a JSON-RPC object")
 	}
-	ok := scanObject(t, func(key string, val []byte) bool {
+	ok := scanObject(t[skipSpace(t, 0):], func(key string, val []byte) bool {
 		switch key {
 		case "params":
 			if in.Params != nil && !json.Valid(in.Params) { // a duplicate: the last one wins, but the first is JSON too
@@ -272,28 +276,6 @@ func parseIncoming(msg []byte) (in incoming, name string, err error) {
 	}
 }
 
-// jsonSyntaxError describes invalid JSON the way the reference does: what and where.
-func jsonSyntaxError(b []byte) error {
-	var v any
-	err := json.Unmarshal(b, &v)
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		line, col := 1, 0
-		for _, c := range b[:min(int(se.Offset), len(b))] {
-			if c == '\n' {
-				line, col = line+1, 0
-			} else {
-				col++
-			}
-		}
-		return fmt.Errorf("%s at line %d column %d", strings.TrimPrefix(se.Error(), "json: "), line, col)
-	}
-	if err != nil {
-		return err
-	}
-	return errors.New("invalid JSON-RPC message")
-}
-
 // validID accepts what the reference's RequestId accepts: a signed 64-bit integer or a string.
 func validID(raw json.RawMessage) bool {
 	if len(raw) == 0 {
@@ -328,7 +310,7 @@ func jsonKind(raw []byte) string {
 	case 'n':
 		return "null"
 	}
-	return "integer `" + string(t) + "`"
+	return "number" // serde_json's word for a number, without its value
 }
 
 // appendResponse appends {"id":ID,"result":R} to dst.
@@ -398,11 +380,15 @@ type rawJSONDecoder interface {
 	decodeRawJSON(raw []byte) error
 }
 
+// nullDecoder is a required params field that words its own refusal of null (an enum).
+type nullDecoder interface{ decodesNull() }
+
 // paramField is one decodable field of a params struct.
 type paramField struct {
 	name     string
 	index    int
 	required bool // a json tag without omitempty on a non-pointer field
+	uri      bool // a path URI (tag uri:"path"), whose syntax is checked as it is decoded
 	seen     bool
 	null     bool
 }
@@ -418,7 +404,7 @@ func paramFields(rt reflect.Type) []paramField {
 		}
 		name, opts, _ := strings.Cut(tag, ",")
 		required := !strings.Contains(opts, "omitempty") && f.Type.Kind() != reflect.Pointer
-		fields = append(fields, paramField{name: name, index: i, required: required})
+		fields = append(fields, paramField{name: name, index: i, required: required, uri: f.Tag.Get("uri") == "path"})
 	}
 	return fields
 }
@@ -427,8 +413,14 @@ func paramFields(rt reflect.Type) []paramField {
 // match exactly, unknown fields are ignored, a field whose json tag lacks omitempty is
 // required, and null or non-object params are an error. Fields are decoded in document order,
 // so the first bad value is the one reported, then the first missing field. Every failure is
-// a -32602 that names the field.
+// a -32602 in the reference's words.
 func decodeParams(raw json.RawMessage, v any) error {
+	return decodeParamsAs(raw, "", v)
+}
+
+// decodeParamsAs is decodeParams for a struct the reference calls name (by default, the Go
+// type's name, capitalised as a Rust type's).
+func decodeParamsAs(raw json.RawMessage, name string, v any) error {
 	rv := reflect.ValueOf(v).Elem()
 	rt := rv.Type()
 	t := bytes.TrimSpace(raw)
@@ -437,7 +429,10 @@ func decodeParams(raw json.RawMessage, v any) error {
 		if len(t) > 0 {
 			kind = jsonKind(t)
 		}
-		return errInvalidParams("invalid type: %s, expected struct %s", kind, rt.Name())
+		if name == "" {
+			name = strings.TrimPrefix(wireTypeName(rt), "struct ")
+		}
+		return errInvalidParams("invalid type: %s, expected struct %s", kind, name)
 	}
 	fields := paramFields(rt)
 	var ferr error
@@ -451,11 +446,14 @@ func decodeParams(raw json.RawMessage, v any) error {
 		}
 		f := &fields[i]
 		f.seen, f.null = true, string(val) == "null"
-		if f.null && f.required {
-			ferr = errInvalidParams("invalid type: null, expected %s for field `%s`", goTypeName(rt.Field(f.index).Type), key)
+		if _, own := rv.Field(f.index).Addr().Interface().(nullDecoder); f.null && f.required && !own {
+			ferr = errInvalidParams("invalid type: null, expected %s", wireTypeName(rt.Field(f.index).Type))
 			return false
 		}
 		ferr = decodeField(rv.Field(f.index), key, val)
+		if ferr == nil && f.uri {
+			ferr = checkPathSyntax(rv.Field(f.index).String())
+		}
 		return ferr == nil
 	})
 	if ferr != nil {
@@ -494,18 +492,46 @@ func decodeField(fv reflect.Value, key string, val []byte) error {
 	case errors.As(err, &re):
 		return re
 	case errors.As(err, &te):
-		field, got := key, te.Value
-		if te.Field != "" {
-			field = key + "." + te.Field
-		} else if sameKind(val, te.Value) {
-			got = jsonKind(val) // with the value, as serde says it
-		}
 		if strings.HasPrefix(te.Value, "number") && isUnsigned(te.Type) {
-			return errInvalidParams("invalid number for field `%s`", field)
+			return errInvalidParams("invalid number")
 		}
-		return errInvalidParams("invalid type: %s, expected %s for field `%s`", got, goTypeName(te.Type), field)
+		got := val
+		if te.Field != "" || !sameKind(val, te.Value) { // the mismatch is inside val
+			got = valueEndingAt(val, int(te.Offset))
+		}
+		return errInvalidParams("invalid type: %s, expected %s", jsonKind(got), wireTypeName(te.Type))
 	}
 	return errInvalidParams("%s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// valueEndingAt returns the scalar JSON value that ends at val[end] (where encoding/json
+// stopped on a type error), or val if there is none.
+func valueEndingAt(val []byte, end int) []byte {
+	if end <= 0 || end > len(val) {
+		return val
+	}
+	start := end
+	if val[end-1] == '"' {
+		for start = end - 2; start >= 0; start-- {
+			if val[start] == '"' {
+				backslashes := 0
+				for p := start - 1; p >= 0 && val[p] == '\\'; p-- {
+					backslashes++
+				}
+				if backslashes%2 == 0 {
+					break
+				}
+			}
+		}
+	} else {
+		for start > 0 && jsonScalarByte(val[start-1]) {
+			start--
+		}
+	}
+	if start < 0 || start == end {
+		return val
+	}
+	return val[start:end]
 }
 
 // plainJSONString reports whether val is a JSON string of printable ASCII with no escapes,
@@ -551,8 +577,8 @@ func isUnsigned(t reflect.Type) bool {
 	return false
 }
 
-// goTypeName names a Go type in serde's words, for error messages.
-func goTypeName(t reflect.Type) string {
+// wireTypeName names a Go type in serde's words, for error messages.
+func wireTypeName(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.String:
 		return "a string"
@@ -567,9 +593,9 @@ func goTypeName(t reflect.Type) string {
 	case reflect.Map:
 		return "a map"
 	case reflect.Struct:
-		return "struct " + t.Name()
+		return "struct " + strings.ToUpper(t.Name()[:1]) + t.Name()[1:]
 	case reflect.Pointer:
-		return goTypeName(t.Elem())
+		return wireTypeName(t.Elem())
 	}
 	return t.String()
 }
@@ -961,18 +987,15 @@ func (c *conn) currentSession() *session {
 
 // handleMessage handles one incoming message and says what the reader does next.
 func (c *conn) handleMessage(msg []byte) readStep {
-	in, name, perr := parseIncoming(msg)
-	if perr == nil {
-		known, _ := c.t.(utf8Checker)
-		perr = checkJSONText(msg, in.Params, known != nil && known.lastMessageUTF8())
-	}
+	known, _ := c.t.(utf8Checker)
+	in, name, perr := parseMessage(msg, known != nil && known.lastMessageUTF8())
 	if perr != nil {
 		c.sendError(nil, errInvalidRequest("%s: %s", c.parsePrefix, perr))
 		return readNext
 	}
-	if in.Method == nil { // a response or error from the client: we never asked
-		c.sendError(nil, errInvalidRequest("unexpected JSON-RPC response from client: the server sends no requests"))
-		return readNext
+	if in.Method == nil { // a response or error from the client: we never asked; 0.169 hangs up
+		c.fail(fmt.Errorf("%w: a JSON-RPC response from the client, which the server never asked for", errClientProtocol))
+		return readEnd
 	}
 	if in.ID == nil {
 		if !c.handleNotification(name) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,6 +23,25 @@ func TestRPCVectors(t *testing.T) {
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
 			playVectors(t, ts.url, file, nil)
+		})
+	}
+}
+
+// TestRPCVectorsAgainstReference replays the vector files that say "checked against codex
+// 0.169" against a running reference (EXEC_SERVER_REFERENCE_URL=ws://…, by hand: see
+// docs/protocol.md), so that a claim of parity can be checked again.
+func TestRPCVectorsAgainstReference(t *testing.T) {
+	url := os.Getenv("EXEC_SERVER_REFERENCE_URL")
+	if url == "" {
+		t.Skip("EXEC_SERVER_REFERENCE_URL is not set: no reference to compare with")
+	}
+	files, _ := filepath.Glob("testdata/rpc/*.txt")
+	for _, file := range files {
+		if b, _ := os.ReadFile(file); !strings.Contains(string(b), "\n# checked against codex 0.169\n") {
+			continue
+		}
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			playVectors(t, url, file, nil)
 		})
 	}
 }
@@ -70,6 +90,13 @@ func playVectors(t *testing.T, url, file string, vars map[string]string) {
 			}
 			if kind == "<~ " && !regexp.MustCompile("^(?s:"+quotedR.Replace(body)+")$").Match(got) {
 				t.Errorf("line %d:\n got %s\nwant match of %s", n, got, body)
+			}
+		case "<x ":
+			ws.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+			if got, err := ws.readMessage(); err == nil {
+				t.Fatalf("line %d: want the connection to end, got %s", n, got)
+			} else if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("line %d: the connection did not end", n)
 			}
 		default:
 			t.Fatalf("line %d: unknown line kind %q", n, kind)

@@ -188,7 +188,7 @@ func parseSandbox(raw json.RawMessage) (*sandboxRequest, error) {
 		return nil, nil
 	}
 	var ctx sandboxContext
-	if err := decodeParams(raw, &ctx); err != nil {
+	if err := decodeParamsAs(raw, "WireFileSystemSandboxContext", &ctx); err != nil {
 		return nil, err
 	}
 	switch {

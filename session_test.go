@@ -187,3 +187,21 @@ func TestSessionServerShutdownKillsProcesses(t *testing.T) {
 		t.Errorf("exit code %d after shutdown, want 137", r.exitCode)
 	}
 }
+
+// TestClientResponseEndsTheConnection: a JSON-RPC response from the client (the server never
+// asks anything) ends the connection as 0.169 does; its session detaches as on any drop and
+// can be resumed with its processes.
+func TestClientResponseEndsTheConnection(t *testing.T) {
+	ts := startTestServer(t)
+	a := ts.connect(t)
+	a.mustCall("process/start", procStart(t, "kept", "sleep", "600"))
+	a.send(`{"id":7,"result":{}}`)
+	a.waitClosed(procWait)
+	waitDetached(t, ts, a.sessionID)
+	b := ts.dial(t)
+	b.initialize(&a.sessionID)
+	if rr := b.read(map[string]any{"processId": "kept"}); rr.Exited {
+		t.Errorf("the resumed session's process: %+v", rr)
+	}
+	b.mustCall("process/terminate", map[string]any{"processId": "kept"})
+}

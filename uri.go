@@ -162,6 +162,15 @@ func uriSegmentEscape(c byte) bool {
 
 // paramPath parses a path parameter for an fs method: syntax errors are -32602, a path that
 // is not usable on this host -32600 (protocol.md §6.1).
+// checkPathSyntax refuses, as a -32602, a path parameter the reference refuses while it
+// decodes params: before the lifecycle gate, in the order of the fields.
+func checkPathSyntax(s string) error {
+	if _, err := parsePath(s); err != nil && !err.(*pathError).atUse {
+		return errInvalidParams("%s", err)
+	}
+	return nil
+}
+
 func paramPath(s string) (string, error) {
 	p, err := parsePath(s)
 	if err != nil {

@@ -378,10 +378,7 @@ func FuzzDispatch(f *testing.F) {
 		if ready {
 			ms.initialize()
 		}
-		in, _, perr := parseIncoming(msg)
-		if perr == nil {
-			perr = checkJSONText(msg, in.Params, false)
-		}
+		in, _, perr := parseMessage(msg, false)
 		isRequest := perr == nil && in.ID != nil && in.Method != nil
 		ms.send(bytes.Clone(msg)) // the server may keep the slice until its next read
 		ms.send([]byte(`{"id":` + sentinelID + `,"method":"environment/status"}`))
