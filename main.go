@@ -125,94 +125,69 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "sandbox" {
 		return runSandboxCommand(args[1:], stdout, stderr)
 	}
-	fs := flag.NewFlagSet("exec-server", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var (
-		listen           = fs.String("listen", defaultListen, "`ws://IP:PORT` to serve a websocket on, or stdio")
-		logLevel         = fs.String("log-level", "info", "log level: debug, info, warn or error")
-		logFormat        = fs.String("log-format", "text", "log format: text or json")
-		showVersion      = fs.Bool("version", false, "print the version and exit")
-		exitOnStdinClose = fs.Bool("exit-on-stdin-close", false, "exit when standard input reaches EOF")
-		sessionTTL       = fs.Duration("session-ttl", defaultSessionTTL, "how long a detached session waits to be resumed")
-		retention        = fs.Duration("exited-process-retention", defaultRetention, "how long a closed process stays readable")
-		_                = fs.Int("concurrent-requests", 1, "accepted for compatibility; requests never wait for each other here")
-		managedSandbox   = fs.String("managed-sandbox", "enforce", "what to do with a request for a managed sandbox: enforce it, or run-unsandboxed (for hosts that are themselves the sandbox)")
-		maxConnections   = fs.Int("max-connections", defaultMaxConnections, "websocket connections served at once; past it an upgrade is answered 503")
-		pidNamespace     = fs.String("linux-sandbox-pid-namespace", "isolate", "sandboxed processes get a pid namespace of their own (isolate) or share the server's (inherit)")
-		wsAuth           = fs.String("ws-auth", "", "websocket auth: capability-token or signed-bearer-token")
-		wsTokenFile      = fs.String("ws-token-file", "", "file holding the capability token")
-		wsTokenSHA256    = fs.String("ws-token-sha256", "", "hex SHA-256 of the capability token")
-		wsSecretFile     = fs.String("ws-shared-secret-file", "", "file holding the HS256 secret for signed bearer tokens")
-		wsIssuer         = fs.String("ws-issuer", "", "required JWT issuer")
-		wsAudience       = fs.String("ws-audience", "", "required JWT audience")
-		wsSkew           = fs.Int("ws-max-clock-skew-seconds", int(defaultWSMaxClockSkew/time.Second), "allowed JWT clock skew in seconds")
-	)
-	remote := &remoteConfig{}
-	remote.registerFlags(fs)
-	var limits serverLimits
-	limits.registerFlags(fs)
+	var o cliOptions
 	fail := func(err error) int {
-		fmt.Fprintf(stderr, "exec-server: %v\n", err)
 		var ue *usageError
 		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "exec-server: %v%s\n", err, usageHint)
 			return 2
 		}
+		fmt.Fprintf(stderr, "exec-server: %v\n", err)
 		return 1
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fs.PrintDefaults()
-			return 0
-		}
-		return fail(&usageError{strings.ReplaceAll(err.Error(), "\n", " ")})
-	}
-	if fs.NArg() > 0 {
-		return fail(&usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))})
-	}
-	if *showVersion {
-		fmt.Fprintf(stdout, "exec-server %s (commit %s, date %s, protocol of codex %s)\n", version, commit, date, executorVersion)
+	fs, err := parseFlags(args, &o)
+	if errors.Is(err, flag.ErrHelp) {
+		writeUsage(stdout, fs)
 		return 0
 	}
-	log, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
 		return fail(err)
 	}
-	auth, err := newWSAuth(*wsAuth, *wsTokenFile, *wsTokenSHA256, *wsSecretFile, *wsIssuer, *wsAudience, time.Duration(*wsSkew)*time.Second)
+	if o.showVersion {
+		fmt.Fprintf(stdout, "exec-server %s (commit %s, date %s, protocol of codex %s)\n", version, commit, date, executorVersion)
+		return 0
+	}
+	log, err := newLogger(stderr, o.logLevel, o.logFormat)
+	if err != nil {
+		return fail(err)
+	}
+	auth, err := newWSAuth(o.wsAuth, o.wsTokenFile, o.wsTokenSHA256, o.wsSecretFile, o.wsIssuer, o.wsAudience, time.Duration(o.wsSkewSeconds)*time.Second)
 	if err != nil {
 		return fail(&usageError{err.Error()})
 	}
+	remote := &o.remote
 	if remote.enabled() {
 		if err := remote.validate(); err != nil {
 			return fail(&usageError{err.Error()})
 		}
 	}
 
-	if *managedSandbox != "enforce" && *managedSandbox != "run-unsandboxed" {
-		return fail(&usageError{fmt.Sprintf("invalid --managed-sandbox %q: want enforce or run-unsandboxed", *managedSandbox)})
+	if o.managedSandbox != "enforce" && o.managedSandbox != "run-unsandboxed" {
+		return fail(&usageError{fmt.Sprintf("invalid --managed-sandbox %q: want enforce or run-unsandboxed", o.managedSandbox)})
 	}
-	sbx, err := newSandboxer(*pidNamespace, "")
+	sbx, err := newSandboxer(o.pidNamespace, "")
 	if err != nil {
 		return fail(&usageError{err.Error()})
 	}
+	o.compat.logIgnored(log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	srv := newServer(ctx, serverConfig{
-		sessionTTL:            *sessionTTL,
-		retention:             *retention,
+		sessionTTL:            o.sessionTTL,
+		retention:             o.retention,
 		stallTimeout:          defaultStallTimeout,
-		runManagedUnsandboxed: *managedSandbox == "run-unsandboxed",
-		maxConnections:        *maxConnections,
+		runManagedUnsandboxed: o.managedSandbox == "run-unsandboxed",
+		maxConnections:        o.maxConnections,
 		watchdog:              true,
-		limits:                limits,
+		limits:                o.limits,
 	}, log)
 	srv.auth = auth
 	srv.sandbox = sbx
 	defer srv.shutdown()
 
 	logSandbox := func() {
-		if *managedSandbox == "run-unsandboxed" {
+		if o.managedSandbox == "run-unsandboxed" {
 			log.Warn("--managed-sandbox run-unsandboxed: requests that ask for a sandbox run WITHOUT one; use this only on a host that is itself the sandbox")
 		} else {
 			log.Info("sandbox", "mechanism", sbx.describe())
@@ -220,7 +195,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if remote.enabled() {
 		logSandbox()
-		if *exitOnStdinClose {
+		if o.exitOnStdinClose {
 			return fail(&usageError{"--exit-on-stdin-close cannot be combined with remote credentials read from stdin"})
 		}
 		if err := runRemote(ctx, remote, srv, stdin, log); err != nil && ctx.Err() == nil {
@@ -229,7 +204,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	}
 
-	if *listen == "stdio" || *listen == "stdio://" {
+	if o.listen == "stdio" || o.listen == "stdio://" {
 		logSandbox()
 		done := make(chan struct{})
 		go func() {
@@ -242,13 +217,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	addr, err := parseListen(*listen)
+	addr, err := parseListen(o.listen)
 	if err != nil {
 		return fail(&usageError{err.Error()})
 	}
 	ln, err := net.Listen(listenNetwork(addr), addr.String())
 	if err != nil {
-		return fail(fmt.Errorf("listen %s: %w", *listen, err))
+		return fail(fmt.Errorf("listen %s: %w", o.listen, err))
 	}
 	logSandbox()
 	if !addr.Addr().IsLoopback() && !auth.enabled() {
@@ -258,7 +233,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if f, ok := stdout.(*os.File); ok {
 		f.Sync()
 	}
-	if *exitOnStdinClose {
+	if o.exitOnStdinClose {
 		go func() {
 			io.Copy(io.Discard, stdin)
 			log.Info("stdin closed; shutting down")
@@ -287,11 +262,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// parseListen parses ws://IP:PORT; the host must be an IP literal, as in the reference.
+// parseListen parses ws://IP:PORT. The host must be an IP literal, as in the reference, or
+// localhost, which the reference refuses: it means 127.0.0.1 here, without asking the
+// resolver, so that it is loopback whatever /etc/hosts says, and the URL printed once bound
+// is still ws://IP:PORT.
 func parseListen(s string) (netip.AddrPort, error) {
 	rest, ok := strings.CutPrefix(s, "ws://")
 	if !ok {
 		return netip.AddrPort{}, fmt.Errorf("unsupported --listen URL `%s`; expected `ws://IP:PORT` or `stdio`", s)
+	}
+	if port, ok := strings.CutPrefix(rest, "localhost:"); ok {
+		rest = "127.0.0.1:" + port
 	}
 	ap, err := netip.ParseAddrPort(rest)
 	if err != nil {

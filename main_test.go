@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -35,8 +36,16 @@ func TestCommandLineErrorsExit2WithOneLine(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown flag", []string{"--bogus"}, "flag provided but not defined"},
-		{"hostname listen", []string{"--listen", "ws://localhost:1"}, "invalid websocket --listen URL `ws://localhost:1`; expected `ws://IP:PORT`"},
+		{"unknown flag", []string{"--bogus"}, "exec-server: flag provided but not defined: -bogus; run exec-server --help"},
+		{"bad value", []string{"--session-ttl", "soon"}, `invalid value "soon" for flag -session-ttl`},
+		{"hostname listen", []string{"--listen", "ws://example.com:1"}, "invalid websocket --listen URL `ws://example.com:1`; expected `ws://IP:PORT`"},
+		{"localhost without port", []string{"--listen", "ws://localhost"}, "invalid websocket --listen URL `ws://localhost`"},
+		{"-c without =", []string{"-c", "sandbox_mode"}, `invalid value "sandbox_mode" for flag -c: want key=value`},
+		{"-c without key", []string{"-c", "=x"}, `invalid value "=x" for flag -c: want key=value`},
+		{"executor-id differs", []string{"--executor-id", "a", "--environment-id", "b"}, `--executor-id "a" and --environment-id "b" differ`},
+		{"strict config key", []string{"--strict-config", "-c", "sandbox_mode=read-only"}, `--strict-config: config key "sandbox_mode" has no effect on this server`},
+		{"strict enable", []string{"--enable", "respect_system_proxy", "--strict-config"}, `--strict-config: feature "respect_system_proxy" has no effect`},
+		{"strict disable", []string{"--strict-config", "--disable", "x"}, `--strict-config: feature "x" has no effect`},
 		{"other scheme", []string{"--listen", "http://127.0.0.1:1"}, "unsupported --listen URL `http://127.0.0.1:1`; expected `ws://IP:PORT` or `stdio`"},
 		{"path in listen", []string{"--listen", "ws://127.0.0.1:1/x"}, "invalid websocket --listen URL"},
 		{"bad log level", []string{"--log-level", "loud"}, "invalid --log-level"},
@@ -51,6 +60,9 @@ func TestCommandLineErrorsExit2WithOneLine(t *testing.T) {
 			}
 			if lines := strings.Count(stderr.String(), "\n"); lines != 1 || !strings.Contains(stderr.String(), tt.want) {
 				t.Errorf("stderr %q: want one line containing %q", stderr.String(), tt.want)
+			}
+			if !strings.HasPrefix(stderr.String(), "exec-server: ") || !strings.HasSuffix(stderr.String(), "; run exec-server --help\n") {
+				t.Errorf("stderr %q: want exec-server: …; run exec-server --help", stderr.String())
 			}
 			if stdout.Len() != 0 {
 				t.Errorf("stdout %q, want nothing", stdout.String())
@@ -185,5 +197,193 @@ func TestExitOnStdinClose(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("server still running 10 s after stdin closed")
+	}
+}
+
+func TestHelpPrintsUsageOnStdout(t *testing.T) {
+	for _, arg := range []string{"--help", "-h", "-help"} {
+		t.Run(arg, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run([]string{arg}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+				t.Fatalf("exit %d, want 0 (stderr %q)", code, stderr.String())
+			}
+			if stderr.Len() != 0 {
+				t.Errorf("stderr %q, want nothing", stderr.String())
+			}
+			out := stdout.String()
+			for _, want := range []string{
+				"exec-server [--listen ws://IP:PORT] [flags]",
+				"exec-server --listen stdio [flags]",
+				"exec-server --remote URL --environment-id ID [flags]",
+				"exec-server sandbox [flags] -- CMD ARGS...",
+				"\nlistening:\n", "\nwebsocket auth:\n", "\nsessions and limits:\n", "\nremote mode:\n",
+				"\nsandbox:\n", "\nlogging:\n", "\ncompatibility with codex exec-server:\n",
+				"  --listen URL\n", "(default ws://127.0.0.1:0)", "(default 1m20s)", "(default info)",
+				"  -c key=value\n", "--executor-id is --environment-id",
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("--help lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+// TestHelpNamesEveryFlag: a flag registered but missing from flagGroups would be missing from
+// --help; a name in flagGroups that is no flag is a typo.
+func TestHelpNamesEveryFlag(t *testing.T) {
+	fs := newFlagSet(&cliOptions{})
+	grouped := map[string]int{}
+	for _, g := range flagGroups {
+		for _, name := range g.names {
+			grouped[name]++
+			if fs.Lookup(name) == nil {
+				t.Errorf("group %q names %q, which is not a flag", g.title, name)
+			}
+		}
+	}
+	var help bytes.Buffer
+	writeUsage(&help, fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		switch grouped[f.Name] {
+		case 0:
+			t.Errorf("flag --%s is in no group of --help (flagGroups in cli.go)", f.Name)
+		case 1:
+		default:
+			t.Errorf("flag --%s is in %d groups", f.Name, grouped[f.Name])
+		}
+		dashes := "--"
+		if len(f.Name) == 1 {
+			dashes = "-"
+		}
+		if !strings.Contains(help.String(), "\n  "+dashes+f.Name+" ") && !strings.Contains(help.String(), "\n  "+dashes+f.Name+"\n") {
+			t.Errorf("--help does not show %s%s", dashes, f.Name)
+		}
+	})
+}
+
+func TestSandboxHelpAndBadFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"sandbox", "--help"}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("sandbox --help: exit %d (stderr %q)", code, stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), "usage: exec-server sandbox ") || !strings.Contains(stdout.String(), "  --writable DIR\n") || stderr.Len() != 0 {
+		t.Errorf("sandbox --help: stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	for _, args := range [][]string{{"sandbox", "--bogus"}, {"sandbox"}, {"sandbox", "--read-only", "--writable", ".", "--", "true"}} {
+		stdout.Reset()
+		stderr.Reset()
+		code := run(args, nil, &stdout, &stderr)
+		if code != 2 || strings.Count(stderr.String(), "\n") != 1 || stdout.Len() != 0 ||
+			!strings.HasPrefix(stderr.String(), "exec-server sandbox: ") || !strings.HasSuffix(stderr.String(), "; run exec-server sandbox --help\n") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q: want 2 and one line", args, code, stdout.String(), stderr.String())
+		}
+	}
+}
+
+// runListening runs run in this process with --exit-on-stdin-close and the given args, and
+// returns the line it prints on stdout; closing the returned stdin stops it, and the test's
+// end waits for that.
+func runListening(t *testing.T, args ...string) (line string, stderr *syncBuffer) {
+	t.Helper()
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	stderr = &syncBuffer{}
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(append(args, "--exit-on-stdin-close"), stdinR, stdoutW, stderr)
+		stdoutW.Close()
+	}()
+	t.Cleanup(func() {
+		stdinW.Close()
+		select {
+		case code := <-exited:
+			if code != 0 {
+				t.Errorf("exit %d: %s", code, stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("still running 10 s after stdin closed")
+		}
+	})
+	line, err := bufio.NewReader(stdoutR).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the listen line: %v (stderr %s)", err, stderr.String())
+	}
+	go io.Copy(io.Discard, stdoutR)
+	return strings.TrimSuffix(line, "\n"), stderr
+}
+
+func TestListenForms(t *testing.T) {
+	for _, tt := range []struct{ listen, wantHost string }{
+		{"ws://localhost:0", "127.0.0.1"}, // the reference refuses a hostname; here it means 127.0.0.1
+		{"ws://0.0.0.0:0", "0.0.0.0"},     // echoed as given, not as [::]
+		{"ws://127.0.0.1:0", "127.0.0.1"},
+	} {
+		t.Run(tt.listen, func(t *testing.T) {
+			line, _ := runListening(t, "--listen", tt.listen)
+			addr, err := parseListen(line)
+			if err != nil || addr.Addr().String() != tt.wantHost || addr.Port() == 0 {
+				t.Fatalf("printed %q: want ws://%s:PORT with the port bound", line, tt.wantHost)
+			}
+			tc := (&testServer{url: line}).connect(t)
+			tc.mustCall("environment/status", nil)
+			tc.close()
+		})
+	}
+}
+
+func TestListenStdioURLForm(t *testing.T) {
+	var stdout, stderr syncBuffer
+	in := `{"id":1,"method":"initialize","params":{"clientName":"x"}}` + "\n"
+	if code := run([]string{"--listen", "stdio://"}, strings.NewReader(in), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), `{"id":1,"result":{"sessionId":`) {
+		t.Errorf("stdout %q: want the initialize reply", stdout.String())
+	}
+}
+
+// TestCompatFlagsAccepted: the flags codex exec-server takes for its configuration are
+// accepted; what they ask for is logged once at start-up, as a warning.
+func TestCompatFlagsAccepted(t *testing.T) {
+	var stdout, stderr syncBuffer
+	in := `{"id":1,"method":"initialize","params":{"clientName":"x"}}` + "\n"
+	args := []string{"--listen", "stdio", "-c", "sandbox_mode=workspace-write", "-c", `model="o3"`,
+		"--enable", "respect_system_proxy", "--disable", "shell_snapshot", "--concurrent-requests", "4"}
+	if code := run(args, strings.NewReader(in), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), `{"id":1,"result":{"sessionId":`) {
+		t.Errorf("stdout %q: want the initialize reply", stdout.String())
+	}
+	var warnings []string
+	for line := range strings.Lines(stderr.String()) {
+		if strings.Contains(line, "no effect on this server") {
+			warnings = append(warnings, line)
+		}
+	}
+	want := []string{"level=WARN", "config=sandbox_mode,model", "enable=respect_system_proxy", "disable=shell_snapshot"}
+	if len(warnings) != 1 {
+		t.Fatalf("want one warning, got %q", warnings)
+	}
+	for _, w := range want {
+		if !strings.Contains(warnings[0], w) {
+			t.Errorf("warning %q lacks %q", warnings[0], w)
+		}
+	}
+}
+
+func TestExecutorIDIsEnvironmentID(t *testing.T) {
+	for _, args := range [][]string{
+		{"--executor-id", "box-1"},
+		{"--environment-id", "box-1"},
+		{"--executor-id", "box-1", "--environment-id", "box-1"},
+	} {
+		var o cliOptions
+		if _, err := parseFlags(args, &o); err != nil {
+			t.Errorf("%q: %v", args, err)
+		} else if o.remote.environmentID != "box-1" || !o.remote.enabled() {
+			t.Errorf("%q: environment id %q, remote mode %v", args, o.remote.environmentID, o.remote.enabled())
+		}
 	}
 }

@@ -69,6 +69,7 @@ const (
 type remoteConfig struct {
 	remote            string // --remote: registry base URL
 	environmentID     string
+	executorID        string // --executor-id: the SEED name of --environment-id (mergeExecutorID)
 	name              string // --name: logged only; 0.169 does not send it either
 	bearerStdin       bool   // --registration-bearer-stdin
 	executorCredStdin bool   // --executor-credential-stdin
@@ -86,13 +87,27 @@ type remoteConfig struct {
 }
 
 func (c *remoteConfig) registerFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.remote, "remote", "", "registry base URL: serve through a rendezvous relay instead of listening")
-	fs.StringVar(&c.environmentID, "environment-id", "", "environment id to register (letters, digits, _ and -)")
-	fs.StringVar(&c.name, "name", "", "display name of this executor (remote mode)")
+	fs.StringVar(&c.remote, "remote", "", "registry base `URL`: serve through a rendezvous relay instead of listening")
+	fs.StringVar(&c.environmentID, "environment-id", "", "`ID` of the environment to register (letters, digits, _ and -)")
+	fs.StringVar(&c.executorID, "executor-id", "", "another name of --environment-id (the exec-server README's): the `ID` to register")
+	fs.StringVar(&c.name, "name", "", "display `NAME` of this executor (logged only)")
 	fs.BoolVar(&c.bearerStdin, "registration-bearer-stdin", false, "read the registry bearer token, one line, from stdin")
 	fs.BoolVar(&c.executorCredStdin, "executor-credential-stdin", false, "read rotating registry credentials, one JSON frame per line, from stdin")
-	fs.StringVar(&c.caFile, "remote-ca", "", "PEM file of extra CA certificates for the registry and rendezvous")
-	fs.StringVar(&c.identityFile, "identity", "", "file holding the executor's Noise identity (created 0600 if missing)")
+	fs.StringVar(&c.caFile, "remote-ca", "", "PEM `FILE` of extra CA certificates for the registry and rendezvous")
+	fs.StringVar(&c.identityFile, "identity", "", "`FILE` holding the executor's Noise identity (created 0600 if missing)")
+}
+
+// mergeExecutorID makes --executor-id a second name of --environment-id: either may be given,
+// or both with one value.
+func (c *remoteConfig) mergeExecutorID() error {
+	switch {
+	case c.executorID == "":
+	case c.environmentID == "":
+		c.environmentID = c.executorID
+	case c.environmentID != c.executorID:
+		return fmt.Errorf("--executor-id %q and --environment-id %q differ: they name the same thing", c.executorID, c.environmentID)
+	}
+	return nil
 }
 
 // enabled reports whether any remote-mode flag was given.

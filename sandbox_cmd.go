@@ -31,28 +31,35 @@ func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 // runSandboxCommand is `exec-server sandbox`.
 func runSandboxCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("exec-server sandbox", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	var writable stringList
 	readOnly := fs.Bool("read-only", false, "nothing is writable")
 	fs.Var(&writable, "writable", "a writable `DIR` (repeatable; default: the current directory)")
 	network := fs.Bool("network", false, "allow the network")
-	mechanism := fs.String("mechanism", "", "force a mechanism: namespaces, landlock or none (default: the best this host has)")
-	pidNamespace := fs.String("linux-sandbox-pid-namespace", "isolate", "isolate or inherit")
+	mechanism := fs.String("mechanism", "", "force a `MECHANISM`: namespaces, landlock or none (default: the best this host has)")
+	pidNamespace := fs.String("linux-sandbox-pid-namespace", "isolate", "pid namespace `MODE` of the command: isolate or inherit")
 	status := fs.Bool("status", false, "print the mechanism in force and exit")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: exec-server sandbox [--read-only | --writable DIR ...] [--network] -- CMD ARGS...")
-		fs.PrintDefaults()
+	usageErr := func(msg string) int {
+		fmt.Fprintf(stderr, "exec-server sandbox: %s; run exec-server sandbox --help\n", msg)
+		return 2
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, "usage: exec-server sandbox [--read-only | --writable DIR ...] [--network] [--mechanism M] -- CMD ARGS...")
+			fmt.Fprintln(stdout, "       exec-server sandbox --status")
+			fmt.Fprintln(stdout)
+			fmt.Fprint(stdout, wrapText("Runs CMD in the foreground under the sandbox Codex's workspace-write mode asks for "+
+				"(everything readable; the current directory, or each --writable DIR, and /tmp writable; no network), "+
+				"or read-only, so that you can see what an agent's commands will see. Exits with CMD's status.", "", 96))
+			fmt.Fprintln(stdout)
+			fs.VisitAll(func(f *flag.Flag) { writeFlagUsage(stdout, f) })
 			return 0
 		}
-		return 2
+		return usageErr(strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 	sbx, err := newSandboxer(*pidNamespace, *mechanism)
 	if err != nil {
-		fmt.Fprintf(stderr, "exec-server sandbox: %v\n", err)
-		return 2
+		return usageErr(err.Error())
 	}
 	if *status {
 		sbx.statusLines(stdout)
@@ -60,12 +67,10 @@ func runSandboxCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
-		fs.Usage()
-		return 2
+		return usageErr("no command given")
 	}
 	if *readOnly && len(writable) > 0 {
-		fmt.Fprintln(stderr, "exec-server sandbox: --read-only and --writable exclude each other")
-		return 2
+		return usageErr("--read-only and --writable exclude each other")
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
@@ -82,8 +87,7 @@ func runSandboxCommand(args []string, stdout, stderr io.Writer) int {
 			_, err = os.Stat(abs)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "exec-server sandbox: --writable %s: %v\n", w, err)
-			return 2
+			return usageErr(fmt.Sprintf("--writable %s: %v", w, err))
 		}
 		profile.Write = append(profile.Write, abs)
 	}

@@ -45,11 +45,14 @@ func buildExecServer(t *testing.T) string {
 	return bin
 }
 
-// startExecServer runs the binary on 127.0.0.1:0 and returns the ws:// URL it prints; the
-// process is stopped with SIGTERM when the test ends.
-func startExecServer(t *testing.T, bin string) string {
+// startExecServer runs the binary with args (none: --listen ws://127.0.0.1:0) and returns the
+// ws:// URL it prints; the process is stopped with SIGTERM when the test ends.
+func startExecServer(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, "--listen", "ws://127.0.0.1:0")
+	if len(args) == 0 {
+		args = []string{"--listen", "ws://127.0.0.1:0"}
+	}
+	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
