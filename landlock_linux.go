@@ -1,8 +1,9 @@
 package main
 
 // Landlock for the sandbox stage on hosts without user namespaces (docs/sandbox.md §2,
-// "Landlock fallback, in detail", and §7): a sandboxProfile (sandbox.go) turned into one Landlock domain,
-// applied to the calling OS thread. Namespaces stay the main mechanism; this is the fallback.
+// "Landlock fallback, in detail", and §7): a sandboxProfile (sandbox.go) turned into one
+// Landlock domain, applied to the calling OS thread. Namespaces stay the main mechanism; this
+// is the fallback.
 //
 // Landlock restricts one thread, irreversibly, and this kernel generation has no way to
 // synchronise the other threads of a Go process (no LANDLOCK_RESTRICT_SELF_TSYNC before
@@ -16,10 +17,8 @@ package main
 //   - Protected names (.git .codex .agents .aws at the top of a writable root, a `.git`
 //     file's gitdir target) must stay read-only inside a writable tree. A writable root R is
 //     therefore never granted as a whole: each existing direct child of R gets write access,
-//     except the protected ones, and R itself is only readable. LIMITATION: in this mode a
-//     command cannot create, remove or rename entries directly at the top level of a writable
-//     root (`touch R/new`, `mkdir R/.codex`, `rm R/file` all fail with EACCES); it can write
-//     existing top-level files and do anything below existing top-level directories. A child
+//     except the protected ones, and R itself is only readable (what a command then cannot
+//     do at R's top level: docs/sandbox.md §2, "Landlock fallback, in detail"). A child
 //     that contains a protected, read-only (a read entry inside a writable root, or any read
 //     entry under full write) or denied path deeper down is split the same way. A writable
 //     root that is a regular file gets file rights. Symbolic links among the children are

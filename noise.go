@@ -1,14 +1,9 @@
-// Noise channel of remote mode (relay.md §5, §6, §7).
+// Noise channel of remote mode (docs/remote.md §5, §6): the hybridIK handshake and the record
+// layer of each harness stream. Codex 0.169 runs it with Rust Clatter 2.2.0; this file is a
+// stdlib-only reimplementation, pinned by Clatter's own vector and by classic IK vectors
+// regenerated with github.com/flynn/noise (testdata/noise, interop/).
 //
-// In remote mode each harness stream is encrypted end to end between the harness (Noise
-// initiator) and this executor (Noise responder). The rendezvous in between sees only
-// routing metadata and ciphertext. The channel is Noise hybridIK: classic IK over X25519 plus
-// ML-KEM-768 encapsulations to both the ephemeral and the static keys, so that recorded
-// traffic stays confidential against a future quantum adversary. Codex 0.169 runs it with
-// Rust Clatter 2.2.0; this file is a stdlib-only reimplementation, pinned by Clatter's own
-// vector and by classic IK vectors regenerated with github.com/flynn/noise (interop/).
-//
-// # Names (relay.md §5.1)
+// # Names (docs/remote.md §5.1)
 //
 // The protocol name hashed into the state calls the DH "25519"; the suite label in the public
 // key JSON calls it "X25519". Hashing the label makes message 1 fail to decrypt.
@@ -16,13 +11,13 @@
 //	protocol name  Noise_hybridIK_25519+MLKEM768_AESGCM_SHA256    (43 bytes > HASHLEN: h = SHA-256(name))
 //	suite label    Noise_hybridIK_X25519+MLKEM768_AESGCM_SHA256   (JSON "suite" only)
 //
-// # Prologue (relay.md §5.3)
+// # Prologue (docs/remote.md §5.3)
 //
 //	prologue = LP("codex-exec-server-relay-noise/v1") || LP(environment_id)
 //	        || LP(executor_registration_id) || LP(stream_id)
 //	LP(x)    = uint64be(len(x)) || x            (8-byte prefixes: 4-byte ones fail against 0.169)
 //
-// # Pattern (relay.md §5.4), run as data by one interpreter loop (noiseHandshakeState)
+// # Pattern (docs/remote.md §5.4), run as data by one interpreter loop (noiseHandshakeState)
 //
 //	<- s                          pre-message: executor static, X25519 then ML-KEM
 //	...
@@ -31,7 +26,7 @@
 //
 // Each e carries a fresh X25519 and a fresh ML-KEM-768 key pair; each s both static keys.
 //
-// # Handshake messages (the payload of a relay Handshake frame)
+// # Handshake messages (docs/remote.md §5.5; the payload of a relay Handshake frame)
 //
 //	msg1, harness -> executor: 3568 + len(payload) bytes
 //	| bytes   | token   | content                                                          |
@@ -52,7 +47,7 @@
 //	| 1184    | e       | executor ephemeral ML-KEM-768 key (sent, never used)             |
 //	| 16 / 57 | payload | AEAD(empty), or AEAD("codex-registry-authentication-rejected/v1")|
 //
-// # Records (relay.md §5.9, §6, §7)
+// # Records (docs/remote.md §5.6, §6)
 //
 // After Split each direction has its own AES-256-GCM key (k1: harness→executor, k2: back),
 // empty AD, no rekey. On the relay the Data frame's seq is the nonce: seq n of a direction is
@@ -122,7 +117,7 @@ import (
 	"unicode/utf8"
 )
 
-// Names, labels and fixed strings (relay.md §2.3, §5.1, §5.3).
+// Names, labels and fixed strings (docs/remote.md §2.3, §5.1, §5.3).
 const (
 	noiseProtocolName     = "Noise_hybridIK_25519+MLKEM768_AESGCM_SHA256"
 	noiseSuiteLabel       = "Noise_hybridIK_X25519+MLKEM768_AESGCM_SHA256"
@@ -130,7 +125,7 @@ const (
 	noiseRegistryRejected = "codex-registry-authentication-rejected/v1"
 )
 
-// Sizes and limits (relay.md §5.2, §5.7, §5.8, §6).
+// Sizes and limits (docs/remote.md §5.2, §5.5, §6).
 const (
 	noiseDHLen          = 32 // X25519 public key and shared secret
 	noiseKEMPublicLen   = mlkem.EncapsulationKeySize768
@@ -158,7 +153,7 @@ var (
 	errNoiseSeqExhausted     = errors.New("noise: record sequence numbers exhausted")
 )
 
-// noisePrologue binds a handshake to one registration and one stream (relay.md §5.3).
+// noisePrologue binds a handshake to one registration and one stream (docs/remote.md §5.3).
 func noisePrologue(environmentID, registrationID, streamID string) []byte {
 	fields := [...]string{noisePrologueTag, environmentID, registrationID, streamID}
 	n := 0
@@ -256,7 +251,7 @@ func noiseProtocolNameFor(p *noisePattern, h noiseHash) string {
 	return "Noise_" + p.name + "_25519" + kem + "_AESGCM_" + h.name
 }
 
-// noiseCipherState is the Noise CipherState (spec §5.1): an AES-256-GCM key and a nonce.
+// noiseCipherState is the Noise CipherState (Noise spec §5.1): an AES-256-GCM key and a nonce.
 // The key itself is not kept: only the AEAD built from it.
 type noiseCipherState struct {
 	aead  cipher.AEAD // nil: no key
@@ -322,7 +317,7 @@ func (c *noiseCipherState) decryptWithAd(out, ad, ciphertext []byte) ([]byte, er
 	return p, nil
 }
 
-// noiseSymmetricState is the Noise SymmetricState (spec §5.2).
+// noiseSymmetricState is the Noise SymmetricState (Noise spec §5.2).
 type noiseSymmetricState struct {
 	hash   noiseHash
 	hasher hash.Hash
@@ -351,7 +346,7 @@ func (s *noiseSymmetricState) mixHash(data []byte) {
 	s.h = s.hasher.Sum(s.h[:0])
 }
 
-// hkdf is Noise's HKDF(ck, ikm, n) (spec §4.3): n outputs of HASHLEN bytes, which the
+// hkdf is Noise's HKDF(ck, ikm, n) (Noise spec §4.3): n outputs of HASHLEN bytes, which the
 // caller must zero.
 func (s *noiseSymmetricState) hkdf(ikm []byte, n int) [][]byte {
 	mac := hmac.New(s.hash.new, s.ck)
@@ -444,7 +439,7 @@ func (k *noisePublicKey) equal(o *noisePublicKey) bool {
 	return k.kem == nil || bytes.Equal(k.kem.Bytes(), o.kem.Bytes())
 }
 
-// noisePublicKeyJSON is the wire form of a hybrid public key (relay.md §5.2), in the field
+// noisePublicKeyJSON is the wire form of a hybrid public key (docs/remote.md §5.2), in the field
 // order 0.169 emits. Values are standard base64 with padding.
 type noisePublicKeyJSON struct {
 	Suite  string `json:"suite"`
@@ -564,7 +559,7 @@ func noiseDecodeBase64(s string, n int) ([]byte, error) {
 
 // noiseIdentity is a static key pair: X25519, plus ML-KEM-768 for hybrid patterns. The
 // executor makes one per process (or loads it with --identity) and reuses it on every
-// registration and stream (relay.md §8).
+// registration and stream (docs/remote.md §5.2).
 type noiseIdentity struct {
 	x   *ecdh.PrivateKey
 	kem *mlkem.DecapsulationKey768 // nil only in classic IK tests
@@ -749,7 +744,7 @@ type noiseEntropy struct {
 	encapsulate func(ek *mlkem.EncapsulationKey768) (sharedKey, ciphertext []byte, err error) // nil: ek.Encapsulate
 }
 
-// noiseHandshakeState is the Noise HandshakeState (spec §5.3): it runs a noisePattern's
+// noiseHandshakeState is the Noise HandshakeState (Noise spec §5.3): it runs a noisePattern's
 // token lists, one message at a time, alternately writing and reading. Any error is fatal:
 // the state is destroyed and every later call fails.
 type noiseHandshakeState struct {
@@ -1163,7 +1158,7 @@ func (i *noiseInitiator) initiate(authorization []byte) ([]byte, error) {
 func (i *noiseInitiator) abandon() { i.hs.fail(errors.New("noise: handshake abandoned")) }
 
 // readResponse reads message 2. Its payload must be empty; the registry rejection payload
-// gives errNoiseRegistryRejected (relay.md §5.8).
+// gives errNoiseRegistryRejected (docs/remote.md §5.5).
 func (i *noiseInitiator) readResponse(msg2 []byte) (*noiseTransport, error) {
 	p, err := i.hs.readMessage(msg2)
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 
 var noiseSHA512 = noiseHash{name: "SHA512", new: sha512.New, size: sha512.Size}
 
-// noiseCounterRand is the RNG of Clatter's vectors (relay.md §5.11): byte i of the stream
+// noiseCounterRand is the RNG of Clatter's vectors (testdata/noise/README.md): byte i of the stream
 // is (start + i) mod 256.
 type noiseCounterRand struct{ next byte }
 
@@ -57,7 +57,7 @@ func noiseDeterministic(rng io.Reader) noiseEntropy {
 	}}
 }
 
-// noiseVector is a "key: hex" vector file (relay.md §5.11); comments and "---" are skipped.
+// noiseVector is a "key: hex" vector file (testdata/noise); comments and "---" are skipped.
 type noiseVector map[string]string
 
 func readNoiseVector(t *testing.T, path string) noiseVector {
@@ -184,7 +184,7 @@ func TestNoiseNamesSplitProtocolNameFromSuiteLabel(t *testing.T) {
 }
 
 func TestNoisePrologueUsesEightByteLengths(t *testing.T) {
-	// relay.md §5.3 example.
+	// docs/remote.md §5.3, spelled out for one registration and stream.
 	want, _ := hex.DecodeString("0000000000000020" + "636f6465782d657865632d7365727665722d72656c61792d6e6f6973652f7631" +
 		"000000000000000a" + "656e762d746573742d31" + "0000000000000005" + "7265672d31" + "0000000000000024" +
 		"30303030303030302d303030302d343030302d383030302d303030303030303030303031")
@@ -273,8 +273,8 @@ func TestNoiseHybridVectorSHA512(t *testing.T) {
 	})
 }
 
-// TestNoiseCodexSuiteDigests reproduces the derived Codex-suite vector of relay.md §5.11
-// (SHA-256, Codex prologue, msg1 payload "harness-auth-token") through the production
+// TestNoiseCodexSuiteDigests reproduces the derived Codex-suite vector (testdata/noise/README.md:
+// SHA-256, Codex prologue, msg1 payload "harness-auth-token") through the production
 // initiator and responder types.
 func TestNoiseCodexSuiteDigests(t *testing.T) {
 	rng := &noiseCounterRand{next: 0xef}
@@ -526,7 +526,7 @@ func TestNoiseHandshakeAndRecordsBothRoles(t *testing.T) {
 }
 
 // TestNoiseRecordSizesMatch0169: a message whose framed stream is 355,599 bytes went out as
-// 5 × 61,456-byte records plus one of 48,415 in 0.169 (relay.md §6).
+// 5 × 61,456-byte records plus one of 48,415 in 0.169 (docs/remote.md §6).
 func TestNoiseRecordSizesMatch0169(t *testing.T) {
 	harness, executor, _, _ := noiseHandshakePair(t, nil)
 	recs := noiseSeal(t, executor, make([]byte, 5*noiseRecordPlaintextMax+48399-noiseMessageLenLen))

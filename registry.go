@@ -1,10 +1,10 @@
 package main
 
 // Remote mode: the command line, the registry credentials and the registry HTTP client
-// (relay.md §2). The rest of remote mode is relay.go (wire format), relay_executor.go
+// (docs/remote.md §2, §8). The rest of remote mode is relay.go (wire format), relay_executor.go
 // (register, dial, reconnect) and relay_demux.go (streams).
 //
-// Registry API (relay.md §2.2, §2.3), JSON over HTTPS, base URL = --remote without a trailing
+// Registry API (docs/remote.md §2.1–§2.3), JSON over HTTPS, base URL = --remote without a trailing
 // "/", environment id checked against [A-Za-z0-9_-]{1,256} before it is pasted into the path:
 //
 //	POST {base}/cloud/environment/{id}/register
@@ -19,10 +19,8 @@ package main
 //	  401      -> msg2 carrying "codex-registry-authentication-rejected/v1", no stream
 //	errors     {"error":{"code":…,"message":…}}; never echoed for 401/403
 //
-// Unlike 0.169, which exits when its first registration fails, registration is retried for
-// ever on transient failures (network, 408, 409, 425, 429, 5xx) with exponential backoff and
-// jitter, Retry-After acting as a bounded floor (lessons.md R16). 401, 403, 404, other 4xx, a
-// redirect (never followed) and a malformed 200 are permanent.
+// Which failures are retried, and how (unlike 0.169, a first registration that fails is
+// retried too): docs/remote.md §2.4, §9.
 
 import (
 	"bufio"
@@ -47,7 +45,7 @@ import (
 	"time"
 )
 
-// Registry constants (relay.md §2).
+// Registry constants (docs/remote.md §2, §8).
 const (
 	registrySecurityProfile   = "noise_hybrid_ik_v1"
 	registryRequestTimeout    = 10 * time.Second // per request, as 0.169
@@ -224,7 +222,7 @@ func (c *remoteConfig) relayTimings() relayTimings {
 }
 
 // checkEnvironmentID restricts ids to what older Codex source allowed; 0.169 pastes any id
-// into the URL path unescaped (relay.md §2.1), which allows path injection.
+// into the URL path unescaped (docs/remote.md §9), which allows path injection.
 func checkEnvironmentID(id string) error {
 	if len(id) == 0 || len(id) > registryMaxEnvironmentID {
 		return fmt.Errorf("--environment-id must be 1 to %d characters", registryMaxEnvironmentID)
@@ -239,7 +237,7 @@ func checkEnvironmentID(id string) error {
 	return nil
 }
 
-// parseRemoteURL parses a registry or rendezvous URL and enforces relay.md §2.1: the TLS
+// parseRemoteURL parses a registry or rendezvous URL and enforces docs/remote.md §2.1: the TLS
 // scheme, or the plain one on loopback only; no userinfo and no fragment. The fragment test
 // reads the raw string because url.Parse drops an empty one ("https://r/#"), and the registry
 // base is joined to its endpoint paths as a string, where a '#' would cut them all off.
@@ -338,7 +336,7 @@ func (rc *registryCredentials) fail(err error) {
 	}
 }
 
-// credentialFrame is one line of --executor-credential-stdin (relay.md §2.6).
+// credentialFrame is one line of --executor-credential-stdin (docs/remote.md §8).
 type credentialFrame struct {
 	Version       *int    `json:"version"`
 	EnvironmentID *string `json:"environment_id"`
@@ -415,7 +413,7 @@ func (c *remoteConfig) startCredentials(ctx context.Context, stdin io.Reader, lo
 }
 
 // startCredentialFrames starts the reader of --executor-credential-stdin and waits for its
-// first frame, as 0.169 does (relay.md §2.6). The reader cannot be interrupted while blocked
+// first frame, as 0.169 does (docs/remote.md §8). The reader cannot be interrupted while blocked
 // in Read, so it lives as long as stdin.
 func (c *remoteConfig) startCredentialFrames(ctx context.Context, stdin io.Reader, rc *registryCredentials, log *slog.Logger) error {
 	first := make(chan struct{})
@@ -618,7 +616,7 @@ func redactURLError(err error) error {
 	return err
 }
 
-// statusError classifies a non-2xx answer (lessons.md R16).
+// statusError classifies a non-2xx answer as transient or permanent (docs/remote.md §2.4).
 func statusError(op string, resp *http.Response, body []byte) *registryError {
 	e := &registryError{op: op, status: resp.StatusCode}
 	switch s := resp.StatusCode; {
@@ -679,7 +677,7 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// register performs one registration attempt (relay.md §2.2).
+// register performs one registration attempt (docs/remote.md §2.2).
 func (c *registryClient) register(ctx context.Context, key *noisePublicKey) (*registration, error) {
 	body := struct {
 		SecurityProfile   string          `json:"security_profile"`
@@ -742,7 +740,7 @@ func (c *registryClient) registerWithRetry(ctx context.Context, key *noisePublic
 	}
 }
 
-// validateOutcome is the registry's verdict on one harness handshake (relay.md §2.3).
+// validateOutcome is the registry's verdict on one harness handshake (docs/remote.md §2.3).
 type validateOutcome int
 
 const (

@@ -1,12 +1,7 @@
 package main
 
-// Remote mode: the executor side of the Codex rendezvous relay (relay.md §3, §4, §6, §7).
-//
-// A host that nobody can dial registers with a registry (registry.go), keeps ONE websocket to
-// the rendezvous the registry names, and serves every harness that the rendezvous routes to it.
-// The rendezvous multiplexes many harness "streams" over that one physical socket; it sees only
-// routing metadata and ciphertext, because each stream is an end-to-end Noise channel
-// (noise.go) whose plaintext is the same JSON-RPC the local websocket carries (rpc.go).
+// Remote mode: the wire format of the Codex rendezvous relay, the frames the executor reads
+// and writes on its one rendezvous socket (docs/remote.md §3, §4; overview in §1).
 //
 // Files: registry.go (command line, credentials, registry client), relay.go (this file: the
 // wire format), relay_executor.go (register, dial, reconnect), relay_demux.go (one physical
@@ -53,7 +48,7 @@ import (
 	"unicode/utf8"
 )
 
-// Field numbers of RelayMessageFrame and its bodies (relay.md §4).
+// Field numbers of RelayMessageFrame and its bodies (docs/remote.md §4.1).
 const (
 	relayFieldVersion   = 1
 	relayFieldStreamID  = 2
@@ -87,7 +82,8 @@ const (
 	relayMaxGroupDepth = 100 // prost's recursion limit
 )
 
-// Limits and constants of the relay (relay.md §3, §6; the numbers 0.169 and its source use).
+// Limits and constants of the relay (docs/remote.md §3, §6): the numbers 0.169 and its source
+// use.
 const (
 	relayFrameVersion = 1 // the only RelayMessageFrame version
 
@@ -153,7 +149,7 @@ type relayFrame struct {
 }
 
 // errRelayFrame marks a frame that is not valid protobuf for the schema; such frames are
-// dropped, never answered (relay.md §4.2).
+// dropped, never answered (docs/remote.md §4.2).
 var errRelayFrame = errors.New("malformed relay frame")
 
 // appendVarint and friends are the whole protobuf encoder the relay needs.
@@ -381,7 +377,7 @@ func (r *protoReader) stringValue(wire int) (string, error) {
 }
 
 // decodeRelayFrame parses one RelayMessageFrame. It checks the encoding only; the relay's
-// rules (relay.md §4.2) are checkRelayFrame's job. The returned payload aliases b.
+// rules (docs/remote.md §4.2) are checkRelayFrame's job. The returned payload aliases b.
 func decodeRelayFrame(b []byte) (relayFrame, error) {
 	var f relayFrame
 	r := protoReader{b}
@@ -452,8 +448,8 @@ func (f *relayFrame) mergeBody(kind relayBody, b []byte) error {
 	return nil
 }
 
-// checkRelayFrame applies the receive rules of relay.md §4.2. A non-nil error means "drop the
-// frame and keep the socket"; it never names payload bytes.
+// checkRelayFrame applies the receive rules of docs/remote.md §4.2. A non-nil error means
+// "drop the frame and keep the socket"; it never names payload bytes.
 func checkRelayFrame(f *relayFrame) error {
 	switch {
 	case f.version != relayFrameVersion:

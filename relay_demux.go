@@ -1,7 +1,7 @@
 package main
 
 // Remote mode, one physical socket: the stream demultiplexer and the streams it serves
-// (relay.md §3, §6, §7).
+// (docs/remote.md §3, §6, §7).
 //
 // This file is split from relay.go (the wire format) and relay_executor.go (register, dial,
 // reconnect) because it holds the one concurrent part of remote mode, and its rules read best
@@ -129,7 +129,7 @@ func (s *relaySocket) handle(f *relayFrame) {
 	switch f.body {
 	case relayBodyAck, relayBodyResume, relayBodyHeartbeat:
 		// Resume only claims the stream at the rendezvous; acks and heartbeats are unused
-		// in 0.169 (relay.md §7).
+		// in 0.169 (docs/remote.md §4.2).
 	case relayBodyReset:
 		if st := s.lookup(f.streamID); st != nil {
 			st.teardown(errors.New("reset by the harness"), false) // its reason is not trusted
@@ -142,7 +142,7 @@ func (s *relaySocket) handle(f *relayFrame) {
 }
 
 // data delivers a Data frame to its stream; data for no stream, or before msg2, is answered
-// with a reset (relay.md §6).
+// with a reset (docs/remote.md §4.2).
 func (s *relaySocket) data(f *relayFrame) {
 	st := s.lookup(f.streamID)
 	switch {
@@ -270,7 +270,7 @@ func (st *relayStream) run(msg1 []byte) {
 	log.Info("relay stream closed")
 }
 
-// handshake reads msg1, asks the registry about the harness (relay.md §2.3, §5.7) and answers
+// handshake reads msg1, asks the registry about the harness (docs/remote.md §2.3, §5.5) and answers
 // with msg2. It returns the transport of an active stream, or nil when the stream ended here
 // (torn down, and reset where the harness must hear of it). The handshake secrets are
 // destroyed on every path.
@@ -383,7 +383,7 @@ func (st *relayStream) keepMessage() (release func()) { return func() {} }
 
 // writeMessage implements msgTransport: one JSON-RPC message becomes as many Data frames as
 // it has records. A record is encrypted once with nonce = seq; should acks ever ship
-// (lessons.md R17), this is where its ciphertext would be kept for resending.
+// (docs/remote.md §6 has none), this is where its ciphertext would be kept for resending.
 func (st *relayStream) writeMessage(b []byte) error {
 	if len(b) > noiseMaxRPCMessage {
 		n := len(b)
@@ -513,5 +513,6 @@ func (q *relayInbox) drop() {
 }
 
 // maxMessageBytes implements messageLimiter (fs.go): a Noise message carries at most
-// noiseMaxRPCMessage bytes, so fs/readFile refuses what would not fit (lessons.md R19).
+// noiseMaxRPCMessage bytes, so fs/readFile refuses what would not fit (docs/remote.md §6,
+// docs/protocol.md §7.4).
 func (st *relayStream) maxMessageBytes() int { return noiseMaxRPCMessage }

@@ -1,7 +1,7 @@
 package main
 
 // Remote mode, the executor's outer loop: register, dial the rendezvous, serve the physical
-// socket, and start again when it ends (relay.md §2.7, §3; lessons.md R16).
+// socket, and start again when it ends (docs/remote.md §2.4, §3).
 //
 // This file is split from relay.go, which keeps the wire format (the frame codec and its
 // table), and from relay_demux.go, which serves the streams of one socket. The three change
@@ -176,7 +176,7 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// rendezvousRejectionHeader carries why the rendezvous refused an upgrade (relay.md §2.7).
+// rendezvousRejectionHeader carries why the rendezvous refused an upgrade (docs/remote.md §3).
 const rendezvousRejectionHeader = "X-Codex-Rendezvous-Rejection-Reason"
 
 // rendezvousRejections are the reasons 0.169 knows by name; each means the URL from the

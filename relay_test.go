@@ -123,7 +123,8 @@ func relayFramesEqual(a, b *relayFrame) bool {
 		a.nextSeq == b.nextSeq && a.reason == b.reason && bytes.Equal(a.payload, b.payload)
 }
 
-// TestRelayFrameSpecExamples pins the byte examples of relay.md §4.1 literally.
+// TestRelayFrameSpecExamples pins byte examples literally: those of docs/remote.md §4.1
+// (the Data frame, the empty resume) and a few more.
 func TestRelayFrameSpecExamples(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -203,7 +204,7 @@ func TestRelayFrameVectors(t *testing.T) {
 				case want == "ok" && checkErr != nil:
 					t.Fatalf("check rejected a good frame: %v", checkErr)
 				case want == "drop" && checkErr == nil:
-					t.Fatal("check accepted a frame relay.md §4.2 drops")
+					t.Fatal("check accepted a frame docs/remote.md §4.2 drops")
 				case want != "ok" && want != "drop" && v.fields["check"] != "":
 					t.Fatalf("unknown check %q", want)
 				}

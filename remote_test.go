@@ -1,8 +1,8 @@
 package main
 
-// End-to-end tests of remote mode on loopback: runRemote against a test registry
-// (registry_test.go) and a test rendezvous that, as in relay.md §11.1, also plays the
-// harness on the executor's own socket, driving streams with our Noise initiator.
+// End-to-end tests of remote mode (docs/remote.md) on loopback: runRemote against a test
+// registry (registry_test.go) and a test rendezvous that also plays the harness on the
+// executor's own socket, driving streams with our Noise initiator.
 
 import (
 	"bytes"
@@ -514,7 +514,7 @@ func (s *testStream) mustCall(method string, params any) json.RawMessage {
 	return r.Result
 }
 
-// initialize runs the lifecycle of protocol.md §3.4.
+// initialize runs the lifecycle of docs/protocol.md §4.
 func (s *testStream) initialize() {
 	s.h.t.Helper()
 	res := s.mustCall("initialize", map[string]any{"clientName": "remote-test"})
@@ -846,8 +846,8 @@ func holdValidations(t *testing.T) (remoteOption, func()) {
 	}, unblock
 }
 
-// TestRemoteNegativeConformance walks the negative rows of relay.md §11.4 that concern
-// one socket.
+// TestRemoteNegativeConformance walks the failure cases of docs/remote.md §3–§6 that concern
+// one socket: bad handshakes, frames and records, an oversized message, missing pongs.
 func TestRemoteNegativeConformance(t *testing.T) {
 	badMsg1 := []struct {
 		name string
@@ -1252,7 +1252,7 @@ func TestRemoteRendezvousThatNeverAnswersIsRetried(t *testing.T) {
 }
 
 // TestRemoteUpgradeRetryAfterIsAFloor: a refused upgrade's Retry-After delays the next dial
-// like a registry's does (lessons.md R16); the test policy caps it at 20 ms.
+// like a registry's does (docs/remote.md §2.4, §3); the test policy caps it at 20 ms.
 func TestRemoteUpgradeRetryAfterIsAFloor(t *testing.T) {
 	e := startRemote(t, nil, nil, func(e *remoteEnv, _ *remoteConfig) {
 		e.rv.refuse = []upgradeRefusal{{status: 503, retryAfter: "1"}}
@@ -1265,7 +1265,7 @@ func TestRemoteUpgradeRetryAfterIsAFloor(t *testing.T) {
 
 // TestRemoteOversizedReplyBecomesAnError: a reply over the 64 MiB message limit cannot
 // cross the relay; the request gets an error and the stream lives on. fs/readFile knows the
-// limit up front (lessons.md R19: a 49 MiB file is 65 MiB of base64) and refuses as the
+// limit up front (docs/remote.md §6: a 49 MiB file is 65 MiB of base64) and refuses as the
 // reference refuses a file over its limit; any other reply that turns out too large becomes
 // an internal error.
 func TestRemoteOversizedReplyBecomesAnError(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Wire names of the sandbox a process runs in (process/start's sandboxType, docs/protocol.md §5.1).
+// Wire names of the sandbox a process runs in (process/start's sandboxType, docs/protocol.md §6.4).
 const (
 	sandboxTypeNone  = "none"
 	sandboxTypeLinux = "linuxSeccomp"

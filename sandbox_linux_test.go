@@ -1244,8 +1244,8 @@ func (f *sbFixture) env() map[string]string {
 	return env
 }
 
-// sandboxObject is the sandbox a driver sends: Codex's objects (docs/sandbox.md §1), or
-// the older SEED shape (§1.3).
+// sandboxObject is the sandbox a driver sends: Codex's objects, or the older SEED
+// sandboxPolicy shape (both in docs/sandbox.md §1).
 func (f *sbFixture) sandboxObject(mode sbMode, via sbVia, network string) json.RawMessage {
 	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	if via == viaSeed {

@@ -15,7 +15,8 @@ import (
 
 var updateNoise = flag.Bool("update-noise", false, "rewrite ../testdata/noise/ik_*.txt from github.com/flynn/noise")
 
-// noiseCounter is the counter RNG of relay.md §5.11: byte i is (start + i) mod 256.
+// noiseCounter is the counter RNG of the Noise vectors (testdata/noise/README.md): byte i is
+// (start + i) mod 256.
 type noiseCounter struct{ next byte }
 
 func (r *noiseCounter) Read(p []byte) (int, error) {

@@ -81,7 +81,7 @@ func main() {
 	cfg.workdir, _ = filepath.Abs(cfg.workdir)
 	if t := underTempDir(cfg.workdir); t != "" && sandboxed(cfg.modes) {
 		fatal(fmt.Errorf("-workdir %s is under the temporary directory %s: the reference then refuses to create "+
-			"its sandbox helper links (\"Refusing to create helper binaries under temporary dir\", sandbox.md §9), "+
+			"its sandbox helper links (\"Refusing to create helper binaries under temporary dir\"), "+
 			"so its sandboxed PTYs fail; choose a directory outside it, or leave -workdir out", cfg.workdir, t))
 	}
 	cfg.codex, _ = filepath.Abs(cfg.codex)

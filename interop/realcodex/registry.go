@@ -1,7 +1,7 @@
 package main
 
-// A loopback test registry (relay.md §2.2–§2.4) and a forwarding rendezvous (§3) on one
-// HTTP listener:
+// A loopback test registry (docs/remote.md §2) and a forwarding rendezvous (docs/remote.md §3)
+// on one HTTP listener:
 //
 //	POST /cloud/environment/{id}/register   executor  -> registration (url = ws://…/relay?role=environment)
 //	POST /cloud/environment/{id}/validate   executor  -> {"valid":true} iff the pair was issued by /connect
@@ -9,7 +9,7 @@ package main
 //	GET  /relay?role=environment|harness    websocket; binary RelayMessageFrames routed by stream_id
 //
 // The rendezvous never looks inside payloads: it only reads stream_id (and logs the frame
-// kind), which is what relay.md §3 says a rendezvous sees.
+// kind), which is all a rendezvous sees (docs/remote.md §1).
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ const (
 	securityProfile  = "noise_hybrid_ik_v1"
 	noiseSuiteLabel  = "Noise_hybridIK_X25519+MLKEM768_AESGCM_SHA256"
 	registrationID   = "reg-1"
-	maxRelayMessage  = 256 << 10 // relay.md §3
+	maxRelayMessage  = 256 << 10 // docs/remote.md §3
 	maxRegistryBody  = 64 << 10
 	resetHarnessGone = "harness_disconnected"
 )
@@ -51,7 +51,7 @@ type registryStats struct {
 	FramesToHarness  map[string]int
 	Resets           []string // "dir stream reason"
 	RegisterBody     json.RawMessage
-	FrameProblems    []string            // executor frames that break relay.md §4, §6, §7
+	FrameProblems    []string            // executor frames that break docs/remote.md §4, §6
 	MaxDataPayload   int                 // largest executor data record
 	nextSeq          map[string]uint64   // stream -> next executor data seq
 	Headers          map[string][]string // "register", "validate", "connect", "upgrade-environment", "upgrade-harness" -> sorted header names of the last one
@@ -236,7 +236,7 @@ func (r *testRegistry) readJSON(req *http.Request, v any) ([]byte, error) {
 	return body, json.Unmarshal(body, v)
 }
 
-// Limits of relay.md §6 and §7 as 0.169 emits them.
+// Limits of docs/remote.md §5.5 and §6 as 0.169 emits them.
 const (
 	maxRecordCiphertext = 61440 + 16 // 60 KiB plaintext + AES-GCM tag
 	emptyMsg2Len        = 3424       // handshake message 2 with an empty payload

@@ -1,6 +1,6 @@
 package main
 
-// Minimal reader and writer for codex.exec_server.relay.v1.RelayMessageFrame (relay.md §4),
+// Minimal reader and writer for codex.exec_server.relay.v1.RelayMessageFrame (docs/remote.md §4),
 // just enough for a forwarding rendezvous: the rendezvous routes by stream_id, logs the body
 // kind and sizes, and writes one frame itself (Reset, when a harness socket dies).
 //

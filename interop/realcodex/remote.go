@@ -1,6 +1,6 @@
 package main
 
-// Remote mode (relay.md §11.2): executor (ours, or the reference as a control) registers with
+// Remote mode (docs/remote.md §1): executor (ours, or the reference as a control) registers with
 // the loopback registry and holds the rendezvous socket; the real app-server gets a connect
 // bundle, dials the rendezvous as the Noise initiator and runs the scenario over the relay.
 
@@ -90,9 +90,9 @@ func runRemote(ctx context.Context, cfg config, log *eventLog, m modeRun, target
 }
 
 // registerResult checks the register body: exactly security_profile and executor_public_key,
-// and a public key with the suite label and correctly sized keys (relay.md §2.2, §5.2).
+// and a public key with the suite label and correctly sized keys (docs/remote.md §2.2, §5.2).
 func registerResult(st registryStats) stepResult {
-	r := stepResult{Name: "register body matches relay.md §2.2"}
+	r := stepResult{Name: "register body matches docs/remote.md §2.2"}
 	if st.Registers == 0 {
 		r.Detail = "no register call"
 		return r
@@ -147,7 +147,7 @@ func relayResults(st registryStats) []stepResult {
 	}
 }
 
-// executorHeaders are the header names 0.169's executor sends (relay.md §2.1, §3), as Go's
+// executorHeaders are the header names 0.169's executor sends (docs/remote.md §2.1, §3), as Go's
 // server canonicalises them.
 var executorHeaders = map[string]string{
 	"register":            "Accept,Authorization,Content-Length,Content-Type",

@@ -15,7 +15,7 @@ repo=$(cd "$here/../.." && pwd)
 version=0.169.0
 cache=$repo/.cache/ref
 codex=$cache/package/vendor/x86_64-unknown-linux-musl/bin/codex
-want_sha_head=b452ca20f838a885 # relay.md: sha256 b452ca20…8d13f2b
+want_sha_head=b452ca20f838a885 # sha256 b452ca20…8d13f2b of the linux-x64 codex binary
 want_sha_tail=8d13f2b
 
 if [ "$(uname -s)/$(uname -m)" != "Linux/x86_64" ]; then

@@ -133,8 +133,8 @@ func (f *sandboxFixture) Close() {
 // leftoverResult checks that the sandbox left nothing in the workspace the commands did not
 // write: no mount points for the protected names (.agents, .aws, .codex; .git only if the
 // fixture made it). The reference makes them on the host while a command runs and removes
-// them afterwards (sandbox.md §2, §9); one left behind also changes what the harness sends
-// next (it then lists it as an explicit read-only entry of the sandbox).
+// them afterwards, as ours does (docs/sandbox.md §2); one left behind also changes what the
+// harness sends next (it then lists it as an explicit read-only entry of the sandbox).
 //
 // A server may keep them a little after the turn: ours keeps a sandboxed fs worker, whose
 // view stands on them, for leftoverGrace after its last write (docs/sandbox.md §3); the
@@ -221,7 +221,7 @@ func deniedWrite(paths ...string) func(string) error {
 }
 
 // denial names a step whose command the exec-server must report with process/exited
-// sandboxDenied:true (sandbox.md §4); sandboxDeniedResult checks that after the turn.
+// sandboxDenied:true (docs/sandbox.md §4); sandboxDeniedResult checks that after the turn.
 func (s *scenario) denial(name string) string {
 	if s.denialSteps == nil {
 		s.denialSteps = map[string]bool{}

@@ -4,7 +4,7 @@ package main
 // hand-written websocket code. One reader goroutine per connection stamps every message with
 // its arrival time before parsing it, so latencies do not include the client's JSON work.
 //
-// Messages (protocol.md §3.1, §3.2, §5.6):
+// Messages (docs/protocol.md §3.1, §3.2, §6.11):
 //
 //	request       {"id":N,"method":M,"params":P}            client → server
 //	response      {"id":N,"result":R} | {"error":E,"id":N}  server → client, any field order
@@ -12,8 +12,8 @@ package main
 //	              {"method":"process/exited","params":{"processId","seq","exitCode",...}}
 //	              {"method":"process/closed","params":{"processId","seq"}}
 //
-// Notifications for a process may arrive before its process/start response (§4.2), so a
-// process is watched before its start request is sent.
+// Notifications for a process may arrive before its process/start response (docs/protocol.md
+// §3.4), so a process is watched before its start request is sent.
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ import (
 )
 
 // Buffer sizes of the client websocket: reads in 64 KiB, writes large messages as 1 MiB
-// frames (the reference's frame limit is 16 MiB, protocol.md §2.2).
+// frames (the reference's frame limit is 16 MiB, docs/protocol.md §2.2).
 const (
 	wsReadBuffer  = 64 << 10
 	wsWriteBuffer = 1 << 20
@@ -107,7 +107,7 @@ func (w *procWatch) complete() bool {
 }
 
 // see records the arrival of event seq. The reference numbers output, exited and closed from
-// one counter but may deliver exited after later output (protocol.md §4.2), so arrival order
+// one counter but may deliver exited after later output (docs/protocol.md §6.2), so arrival order
 // is not checked; every seq from 1 to the highest must arrive exactly once.
 func (w *procWatch) see(seq uint64) {
 	if seq == 0 {

@@ -17,8 +17,8 @@ import (
 	"time"
 )
 
-// childEnv is the whole environment of every benchmarked process (protocol.md §4.1: env
-// replaces the server's).
+// childEnv is the whole environment of every benchmarked process (docs/protocol.md §6.1:
+// env replaces the server's).
 var childEnv = map[string]string{"PATH": "/usr/bin:/bin"}
 
 // warmups are discarded samples before each latency series.
@@ -27,7 +27,7 @@ const warmups = 3
 // cleanupTimeout bounds the clean-up requests a failed metric sends.
 const cleanupTimeout = 10 * time.Second
 
-// readBlockLen is the largest fs/readBlock length the reference allows (protocol.md §5.8).
+// readBlockLen is the largest fs/readBlock length the reference allows (docs/protocol.md §7.13).
 const readBlockLen = 1 << 20
 
 // metric is one selectable measurement and the rows it fills.
@@ -166,7 +166,7 @@ func makeFixtures(cfg *config) (*fixtures, error) {
 
 func fileURI(path string) string { return (&url.URL{Scheme: "file", Path: path}).String() }
 
-// startParams is process/start (protocol.md §5.1).
+// startParams is process/start (docs/protocol.md §6.4).
 type startParams struct {
 	ProcessID string            `json:"processId"`
 	Argv      []string          `json:"argv"`

@@ -190,7 +190,7 @@ func (nc *nullConn) processStart(id, params []byte) error {
 }
 
 // appendNullOutput appends a process/output notification in the layout our server sends
-// (protocol.md §5.6), base64-encoding data straight into place.
+// (docs/protocol.md §6.11), base64-encoding data straight into place.
 func appendNullOutput(dst, pid []byte, seq uint64, data []byte) []byte {
 	dst = append(dst, `{"method":"process/output","params":{"processId":`...)
 	dst = append(dst, pid...)

@@ -6,7 +6,7 @@ package main
 // a shell command line with a {PORT} placeholder. A command is run as `sh -c 'exec CMD'`, so
 // the shell is replaced and the pid is the server's own; it gets a fresh CODEX_HOME (the
 // reference wants one, ours ignores it). Both servers print their bound `ws://IP:PORT` as the
-// first line of stdout (protocol.md §1); that line is the readiness signal.
+// first line of stdout (docs/protocol.md §2.1); that line is the readiness signal.
 
 import (
 	"bufio"
