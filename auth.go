@@ -1,6 +1,6 @@
 package main
 
-// Websocket upgrade authentication (--ws-auth), protocol.md §2.5.
+// Websocket upgrade authentication (--ws-auth), docs/protocol.md §2.3.
 //
 // The check runs on the HTTP upgrade request, before any websocket framing.
 // /readyz is never authenticated; the caller routes it before calling check.
@@ -66,7 +66,7 @@ import (
 	"unicode/utf8"
 )
 
-// Exact 401 bodies sent by 0.169 (protocol.md §2.5).
+// Exact 401 bodies sent by 0.169 (docs/protocol.md §2.3).
 const (
 	wsAuthMissingToken      = "missing websocket bearer token"
 	wsAuthInvalidHeader     = "invalid authorization header"

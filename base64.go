@@ -31,7 +31,7 @@ func hasLineBreak[T string | []byte](s T) bool {
 }
 
 // base64Bytes is a params field holding standard base64 with padding. Decoding errors become
-// -32602 during params decoding, as in the reference (protocol.md §3.3).
+// -32602 during params decoding, as in the reference (docs/protocol.md §3.3).
 type base64Bytes []byte
 
 func (b *base64Bytes) UnmarshalJSON(raw []byte) error { return b.decodeRawJSON(raw) }
@@ -60,10 +60,10 @@ func (b *base64Bytes) decodeRawJSON(raw []byte) error {
 	return nil
 }
 
-// lazyBase64 is a params field holding base64 that its handler decodes, not the params
-// decoder: a bad one is the handler's error to report (fs/writeFile answers -32600, not
-// -32602, protocol.md §5.7), and a large one is decoded in place, on the handler's goroutine,
-// over the message bytes that carried it (the handler keeps the message: msgTransport.keepMessage).
+// lazyBase64 is a params field holding base64 that its handler decodes, not the params decoder:
+// a bad one is the handler's error to report (fs/writeFile answers -32600, not -32602,
+// docs/protocol.md §7.5), and a large one is decoded in place, on the handler's goroutine, over
+// the message bytes that carried it (the handler keeps the message: msgTransport.keepMessage).
 type lazyBase64 struct {
 	raw []byte // the JSON string as it came, quotes included: a sub-slice of the message
 }

@@ -1,7 +1,7 @@
 package main
 
-// Environment and discovery methods (protocol.md §5.13, §5.14): what a Codex harness asks
-// about the host before it runs anything.
+// Environment and discovery methods (docs/protocol.md §9): what a Codex harness asks about the
+// host before it runs anything.
 
 import (
 	"bufio"

@@ -78,7 +78,7 @@ func TestEnvironmentConfigReadAnswersWithoutLayers(t *testing.T) {
 	if !jsonEqual(res, want) {
 		t.Errorf("got %s\nwant %s", res, want)
 	}
-	// A native path is a cwd too (SEED); the optional lists may be left out.
+	// A native path is a cwd too (docs/protocol.md §7.1); the optional lists may be left out.
 	tc.mustCall("environmentConfig/read", map[string]any{"cwd": cwd, "configPaths": [][]string{}, "requirementsPaths": [][]string{}})
 }
 

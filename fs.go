@@ -1,9 +1,7 @@
 package main
 
-// Filesystem methods (protocol.md §5.7; gate family "filesystem"). Every path is a file:
-// URI or a native absolute path (uri.go), normalised lexically before the filesystem sees it,
-// so "link/../x" names the x beside link, never the one beside link's target (the reference
-// does the same).
+// Filesystem methods (docs/protocol.md §7; gate family "filesystem"). Every path is normalised
+// lexically (uri.go, docs/protocol.md §7.1) before the filesystem sees it.
 //
 //	method              params (optional in [])                           result
 //	fs/readFile         path [sandbox]                                    {dataBase64}
@@ -18,8 +16,7 @@ package main
 //	fs/walk             see fswalk.go
 //	fs/watchMissing     see fswatch.go
 //
-// Errors from the OS keep the reference's text, "<description> (os error N)", and code:
-// ENOENT -32004; EACCES, EPERM, EINVAL -32600; anything else -32603 (fsError).
+// Errors from the OS: docs/protocol.md §7.2 (fsError).
 //
 // Every method is split in two: the handler checks the params and normalises the paths into
 // an fsOp, and the fsOp's run does the I/O. That core is the same code whether it runs here
@@ -41,24 +38,12 @@ package main
 // open, writeBlock…, close keeps its order. Nothing here blocks on a FIFO or opens a device to
 // read it: a file is checked with stat before it is opened (O_NONBLOCK) and with fstat after.
 //
-// Writes (fs/writeFile, and each file fs/copy creates) made here replace a lone regular file
-// atomically (a temporary file in the same directory, then rename), keeping its mode and
-// owner. They write in place, as the reference always does, where a rename would change what
-// other names see: a file with several hard links (the shared inode keeps the new bytes), a
-// symlink (its target is written, or created if dangling), a device or FIFO, and a file whose
-// owner we cannot give to the temporary file. A temporary file that cannot be created (no
-// write access to the directory) falls back to writing in place too. A file we may not write
-// is refused (EACCES) as the reference's open refuses it, though a rename could replace it.
-// The sandbox worker always writes in place (fsWritesInPlace). Nothing is fsynced, as in the
-// reference.
-//
-// fs/readFile answers at most 512 MiB, as the reference, or less on a transport whose messages
-// are bounded (the relay: see messageLimiter).
-//
-// Deviations from 0.169: fs/copy of a file onto itself (or onto another hard link of it) leaves
-// it intact instead of truncating it; createdAtMs is 0 on every OS (0.169's Linux build
-// reports 0); a sandboxed operation runs in a worker that lives on between operations
-// (fsworker.go) instead of a helper started for each one.
+// Writes (fs/writeFile, and each file fs/copy creates) replace a lone regular file atomically
+// and write in place wherever a rename would change what other names see (docs/protocol.md
+// §7.5). A file we may not write is refused (EACCES) as the reference's open refuses it,
+// though a rename could replace it; the sandbox worker always writes in place
+// (fsWritesInPlace). fs/readFile's limit is lower on a transport whose messages are bounded
+// (messageLimiter). What differs from 0.169 on purpose: docs/protocol.md §12.
 
 import (
 	"bytes"
@@ -214,7 +199,7 @@ func readFileAnswer(path string, limit int64) (any, error) {
 // messageLimiter is a transport that cannot carry a message over some size (the relay's Noise
 // channel: 64 MiB). A larger answer would cost the whole connection, so fs/readFile lowers its
 // limit to what the transport carries and says so with the reference's "too large" error; the
-// file can still be read with fs/open and fs/readBlock (lessons.md R19).
+// file can still be read with fs/open and fs/readBlock (docs/protocol.md §7.4).
 type messageLimiter interface{ maxMessageBytes() int }
 
 // readFileAnswerOverhead bounds the JSON around the base64 of an fs/readFile answer, a
@@ -980,7 +965,8 @@ func errFSSandbox() error {
 	return errInvalidRequest("filesystem sandbox cannot be enforced on this executor")
 }
 
-// fsError turns an error into the JSON-RPC error the reference sends for it (protocol.md §5.7).
+// fsError turns an error into the JSON-RPC error the reference sends for it (docs/protocol.md
+// §7.2).
 func fsError(err error) error {
 	var re *rpcError
 	if errors.As(err, &re) {

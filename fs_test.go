@@ -330,7 +330,8 @@ func (m *fsLimitedTransport) call(t *testing.T, req string) string {
 
 // TestFSReadFileFitsTheTransport: on a transport with a message limit (the relay), fs/readFile
 // answers what fits and refuses the rest with the reference's error, naming the lower limit,
-// instead of writing an answer the transport must drop the connection for (lessons.md R19).
+// instead of writing an answer the transport must drop the connection for (docs/protocol.md
+// §7.4).
 func TestFSReadFileFitsTheTransport(t *testing.T) {
 	ts := startTestServer(t)
 	m := &fsLimitedTransport{limit: 1 << 20, in: make(chan []byte), out: make(chan []byte, 4), done: make(chan struct{})}

@@ -1,9 +1,8 @@
 package main
 
-// File handles (protocol.md §5.8; the methods are listed in fs.go): a file opened once and read
-// or written in blocks, so that no file is too large to move. Handles belong to the connection:
-// at most --max-open-handles, all closed when it ends, never seen by another connection (a resumed
-// session included). Requests on one handle run in order (later key "fh/"+handleId).
+// File handles (docs/protocol.md §7.12–§7.15): a file opened once and read or written in
+// blocks, so that no file is too large to move. Handles belong to the connection
+// (docs/protocol.md §5.2); requests on one handle run in order (later key "fh/"+handleId).
 //
 //	fs/open        handleId (≤32 bytes, "" allowed) path [mode sandbox]   {handleId}
 //	               mode "read" (default): a regular file, for fs/readBlock
@@ -28,8 +27,8 @@ import (
 
 // Limits of file handles.
 const (
-	maxReadBlockBytes = 1 << 20 // one fs/readBlock (protocol.md §5.8)
-	maxHandleIDBytes  = 32      // a client-chosen handle id (protocol.md §5.8)
+	maxReadBlockBytes = 1 << 20 // one fs/readBlock (docs/protocol.md §7.13)
+	maxHandleIDBytes  = 32      // a client-chosen handle id (docs/protocol.md §7.12)
 )
 
 // fileHandles is a connection's open files, by client-chosen id.

@@ -1,21 +1,14 @@
 package main
 
-// fs/walk (protocol.md §5.9): a bounded breadth-first listing of a directory tree.
+// fs/walk (docs/protocol.md §7.16): a bounded breadth-first listing of a directory tree.
 //
 //	params  path, options{maxDepth, maxDirectories, maxEntries, followDirectorySymlinks,
 //	        [pruneHiddenDirectories=false]}, [sandbox: a read, in the sandbox worker when reads
 //	        are confined (fs.go)]
 //	result  {entries:[{path: URI, kind: "file"|"directory"}], errors:[{path: URI, message}], truncated}
 //
-// Directories are read level by level, each one's entries sorted by name; the root itself is
-// not listed. maxDepth 0 lists the root's children only. Symlinks are left out unless
-// followDirectorySymlinks, and then only those to directories are listed (as directories) and
-// descended, each real directory once. FIFOs, sockets, devices and dangling symlinks are left
-// out. pruneHiddenDirectories lists dot-directories without descending them. A directory that
-// cannot be read becomes an entry of errors. truncated says a limit stopped the walk: maxEntries
-// (entries examined), maxDirectories (directories read, root included) or the size the answer
-// may reach. A missing root is -32004; a root that is not a directory (or is a symlink, when
-// not following them) gives an empty answer.
+// Directories are read level by level, each real directory once; what is listed, and when
+// truncated is set, is docs/protocol.md §7.16.
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 package main
 
-// fs/watchMissing and fs/missingChanged (protocol.md §5.10): tell the client, once, that a path
-// it waits for has appeared.
+// fs/watchMissing and fs/missingChanged (docs/protocol.md §7.17, §7.18): tell the client, once,
+// that a path it waits for has appeared.
 //
 //	params        watchId (u64), missing (URI[]), [sandbox: decoded, watched in-process]
 //	result        {watching}: false when no path is missing or watchId is already in use

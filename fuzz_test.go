@@ -578,7 +578,7 @@ func refJWTString(raw json.RawMessage) (string, bool) {
 	return s, len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil
 }
 
-// refJWTBody is protocol.md §2.5's answer for a token signed with the right secret, from
+// refJWTBody is docs/protocol.md §2.3's answer for a token signed with the right secret, from
 // encoding/json and exact integer arithmetic.
 func refJWTBody(a *wsAuthConfig, token string, header, claims []byte, now int64) string {
 	if len(token) > maxWSBearerTokenBytes {

@@ -1,8 +1,8 @@
 package main
 
 // Tests that no client can exhaust the server through one connection: replies count toward
-// the outgoing queue's bound, and long polls do not hold up other requests (docs: README,
-// "Behaviour worth knowing").
+// the outgoing queue's bound, and long polls do not hold up other requests (docs/protocol.md
+// §3.4, §5.4).
 
 import (
 	"bufio"

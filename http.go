@@ -1,6 +1,6 @@
 package main
 
-// http/request and http/request/bodyDelta (protocol.md §5.11; gate family "http"): an HTTP
+// http/request and http/request/bodyDelta (docs/protocol.md §8; gate family "http"): an HTTP
 // request made from this host on the client's behalf.
 //
 //	params        method url requestId [headers:[{name,value}] bodyBase64 timeoutMs
@@ -8,27 +8,11 @@ package main
 //	result        {status, headers:[{name,value}], bodyBase64}
 //	notification  http/request/bodyDelta {requestId, seq, deltaBase64, done, error}
 //
-// A buffered request answers with the whole body, at most maxHTTPBufferedBody bytes. A
-// streamed one (streamResponse) answers as soon as the headers arrive, with an empty body, then
-// sends the body in deltas numbered from 1; the last has done:true and an empty delta, or an
-// error. timeoutMs bounds the whole exchange, streamed body included (absent: no limit; 0: fails
-// at once). Everything is cancelled when the connection ends.
-//
-// Errors: a bad method, URL, header or redirectPolicy, and a requestId still streaming, are
-// -32602; a failed exchange is -32603 "http/request failed: ..."; any status is a result.
-//
-// Credentials: the client's headers go to the URL it named. On a redirect to another origin
-// (scheme, host or port), Authorization, Proxy-Authorization, Cookie and WWW-Authenticate are
-// dropped: stricter than Go's own rule, which keeps them for subdomains and other ports. No
-// cookie jar. Proxies: HTTP_PROXY, HTTPS_PROXY and NO_PROXY (or their lower-case forms) are
-// honoured, as the reference's client does; they are read once, at the server's first request
-// (net/http's ProxyFromEnvironment); requests to localhost and loopback addresses never use a
-// proxy; ALL_PROXY is not read.
-//
-// Deviations from 0.169: response headers come sorted by name (values of one name in the order
-// received), because Go's client does not keep the order of distinct names; request headers of
-// distinct names are likewise sent in Go's order. A buffered body over maxHTTPBufferedBody is an
-// error instead of an unbounded read.
+// Bodies, errors, redirects and proxies behave as docs/protocol.md §8.1 and §8.2 say. The
+// credential headers are dropped on a redirect to another origin (scheme, host or port):
+// stricter than Go's own rule, which keeps them for subdomains and other ports. Proxies are
+// net/http's ProxyFromEnvironment, hence read once, at the server's first request. What
+// differs from 0.169 on purpose: docs/protocol.md §12.
 
 import (
 	"bytes"

@@ -1,7 +1,7 @@
 package main
 
-// The server's resource limits (SECURITY.md): each a flag with a safe default, each refusal a
-// clear JSON-RPC error or HTTP status.
+// The server's resource limits (docs/protocol.md §5.5, SECURITY.md §6): each a flag with a
+// safe default, each refusal a clear JSON-RPC error or HTTP status.
 //
 //	flag                          default  scope        past it
 //	--max-connections             2048     server       the upgrade is answered 503

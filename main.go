@@ -28,7 +28,7 @@ var (
 	date    = "unknown"
 )
 
-// Defaults that match the reference (protocol.md §3.5, §4.4).
+// Defaults that match the reference (docs/protocol.md §5.1, §5.3).
 const (
 	defaultSessionTTL      = 80 * time.Second
 	defaultRetention       = 80 * time.Second

@@ -1,7 +1,7 @@
 package main
 
-// Processes (protocol.md §4, §5.1–§5.6): the methods that run what the client asks and stream
-// every byte back in order.
+// Processes (docs/protocol.md §6): the methods that run what the client asks and stream every
+// byte back in order.
 //
 // Methods (family "exec"; params → result):
 //
@@ -15,7 +15,7 @@ package main
 //	process/resize*    processId rows cols → {}                         (TIOCSWINSZ; the kernel sends SIGWINCH)
 //	process/closeStdin* processId → {status: accepted|unknownProcess|stdinClosed}   (EOF after queued writes)
 //
-//	* extensions no reference has (README "Protocol extensions"); old clients never send them.
+//	* extensions no reference has (docs/protocol.md §11); old clients never send them.
 //
 // Notifications, sent to the connection attached to the owning session (dropped while detached):
 //
@@ -23,23 +23,11 @@ package main
 //	process/exited  {processId, seq, exitCode, sandboxDenied}
 //	process/closed  {processId, seq}
 //
-// One seq counter per process, starting at 1, numbers output chunks, exited and closed alike.
-// exited is sent when the exit status is collected, once what the child left buffered in its
-// streams has been read (proc_stream.go): output may still follow it, from a grandchild holding
-// a stream open. closed is sent exactly once, after exit and EOF on every stream (a PTY master
-// is read until EIO). sandboxDenied is the denial heuristic's verdict (sandbox_denial.go,
-// docs/sandbox.md §4), decided before exited is sent; false without a sandbox object and
-// until exit.
-// Notifications may reach the client before the process/start response.
-//
-// Deviations from 0.169, on purpose: a death by signal N reports 128+N in PTY mode too (0.169
-// reports 1); process/signal on a PTY signals the terminal's foreground process group rather
-// than writing ^C; process/terminate and the end of a session kill the child's whole session,
-// not only its process group (the jobs of an interactive shell live in groups of their own);
-// native absolute cwd paths are accepted (SEED). As in 0.169, any sandbox object, a disabled
-// one included, makes sandboxType the platform's ("linuxSeccomp" on Linux) and subjects the
-// process to the denial heuristic; a managed one the operator chose to run unsandboxed
-// (--managed-sandbox run-unsandboxed) answers "none" (docs/sandbox.md).
+// Sequence numbers and events: docs/protocol.md §6.2. exited waits for what the child left
+// buffered in its streams (proc_stream.go); closed follows exit and EOF on every stream (a
+// PTY master is read until EIO). sandboxDenied is the denial heuristic's verdict
+// (sandbox_denial.go, docs/sandbox.md §4), decided before exited is sent. What differs from
+// 0.169 on purpose: docs/protocol.md §12.
 
 import (
 	"context"
@@ -51,13 +39,13 @@ import (
 
 // Limits and timings of processes.
 const (
-	// retainedOutputLimit bounds the output kept per process for process/read (§4.4). Whole
-	// chunks are evicted, oldest first, once the total passes it.
+	// retainedOutputLimit bounds the output kept per process for process/read (docs/protocol.md
+	// §5.3). Whole chunks are evicted, oldest first, once the total passes it.
 	retainedOutputLimit = 1 << 20
 	// readChunkMin and readChunkMax bound one read from a pipe or PTY, hence one
 	// process/output chunk. A reader starts small (an idle shell costs little) and doubles its
-	// buffer each time a read fills it. 64 KiB chunks make ~87 KB notifications, far under the
-	// 1 MiB a Codex client accepts (lessons R3); see BenchmarkPipeThroughput.
+	// buffer each time a read fills it. 64 KiB chunks (docs/protocol.md §6.2) make ~87 KB
+	// notifications, far under the 1 MiB a Codex client accepts; see BenchmarkPipeThroughput.
 	readChunkMin = 8 << 10
 	readChunkMax = 64 << 10
 	// exitDrainGrace is how long the exit report waits for EOF on a stream that cannot be
@@ -70,7 +58,7 @@ const (
 	writeIDMemory = 4096
 	// killReapTimeout bounds how long killAll waits for killed processes to close.
 	killReapTimeout = 3 * time.Second
-	// defaultPTYRows and defaultPTYCols are the reference's terminal size (sandbox.md §5).
+	// defaultPTYRows and defaultPTYCols are the reference's terminal size (docs/protocol.md §6.1).
 	defaultPTYRows = 24
 	defaultPTYCols = 80
 )
@@ -223,7 +211,8 @@ func (c *conn) procs() *procTable {
 	return s.procs
 }
 
-// startParams are the params of process/start (§5.1). Fields without omitempty are required.
+// startParams are the params of process/start (docs/protocol.md §6.4). Fields without omitempty
+// are required.
 type startParams struct {
 	ProcessID string            `json:"processId"`
 	Argv      []string          `json:"argv"`
@@ -311,7 +300,7 @@ func (c *conn) processStart(p *startParams) (any, error) {
 	return startResult{ProcessID: p.ProcessID, SandboxType: sandboxType}, nil
 }
 
-// readParams are the params of process/read (§5.2).
+// readParams are the params of process/read (docs/protocol.md §6.5).
 type readParams struct {
 	ProcessID string  `json:"processId"`
 	AfterSeq  *uint64 `json:"afterSeq"`
@@ -360,7 +349,7 @@ func (c *conn) processRead(p *readParams) (any, error) {
 	}}, nil
 }
 
-// writeParams are the params of process/write (§5.3).
+// writeParams are the params of process/write (docs/protocol.md §6.6).
 type writeParams struct {
 	ProcessID string      `json:"processId"`
 	Chunk     base64Bytes `json:"chunk"`
@@ -387,7 +376,7 @@ func (c *conn) processWrite(p *writeParams) (any, error) {
 	return statusResult{status}, nil
 }
 
-// signalParams are the params of process/signal (§5.4).
+// signalParams are the params of process/signal (docs/protocol.md §6.8).
 type signalParams struct {
 	ProcessID string     `json:"processId"`
 	Signal    signalName `json:"signal"`
@@ -463,8 +452,9 @@ type terminateResult struct {
 	Running bool `json:"running"`
 }
 
-// processTerminate kills the process group at once (§5.5): no SIGTERM, no grace period. The
-// rest of the child's session is killed in the background, right after (sessionSweeper).
+// processTerminate kills the process group at once (docs/protocol.md §6.9): no SIGTERM, no
+// grace period. The rest of the child's session is killed in the background, right after
+// (sessionSweeper).
 func (c *conn) processTerminate(p *idParams) (any, error) {
 	proc := c.procs().get(p.ProcessID)
 	if proc == nil {
@@ -498,7 +488,7 @@ func (c *conn) processResize(p *resizeParams) (any, error) {
 }
 
 // processCloseStdin closes a pipeStdin child's stdin once the queued writes are written, so
-// the child reads EOF (lessons R11).
+// the child reads EOF (docs/protocol.md §6.7).
 func (c *conn) processCloseStdin(p *idParams) (any, error) {
 	proc := c.procs().get(p.ProcessID)
 	if proc == nil {

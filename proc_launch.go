@@ -1,7 +1,7 @@
 package main
 
-// What to launch for a process/start (protocol.md §4.1, §5.1): the child's environment, the
-// program found on PATH, the argv it sees, and the sandbox seam.
+// What to launch for a process/start (docs/protocol.md §6.1, §6.4): the child's environment,
+// the program found on PATH, the argv it sees, and the sandbox seam.
 //
 //	env            envPolicy absent: exactly `env`. Present: the policy's environment, then
 //	               `env` on top. A PTY child gets SHELL=<user shell> when it has none.
@@ -43,7 +43,7 @@ type launchSpec struct {
 var coreEnvVars = []string{"HOME", "LOGNAME", "PATH", "SHELL", "USER", "USERNAME", "TMPDIR", "TEMP", "TMP", "LANG"}
 
 // defaultEnvExcludes are dropped unless ignoreDefaultExcludes: names that look like secrets
-// (lessons R13).
+// (docs/protocol.md §6.1).
 var defaultEnvExcludes = []string{"*KEY*", "*SECRET*", "*TOKEN*"}
 
 // serverOnlyEnvVars never reach a child, whatever the policy: they configure this server.
@@ -164,7 +164,7 @@ func envPatternMatch(pat, s string) bool {
 	return p == len(pat)
 }
 
-// newLaunchSpec resolves a process/start into what to execute (§4.1).
+// newLaunchSpec resolves a process/start into what to execute (docs/protocol.md §6.1).
 func newLaunchSpec(p *startParams, cwd string, policy *envPolicyParams, info *environmentInfo, rows, cols uint16) (*launchSpec, error) {
 	env := map[string]string{}
 	if policy != nil {
@@ -202,8 +202,8 @@ func newLaunchSpec(p *startParams, cwd string, policy *envPolicyParams, info *en
 	return &launchSpec{path: path, argv: argv, env: envList, dir: cwd, tty: p.TTY, pipeStdin: p.PipeStdin && !p.TTY, rows: rows, cols: cols}, nil
 }
 
-// lookProgram finds the program to execute (§4.1). PTY mode searches only the child's PATH
-// and words its errors as the reference's PTY launcher does.
+// lookProgram finds the program to execute (docs/protocol.md §6.1). PTY mode searches only the
+// child's PATH and words its errors as the reference's PTY launcher does.
 func lookProgram(program, cwd string, env map[string]string, tty bool) (string, error) {
 	if strings.Contains(program, "/") {
 		if !filepath.IsAbs(program) {

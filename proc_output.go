@@ -1,7 +1,7 @@
 package main
 
-// A process's event stream: sequence numbers, the retained output buffer, the notifications
-// and process/read (protocol.md §4.2–§4.4, §5.2, §5.6).
+// A process's event stream: sequence numbers, the retained output buffer, the notifications and
+// process/read (docs/protocol.md §5.3, §6.2, §6.5, §6.11).
 //
 // Every event is numbered under the process's lock and sent under its send lock, which the
 // numbering goroutine holds from before it numbers the event until the event is queued for the
@@ -151,8 +151,9 @@ func (p *process) wakeLocked() {
 	}
 }
 
-// read evaluates process/read (§5.2) now. A nil wake means the answer is final; otherwise it
-// is the answer should the deadline pass, and wake is closed by the next event.
+// read evaluates process/read (docs/protocol.md §6.5) now. A nil wake means the answer is
+// final; otherwise it is the answer should the deadline pass, and wake is closed by the next
+// event.
 func (p *process) read(after uint64, maxBytes *uint64) (json.RawMessage, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -224,7 +225,7 @@ func (p *process) readResultLocked(chunks []retainedChunk, next uint64) json.Raw
 	return append(dst, '}')
 }
 
-// Notification layouts (protocol.md §5.6), in the reference's field order.
+// Notification layouts (docs/protocol.md §6.11), in the reference's field order.
 const (
 	outputHead  = `{"method":"process/output","params":{"processId":`
 	exitedHead  = `{"method":"process/exited","params":{"processId":`

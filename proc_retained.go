@@ -1,10 +1,10 @@
 package main
 
-// A process's retained output (docs: README, "Output is never lost"): the newest chunks, up
-// to retainedOutputLimit bytes of output and retainedChunkLimit chunks, whatever their sizes,
-// for process/read. The bytes of every chunk sit back to back in one buffer and each chunk
-// costs a small fixed record beside them, so a megabyte of one-byte chunks takes about as
-// much memory as a megabyte in large ones.
+// A process's retained output (docs/protocol.md §5.3): the newest chunks, up to
+// retainedOutputLimit bytes of output and retainedChunkLimit chunks, whatever their sizes, for
+// process/read. The bytes of every chunk sit back to back in one buffer and each chunk costs a
+// small fixed record beside them, so a megabyte of one-byte chunks takes about as much memory
+// as a megabyte in large ones.
 //
 //	chunks  [seq off n stream] [seq off n stream] …      oldest first, 24 bytes each
 //	data    |dead|chunk bytes…                     |     chunk i at data[off-base:][:n]

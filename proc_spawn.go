@@ -1,22 +1,21 @@
 package main
 
-// Starting, reaping and killing children (protocol.md §4.1, §4.5; sandbox.md §5).
+// Starting, reaping and killing children (docs/protocol.md §6.1, §6.3).
 //
-// Every child leads a new session and process group (setsid: pid == pgid == sid); a PTY
-// child has the PTY as its controlling terminal. Its streams are read from before
-// process/start returns (lessons R1). One goroutine per stream reads, one reaps; all end once
-// the child and everything holding its streams are gone, or when killAll closes the streams.
+// Every child leads a new session and process group (setsid: pid == pgid == sid); a PTY child
+// has the PTY as its controlling terminal. Its streams are read from before process/start
+// returns (docs/protocol.md §6.2). One goroutine per stream reads, one reaps; all end once the
+// child and everything holding its streams are gone, or when killAll closes the streams.
 //
-// Process groups are signalled by number, and a number can be reused once the group is
-// empty. The leader's pid holds the number until it is reaped, so signals go out freely
-// until then; afterwards a group is signalled only while no process has the leader's pid
-// (one that has it now is a stranger that reused the number, so our group is empty). Every
-// kill is a SIGKILL to the whole group, never a SIGTERM grace (protocol.md §4.5), and then to
-// the rest of the child's session (killSessions): an interactive shell in a PTY puts each
-// job in a process group of its own, and those jobs would otherwise outlive the shell, hold
-// the terminal open (so the process never closes) and outlive the server. A pipe-mode child
-// can do the same without a terminal (setpgid: `set -m` in sh, make's jobs), so both modes
-// are swept.
+// Process groups are signalled by number, and a number can be reused once the group is empty.
+// The leader's pid holds the number until it is reaped, so signals go out freely until then;
+// afterwards a group is signalled only while no process has the leader's pid (one that has it
+// now is a stranger that reused the number, so our group is empty). Every kill is a SIGKILL to
+// the whole group, never a SIGTERM grace (docs/protocol.md §6.3), and then to the rest of the
+// child's session (killSessions): an interactive shell in a PTY puts each job in a process
+// group of its own, and those jobs would otherwise outlive the shell, hold the terminal open
+// (so the process never closes) and outlive the server. A pipe-mode child can do the same
+// without a terminal (setpgid: `set -m` in sh, make's jobs), so both modes are swept.
 //
 // Finding a session's members means listing every process on the host (/proc), far slower
 // than a group kill, so process/terminate does not wait for it: it kills the group, answers,

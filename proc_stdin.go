@@ -1,6 +1,6 @@
 package main
 
-// A child's stdin (protocol.md §5.3): process/write only queues bytes; one goroutine per
+// A child's stdin (docs/protocol.md §6.6): process/write only queues bytes; one goroutine per
 // process, alive only while bytes are queued, writes them in order. The queue is bounded, so a
 // child that never reads cannot make the server buffer without limit.
 
@@ -107,8 +107,8 @@ func (w *stdinWriter) closeFileLocked() {
 }
 
 // writeIDSet remembers the last writeIDMemory accepted writeIds of a process, so a retried
-// process/write is applied once (lessons R6). It keeps a SHA-256 of each id, not the id: a
-// writeId may be as long as a message, and 4096 of those would be gigabytes.
+// process/write is applied once (docs/protocol.md §6.6). It keeps a SHA-256 of each id, not the
+// id: a writeId may be as long as a message, and 4096 of those would be gigabytes.
 type writeIDSet struct {
 	ids  map[writeIDKey]struct{}
 	ring []writeIDKey

@@ -1,6 +1,6 @@
 package main
 
-// Reading a child's output streams, and draining them when it exits (lessons R1, R2).
+// Reading a child's output streams, and draining them when it exits (docs/protocol.md §6.2).
 //
 // Each stream has one reader goroutine. When the child's exit status is collected, the reaper
 // asks every open stream to drain: it sets a read deadline in the past, the reader's pending
@@ -177,12 +177,12 @@ func (p *process) reportExit(code int) {
 	p.send(exited, closed)
 }
 
-// awaitDenialGrace waits, once a sandboxed process's exit status is known and its streams
-// are drained, for one more output chunk or sandboxDenialGrace, whichever comes first
-// (docs/sandbox.md §4, "Timing"), so that the denial heuristic sees it; output after that is
-// not considered. Streams that all reach EOF end the wait early, since no chunk can follow.
-// The reaper waits here before exited is numbered, so nothing else changes: closed cannot be
-// sent before exited (streamEOF closes only an exited process), and every chunk that arrives
+// awaitDenialGrace waits, once a sandboxed process's exit status is known and its streams are
+// drained, for one more output chunk or sandboxDenialGrace, whichever comes first
+// (docs/sandbox.md §4), so that the denial heuristic sees it; output after that is not
+// considered. Streams that all reach EOF end the wait early, since no chunk can follow. The
+// reaper waits here before exited is numbered, so nothing else changes: closed cannot be sent
+// before exited (streamEOF closes only an exited process), and every chunk that arrives
 // meanwhile is numbered before exited.
 func (p *process) awaitDenialGrace() {
 	p.mu.Lock()

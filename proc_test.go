@@ -813,7 +813,7 @@ func TestPTYWriteAndTerminalSize(t *testing.T) {
 }
 
 // TestProcessReadSemantics pins process/read's chunk selection, nextSeq and wake-up rules
-// (protocol.md §5.2) on three chunks made one at a time through cat.
+// (docs/protocol.md §6.5) on three chunks made one at a time through cat.
 func TestProcessReadSemantics(t *testing.T) {
 	ts := startTestServer(t)
 	tc := ts.connect(t)
@@ -1131,8 +1131,8 @@ func BenchmarkOutputNotification(b *testing.B) {
 	}
 }
 
-// BenchmarkProcessStartToClosed is the lessons.md bar "start → process/closed p50 ≤ 5 ms":
-// one `true` per op, started over a real websocket, until its closed notification arrives.
+// BenchmarkProcessStartToClosed measures BENCHMARKS.md's "start → closed" latency: one `true`
+// per op, started over a real websocket, until its closed notification arrives.
 func BenchmarkProcessStartToClosed(b *testing.B) {
 	for _, tty := range []bool{false, true} {
 		b.Run(fmt.Sprintf("tty=%v", tty), func(b *testing.B) {

@@ -1,6 +1,6 @@
 package main
 
-// PTYs on Linux, by hand (sandbox.md §5):
+// PTYs on Linux, by hand (docs/protocol.md §6.1):
 //
 //	open("/dev/ptmx", O_RDWR|O_NOCTTY|O_CLOEXEC|O_NONBLOCK)   the master; a new slave appears
 //	ioctl(master, TIOCSPTLCK, &0)                             unlock the slave (unlockpt)

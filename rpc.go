@@ -2,12 +2,12 @@ package main
 
 // JSON-RPC envelope and dispatch, shared by every transport (websocket, stdio, relay stream).
 //
-// Wire format (protocol.md §3; one JSON object per transport message):
+// Wire format (docs/protocol.md §3; one JSON object per transport message):
 //
 //	client → server
 //	  {"id":ID,"method":M,"params":P}   request        ID: int64 or string, echoed byte for byte
 //	  {"method":M,"params":P}           notification   only "initialized" is expected
-//	  {"id":ID,"result":R} / "error"    response       the server sends no requests: answered with an error
+//	  {"id":ID,"result":R} / "error"    response       the server sends no requests: connection closed
 //	  anything else                     parse error    {"error":{"code":-32600,...},"id":-1}, connection kept
 //	server → client (no "jsonrpc" member, compact)
 //	  {"id":ID,"result":R}
@@ -34,7 +34,7 @@ import (
 	"sync"
 )
 
-// JSON-RPC error codes used by the reference (protocol.md §7).
+// JSON-RPC error codes used by the reference (docs/protocol.md §10).
 const (
 	codeInvalidRequest  = -32600
 	codeMethodNotFound  = -32601
@@ -136,7 +136,7 @@ func (f framedJSON) frame(id json.RawMessage) ([]byte, bool) {
 
 // method is one entry of a server's method table.
 type method struct {
-	family string // the gate text of protocol.md §3.4; "" for methods without a gate
+	family string // the gate text of docs/protocol.md §4.3; "" for methods without a gate
 	call   func(c *conn, params json.RawMessage) (any, error)
 }
 
@@ -165,7 +165,8 @@ func handle[P any](family, paramsName string, fn func(c *conn, p *P) (any, error
 	}}
 }
 
-// handleNoParams builds a method that takes no params: absent, null or {} (protocol.md §3.3).
+// handleNoParams builds a method that takes no params: absent, null or {}
+// (docs/protocol.md §3.3).
 func handleNoParams(family string, fn func(c *conn) (any, error)) method {
 	return method{family: family, call: func(c *conn, raw json.RawMessage) (any, error) {
 		if len(raw) > 0 && !json.Valid(raw) { // parseIncoming only delimits params
@@ -205,7 +206,7 @@ func newMethodTable() methodTable {
 	return t
 }
 
-// incoming is the untagged shape of any client message (protocol.md §3.1).
+// incoming is the untagged shape of any client message (docs/protocol.md §3.1).
 type incoming struct {
 	ID     json.RawMessage `json:"id"`
 	Method json.RawMessage `json:"method"`
@@ -774,7 +775,7 @@ func jsonScalarByte(c byte) bool {
 }
 
 // conn is one client connection on any transport. It owns the connection-scoped state of
-// protocol.md §3.5 (lifecycle flags, file handles, watches, HTTP streams) through cleanups,
+// docs/protocol.md §5.2 (lifecycle flags, file handles, watches, HTTP streams) through cleanups,
 // and is attached to at most one session.
 type conn struct {
 	srv         *server
@@ -802,7 +803,7 @@ type conn struct {
 	sandboxCache map[string]*sandboxRequest // parsed sandbox objects, by their bytes (fs.go)
 }
 
-// connState is where a connection stands in the lifecycle of protocol.md §3.4.
+// connState is where a connection stands in the lifecycle of docs/protocol.md §4.
 type connState int
 
 const (
@@ -1047,13 +1048,13 @@ func (c *conn) handleNotification(name string) bool {
 	case name == "initialized":
 		return true
 	}
-	// The SEED contract: an unexpected notification gets an error with id -1 and the
-	// connection stays (0.169 drops TCP instead).
+	// An unexpected notification gets an error with id -1 and the connection stays
+	// (docs/protocol.md §4.1; 0.169 drops TCP instead, §12).
 	c.sendError(nil, errInvalidRequest("unexpected notification `%s`", name))
 	return true
 }
 
-// gate applies the lifecycle gate of protocol.md §3.4 for a method family.
+// gate applies the lifecycle gate of docs/protocol.md §4.3 for a method family.
 func (c *conn) gate(family string) error {
 	if family == "" {
 		return nil

@@ -28,8 +28,8 @@ func TestRPCVectors(t *testing.T) {
 }
 
 // TestRPCVectorsAgainstReference replays the vector files that say "checked against codex
-// 0.169" against a running reference (EXEC_SERVER_REFERENCE_URL=ws://…, by hand: see
-// docs/protocol.md), so that a claim of parity can be checked again.
+// 0.169" against a running reference (EXEC_SERVER_REFERENCE_URL=ws://…, a `codex exec-server`
+// 0.169 started by hand), so that a claim of parity can be checked again.
 func TestRPCVectorsAgainstReference(t *testing.T) {
 	url := os.Getenv("EXEC_SERVER_REFERENCE_URL")
 	if url == "" {

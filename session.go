@@ -1,10 +1,7 @@
 package main
 
-// Sessions (protocol.md §3.5). A session owns processes; a connection only borrows it. When
-// the connection goes, the session detaches: its processes keep running and keep buffering,
-// notifications are dropped, and initialize{resumeSessionId} may reattach it until the
-// detached TTL runs out, when every process of the session is killed: each child's group and
-// the rest of its session.
+// Sessions (docs/protocol.md §5.1): a session owns processes and outlives its connection,
+// which only borrows it; detached, it waits --session-ttl for a resume, then kills them.
 
 import (
 	"context"
@@ -346,7 +343,7 @@ func (s *session) notify(b []byte) {
 	}
 }
 
-// initializeParams are the params of initialize (protocol.md §3.4).
+// initializeParams are the params of initialize (docs/protocol.md §4.2).
 type initializeParams struct {
 	ClientName      string  `json:"clientName"`
 	ResumeSessionID *string `json:"resumeSessionId"`

@@ -1,8 +1,8 @@
 package main
 
-// Sessions outlive connections (protocol.md §3.5): processes keep running and buffering while
-// detached, a resume recovers missed output by cursor, and a session nobody resumes takes its
-// process groups down with it.
+// Sessions outlive connections (docs/protocol.md §5.1): processes keep running and buffering
+// while detached, a resume recovers missed output by cursor, and a session nobody resumes takes
+// its process groups down with it.
 
 import (
 	"fmt"

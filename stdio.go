@@ -1,6 +1,6 @@
 package main
 
-// stdio transport (protocol.md §2.6): newline-delimited JSON both ways, one connection.
+// stdio transport (docs/protocol.md §2.4): newline-delimited JSON both ways, one connection.
 // Blank lines are skipped, "\r\n" works, and EOF ends the connection (the caller then kills
 // every process and exits 0).
 

@@ -1,12 +1,12 @@
 package main
 
-// Path parameters (protocol.md §6.1). 0.169 takes only file: URIs, parsed as WHATWG URLs; the
-// SEED contract also promises native absolute paths. We accept both and answer with file: URIs.
+// Path parameters (docs/protocol.md §7.1): file: URIs, read as WHATWG URLs just as the reference
+// reads them, and native absolute paths (an extension, §11); answers are file: URIs.
 //
 //	file:///abs/path  FILE:///abs  file:/abs  file://localhost/abs  file:tmp (= /tmp)
 //	%XX decoded (%2F too; a "%" not followed by two hex digits is itself), "\" is "/",
 //	tab, CR and LF dropped, "." ".." "//" segments and a trailing "/" normalised
-//	/abs/path                       native absolute path (SEED), taken as it is
+//	/abs/path                       native absolute path, taken as it is
 //	rejected while decoding params: relative or empty, another scheme, ?query, #fragment, %00
 //	rejected when used:             a host other than localhost, a Windows drive ("C:", "C|")
 //	                                as the first segment
@@ -161,7 +161,7 @@ func uriSegmentEscape(c byte) bool {
 }
 
 // paramPath parses a path parameter for an fs method: syntax errors are -32602, a path that
-// is not usable on this host -32600 (protocol.md §6.1).
+// is not usable on this host -32600 (docs/protocol.md §7.1).
 // checkPathSyntax refuses, as a -32602, a path parameter the reference refuses while it
 // decodes params: before the lifecycle gate, in the order of the fields.
 func checkPathSyntax(s string) error {

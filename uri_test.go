@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestParsePathForms checks the path forms of protocol.md §6.1.
+// TestParsePathForms checks the path forms of docs/protocol.md §7.1.
 func TestParsePathForms(t *testing.T) {
 	invalid := func(s string) string { return "'" + s + "' is invalid on '" + runtime.GOOS + "'" }
 	for _, tt := range []struct {

@@ -1,10 +1,10 @@
 package main
 
 // The watchdog: a small process of our own binary that outlives a crash of the server only
-// long enough to kill what the server would have killed on a clean exit (docs: README,
-// "Behaviour worth knowing"). PR_SET_PDEATHSIG reaches only the server's direct children;
-// what they started (a `(sleep &)`, a `set -m` job, a `nohup`, an interactive shell's jobs)
-// would otherwise be re-parented to init and live on.
+// long enough to kill what the server would have killed on a clean exit (SECURITY.md §7).
+// PR_SET_PDEATHSIG reaches only the server's direct children; what they started (a
+// `(sleep &)`, a `set -m` job, a `nohup`, an interactive shell's jobs) would otherwise be
+// re-parented to init and live on.
 //
 //	server ── pipe ──▶ /proc/self/exe __exec-server-watchdog   (its own session)
 //	line      meaning

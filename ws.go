@@ -1,7 +1,7 @@
 package main
 
-// Websocket (RFC 6455), written by hand in both roles: the server side for local clients and
-// the client side for the rendezvous relay and tests. No extensions, no subprotocols.
+// Websocket (RFC 6455), written by hand in both roles: the server side for local clients
+// (docs/protocol.md §2.1, §2.2) and the client side for the rendezvous relay and tests.
 //
 // Frame layout (RFC 6455 §5.2):
 //
@@ -17,10 +17,9 @@ package main
 //	control frames: FIN set, payload ≤ 125 bytes, may arrive between the fragments of a message
 //	close payload: 2-byte big-endian code, then a UTF-8 reason
 //
-// Errors close the connection with a close frame: 1002 for a protocol error, 1007 for invalid
-// UTF-8 in a text message (checked fragment by fragment, so it fails on the first bad one),
-// 1009 past a size limit. The reference drops TCP without a close frame in these cases;
-// sending one is the allowed, cleaner deviation.
+// Errors close the connection with a close frame, coded as docs/protocol.md §2.2 lists: 1002,
+// 1007 for invalid UTF-8 in a text message (checked fragment by fragment, so it fails on the
+// first bad one), 1009.
 //
 // Close handshake (RFC 6455 §7):
 //
@@ -76,7 +75,7 @@ const (
 	wsCloseInternal      = 1011
 )
 
-// Limits, as the reference's (protocol.md §2.2, §2.3).
+// Limits, as the reference's (docs/protocol.md §2.1, §2.2).
 const (
 	wsMaxFrame       = 16 << 20 // one frame's payload
 	wsMaxMessage     = 64 << 20 // one reassembled message
@@ -694,7 +693,7 @@ func (c *wsConn) close(reason error) error {
 	return nil
 }
 
-// wsServer serves the websocket endpoint and the HTTP routes of protocol.md §2.1.
+// wsServer serves the websocket endpoint and the HTTP routes of docs/protocol.md §2.1.
 type wsServer struct {
 	srv  *server
 	http *http.Server

@@ -1,10 +1,10 @@
 package main
 
-// Websocket tests on real sockets: the HTTP routes of protocol.md §2.1, the 401 tables of
-// §2.5, and Autobahn-equivalent frame cases (categories 1–7 and 9) crafted byte by byte on a
-// raw TCP connection after a hand-written upgrade. The server answers JSON-RPC, not echo: a
-// data message is "echoed" as the reply to the request it carries (an unknown method's error
-// quotes the method name, which lets UTF-8 round-trip).
+// Websocket tests on real sockets: the HTTP routes of docs/protocol.md §2.1, the 401 tables of
+// docs/protocol.md §2.3, and Autobahn-equivalent frame cases (categories 1–7 and 9) crafted
+// byte by byte on a raw TCP connection after a hand-written upgrade. The server answers
+// JSON-RPC, not echo: a data message is "echoed" as the reply to the request it carries (an
+// unknown method's error quotes the method name, which lets UTF-8 round-trip).
 
 import (
 	"bufio"
@@ -749,7 +749,7 @@ func checkRoutes(t *testing.T, ts *testServer, routes []httpRoute) {
 	}
 }
 
-// TestHTTPRoutes pins every row of protocol.md §2.1's table.
+// TestHTTPRoutes pins every row of docs/protocol.md §2.1's table.
 func TestHTTPRoutes(t *testing.T) {
 	ts := startTestServer(t)
 	port := ts.url[strings.LastIndexByte(ts.url, ':')+1:]
@@ -775,7 +775,7 @@ func TestHTTPRoutes(t *testing.T) {
 	})
 }
 
-// TestAuthHTTPRoutes pins every row of protocol.md §2.5's 401 tables through a real server
+// TestAuthHTTPRoutes pins every row of docs/protocol.md §2.3's 401 tables through a real server
 // configured as --ws-auth would, plus the accepted forms and /readyz without auth.
 func TestAuthHTTPRoutes(t *testing.T) {
 	upgrade := func(auth string) string {
