@@ -78,112 +78,118 @@ const maxNesting = 10000
 // indexes them in a map (an env object can hold hundreds).
 const maxInlineKeys = 16
 
+// dupScan is firstDuplicateKey's state: the containers open around the current position and
+// the member names of the open objects.
+type dupScan struct {
+	stack []dupContainer
+	names [][2]int // [start, end) of each name, quotes included
+}
+
+// dupContainer is an open object or array.
+type dupContainer struct {
+	first int                 // index into names of the object's first member name
+	index map[string]struct{} // the names, once there are more than maxInlineKeys
+	array bool
+}
+
+// What firstDuplicateKey expects next.
+const (
+	dupValue     = iota // a value
+	dupNameOrEnd        // after '{': a name or '}'
+	dupName             // after ',' in an object
+	dupColon            // after a name
+	dupNext             // after a value: ',' or the end of the container
+)
+
 // firstDuplicateKey finds the first member name that repeats within one object of the JSON
 // value msg starts with, at any depth, and the offset just past its closing quote. ok is false
 // when there is none before the value ends or its structure breaks (the syntax error is then
 // for encoding/json to report). Names are compared as raw bytes unless one holds an escape; a
 // message without objects of more than maxInlineKeys members allocates nothing.
 func firstDuplicateKey(msg []byte) (key string, end int, ok bool) {
-	type object struct {
-		first int                 // index into names of the object's first member name
-		index map[string]struct{} // the names, once there are more than maxInlineKeys
-		array bool
-	}
 	var (
-		objBuf  [16]object
-		nameBuf [64][2]int // [start, end) of each name, quotes included
-		stack   = objBuf[:0]
-		names   = nameBuf[:0]
+		stackBuf [16]dupContainer
+		nameBuf  [64][2]int
+		d        = dupScan{stack: stackBuf[:0], names: nameBuf[:0]}
+		state    = dupValue
 	)
-	const (
-		value     = iota // a value is expected
-		nameOrEnd        // after '{'
-		name             // after ',' in an object
-		colon            // after a name
-		next             // after a value: ',' or the end of the container
-	)
-	state := value
 	for i := skipSpace(msg, 0); i < len(msg); i = skipSpace(msg, i) {
 		c := msg[i]
-		if (c == '{' || c == '[') && len(stack) == maxNesting {
+		switch {
+		case (c == '{' || c == '[') && len(d.stack) == maxNesting:
 			return "", 0, false
-		}
-		switch state {
-		case value:
-			switch {
-			case c == '{':
-				stack = append(stack, object{first: len(names)})
-				state, i = nameOrEnd, i+1
-				continue
-			case c == '[':
-				stack = append(stack, object{array: true})
-				i = skipSpace(msg, i+1)
-				if i < len(msg) && msg[i] == ']' {
-					break // closed below, as after a value
-				}
-				continue
-			case c == '"':
-				if i = skipString(msg, i); i < 0 {
-					return "", 0, false
-				}
-			case jsonScalarByte(c):
-				for i < len(msg) && jsonScalarByte(msg[i]) {
-					i++
-				}
-			default:
+		case state == dupValue:
+			if state, i = d.value(msg, i); i < 0 {
 				return "", 0, false
 			}
-			state = next
-			continue
-		case nameOrEnd, name:
-			if c == '}' && state == nameOrEnd {
-				break // an empty object: closed below
-			}
-			if c != '"' {
-				return "", 0, false
-			}
+		case (state == dupNameOrEnd || state == dupName) && c == '"':
 			e := skipString(msg, i)
 			if e < 0 {
 				return "", 0, false
 			}
-			top := &stack[len(stack)-1]
-			if k, dup := addName(msg, &names, top.first, &top.index, i, e); dup {
+			top := &d.stack[len(d.stack)-1]
+			if k, dup := addName(msg, &d.names, top.first, &top.index, i, e); dup {
 				return k, e, true
 			}
-			state, i = colon, e
-			continue
-		case colon:
-			if c != ':' {
+			state, i = dupColon, e
+		case state == dupColon && c == ':':
+			state, i = dupValue, i+1
+		case state == dupNext && len(d.stack) > 0 && c == ',':
+			state, i = dupValue, i+1
+			if !d.stack[len(d.stack)-1].array {
+				state = dupName
+			}
+		case state == dupNext && len(d.stack) > 0, state == dupNameOrEnd && c == '}':
+			if !d.close(c) {
 				return "", 0, false
 			}
-			state, i = value, i+1
-			continue
-		case next:
-			if len(stack) == 0 {
-				return "", 0, false // the first value ended: what follows is not ours
-			}
-			if c == ',' {
-				state, i = value, i+1
-				if !stack[len(stack)-1].array {
-					state = name
-				}
-				continue
-			}
-		}
-		// c closes the innermost container (after a value, or at once when empty).
-		top := stack[len(stack)-1]
-		if top.array && c != ']' || !top.array && c != '}' {
+			state, i = dupNext, i+1
+		default: // a syntax error, or what follows the first value
 			return "", 0, false
 		}
-		if !top.array {
-			names = names[:top.first]
-		}
-		stack, state, i = stack[:len(stack)-1], next, i+1
-		if len(stack) == 0 {
-			return "", 0, false
+		if state == dupNext && len(d.stack) == 0 {
+			return "", 0, false // the first value ended
 		}
 	}
 	return "", 0, false
+}
+
+// value starts the value at msg[i]: it opens a container, or skips a string or a scalar. It
+// returns what comes next and where, or i < 0 for a malformed value.
+func (d *dupScan) value(msg []byte, i int) (state, next int) {
+	switch c := msg[i]; {
+	case c == '{':
+		d.stack = append(d.stack, dupContainer{first: len(d.names)})
+		return dupNameOrEnd, i + 1
+	case c == '[':
+		d.stack = append(d.stack, dupContainer{array: true})
+		if j := skipSpace(msg, i+1); j < len(msg) && msg[j] == ']' {
+			return dupNext, j // an empty array: closed as after a value
+		}
+		return dupValue, i + 1
+	case c == '"':
+		return dupNext, skipString(msg, i)
+	case jsonScalarByte(c):
+		for i < len(msg) && jsonScalarByte(msg[i]) {
+			i++
+		}
+		return dupNext, i
+	}
+	return dupValue, -1
+}
+
+// close ends the innermost container with c, forgetting an object's names; false when c does
+// not close it.
+func (d *dupScan) close(c byte) bool {
+	top := d.stack[len(d.stack)-1]
+	if top.array && c != ']' || !top.array && c != '}' {
+		return false
+	}
+	if !top.array {
+		d.names = d.names[:top.first]
+	}
+	d.stack = d.stack[:len(d.stack)-1]
+	return true
 }
 
 // addName records the name msg[start:end] (quotes included) as a member of the object whose
