@@ -277,39 +277,17 @@ func TestProcessErrorVectors(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "noexec"), []byte("#!/bin/sh\n"), 0o644)
 	subst := strings.NewReplacer("$CWD", fileURI(dir), "$DIR", dir, "$FILE", fileURI(filepath.Join(dir, "file")),
 		"$NOEXEC", filepath.Join(dir, "noexec"), "$GOOS", runtime.GOOS, "$SANDBOX_TYPE", platformSandboxType())
-	data, err := os.ReadFile("testdata/proc/errors.txt")
-	if err != nil {
-		t.Fatal(err)
+	cases := readVectors(t, "testdata/proc/errors.txt")
+	for _, c := range cases {
+		c.only(t, "name", "method", "params", "result", "error")
+		for k, v := range c.fields {
+			c.fields[k] = subst.Replace(v)
+		}
+		res, rerr := tc.call(c.field(t, "method"), json.RawMessage(c.field(t, "params")))
+		c.checkCall(t, c.name(), res, rerr)
 	}
-	var lines []string
-	for _, l := range strings.Split(string(data), "\n") {
-		if l != "" && (!strings.HasPrefix(l, "#") || strings.HasPrefix(l, "## ")) {
-			lines = append(lines, subst.Replace(l))
-		}
-	}
-	cases := 0
-	for i := 0; i+2 < len(lines); i += 3 {
-		name, call, want := strings.TrimPrefix(lines[i], "## "), lines[i+1], lines[i+2]
-		method, params, _ := strings.Cut(call, " ")
-		cases++
-		res, rerr := tc.call(method, json.RawMessage(params))
-		if strings.HasPrefix(want, "= ") {
-			if rerr != nil || string(res) != want[2:] {
-				t.Errorf("%s: got %s %v, want %s", name, res, rerr, want[2:])
-			}
-			continue
-		}
-		code, msgJSON, _ := strings.Cut(want, " ")
-		var msg string
-		if err := json.Unmarshal([]byte(msgJSON), &msg); err != nil {
-			t.Fatalf("%s: bad expectation %q", name, want)
-		}
-		if rerr == nil || strconv.Itoa(rerr.Code) != code || rerr.Message != msg {
-			t.Errorf("%s: got %s %+v, want %s %q", name, res, rerr, code, msg)
-		}
-	}
-	if cases < 30 {
-		t.Fatalf("only %d cases parsed", cases)
+	if len(cases) < 30 {
+		t.Fatalf("only %d cases parsed", len(cases))
 	}
 }
 
