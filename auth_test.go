@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -62,43 +61,22 @@ func TestWSAuthDisabledAcceptsAnyHeader(t *testing.T) {
 	}
 }
 
-// capabilityVector is one line of capability-token.txt.
-type capabilityVector struct {
-	line          int
-	authorization string
-	expect        string // "ok" or a 401 body
-}
-
-func readCapabilityVectors(t *testing.T) []capabilityVector {
+// readCapabilityVectors reads capability-token.txt: each case an authorization (Go-quoted) and
+// what check gives for it.
+func readCapabilityVectors(t *testing.T) []vectorCase {
 	t.Helper()
-	f, err := os.Open("testdata/auth/capability-token.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var vectors []capabilityVector
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		quoted, err := strconv.QuotedPrefix(line)
+	cases := readVectors(t, "testdata/auth/capability-token.txt")
+	for i := range cases {
+		c := &cases[i]
+		c.only(t, "authorization", "expect")
+		authorization, err := strconv.Unquote(c.field(t, "authorization"))
 		if err != nil {
-			t.Fatalf("capability-token.txt:%d: %v", n, err)
+			t.Fatalf("%s: authorization: %v", c.where(), err)
 		}
-		authorization, _ := strconv.Unquote(quoted)
-		expect, found := strings.CutPrefix(line[len(quoted):], " => ")
-		if !found {
-			t.Fatalf("capability-token.txt:%d: want `\"...\" => expect`", n)
-		}
-		expect, _, _ = strings.Cut(expect, "#")
-		vectors = append(vectors, capabilityVector{n, authorization, strings.TrimSpace(expect)})
+		c.fields["authorization"] = authorization
+		c.field(t, "expect")
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return vectors
+	return cases
 }
 
 func TestWSAuthCapabilityTokenVectors(t *testing.T) {
@@ -115,9 +93,10 @@ func TestWSAuthCapabilityTokenVectors(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		for _, v := range vectors {
-			body, ok := a.check(v.authorization, testAuthNow)
-			if got := authResult(body, ok); got != v.expect {
-				t.Errorf("%s: capability-token.txt:%d: check(%q) = %q, want %q", name, v.line, v.authorization, got, v.expect)
+			authorization, expect := v.fields["authorization"], v.fields["expect"]
+			body, ok := a.check(authorization, testAuthNow)
+			if got := authResult(body, ok); got != expect {
+				t.Errorf("%s: %s: check(%q) = %q, want %q", name, v.where(), authorization, got, expect)
 			}
 		}
 	}
@@ -140,59 +119,33 @@ func TestWSAuthCapabilityTokenRejectsOverlongToken(t *testing.T) {
 	}
 }
 
-// jwtVector is one case of signed-bearer-token.txt: key → value.
-type jwtVector struct {
-	line   int
-	fields map[string]string
+// jwtVectorKeys are the keys of signed-bearer-token.txt.
+var jwtVectorKeys = []string{
+	"name", "issuer", "audience", "skew", "header", "claims", "sign", "encode", "mutate", "token",
+	"suffix", "authorization", "expect",
 }
 
-var jwtVectorKeys = map[string]bool{
-	"case": true, "issuer": true, "audience": true, "skew": true, "header": true, "claims": true,
-	"sign": true, "encode": true, "mutate": true, "token": true, "suffix": true,
-	"authorization": true, "expect": true,
-}
-
-func readJWTVectors(t *testing.T) []jwtVector {
+// readJWTVectors reads signed-bearer-token.txt, with the Go-quoted values unquoted.
+func readJWTVectors(t *testing.T) []vectorCase {
 	t.Helper()
-	data, err := os.ReadFile("testdata/auth/signed-bearer-token.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vectors []jwtVector
-	var cur *jwtVector
-	for n, line := range strings.Split(string(data), "\n") {
-		switch {
-		case strings.HasPrefix(line, "#"):
-			continue
-		case strings.TrimSpace(line) == "":
-			cur = nil
-			continue
-		}
-		if cur == nil {
-			vectors = append(vectors, jwtVector{line: n + 1, fields: map[string]string{}})
-			cur = &vectors[len(vectors)-1]
-		}
-		key, value, _ := strings.Cut(line, ":")
-		if !jwtVectorKeys[key] {
-			t.Fatalf("signed-bearer-token.txt:%d: unknown key %q", n+1, key)
-		}
-		if _, dup := cur.fields[key]; dup {
-			t.Fatalf("signed-bearer-token.txt:%d: duplicate key %q", n+1, key)
-		}
-		value = strings.TrimSpace(value)
-		if key == "authorization" || (key == "issuer" || key == "audience") && strings.HasPrefix(value, `"`) {
-			if value, err = strconv.Unquote(value); err != nil {
-				t.Fatalf("signed-bearer-token.txt:%d: %s: %v", n+1, key, err)
+	vectors := readVectors(t, "testdata/auth/signed-bearer-token.txt")
+	for i := range vectors {
+		v := &vectors[i]
+		v.only(t, jwtVectorKeys...)
+		for key, value := range v.fields {
+			if key == "authorization" || (key == "issuer" || key == "audience") && strings.HasPrefix(value, `"`) {
+				u, err := strconv.Unquote(value)
+				if err != nil {
+					t.Fatalf("%s: %s: %v", v.where(), key, err)
+				}
+				v.fields[key] = u
 			}
 		}
-		cur.fields[key] = value
-	}
-	for _, v := range vectors {
-		if v.fields["case"] == "" || v.fields["expect"] == "" {
-			t.Fatalf("signed-bearer-token.txt:%d: a case needs case: and expect:", v.line)
+		if v.fields["name"] == "" || v.fields["expect"] == "" {
+			t.Fatalf("%s: a case needs name: and expect:", v.where())
 		}
 		if _, ok := v.fields["claims"]; !ok && v.fields["token"] == "" {
-			t.Fatalf("signed-bearer-token.txt:%d: a case needs claims: or token:", v.line)
+			t.Fatalf("%s: a case needs claims: or token:", v.where())
 		}
 	}
 	return vectors
@@ -282,18 +235,18 @@ func buildJWTVectorToken(t *testing.T, f map[string]string) string {
 func TestWSAuthSignedBearerTokenVectors(t *testing.T) {
 	for _, v := range readJWTVectors(t) {
 		f := v.fields
-		t.Run(f["case"], func(t *testing.T) {
+		t.Run(f["name"], func(t *testing.T) {
 			skew := defaultWSMaxClockSkew
 			if s, ok := f["skew"]; ok {
 				n, err := strconv.Atoi(s)
 				if err != nil {
-					t.Fatalf("line %d: skew: %v", v.line, err)
+					t.Fatalf("%s: skew: %v", v.where(), err)
 				}
 				skew = time.Duration(n) * time.Second
 			}
 			a, err := newWSAuth("signed-bearer-token", "", "", testSharedSecretFile, f["issuer"], f["audience"], skew)
 			if err != nil {
-				t.Fatalf("line %d: %v", v.line, err)
+				t.Fatalf("%s: %v", v.where(), err)
 			}
 			tok := buildJWTVectorToken(t, f)
 			authorization := "Bearer " + tok
@@ -302,7 +255,7 @@ func TestWSAuthSignedBearerTokenVectors(t *testing.T) {
 			}
 			body, ok := a.check(authorization, testAuthNow)
 			if got := authResult(body, ok); got != f["expect"] {
-				t.Errorf("signed-bearer-token.txt:%d: check(%q) = %q, want %q", v.line, authorization, got, f["expect"])
+				t.Errorf("%s: check(%q) = %q, want %q", v.where(), authorization, got, f["expect"])
 			}
 		})
 	}

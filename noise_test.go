@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/mlkem"
 	"crypto/mlkem/mlkemtest"
@@ -57,34 +56,12 @@ func noiseDeterministic(rng io.Reader) noiseEntropy {
 	}}
 }
 
-// noiseVector is a "key: hex" vector file (testdata/noise); comments and "---" are skipped.
+// noiseVector is the one case of a vector file of testdata/noise: key → hex.
 type noiseVector map[string]string
 
 func readNoiseVector(t *testing.T, path string) noiseVector {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	v := noiseVector{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line == "---" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		key, val, ok := strings.Cut(line, ":")
-		if !ok {
-			t.Fatalf("%s: bad line %q", path, line)
-		}
-		v[key] = strings.TrimSpace(val)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return noiseVector(readVectorCase(t, path).fields)
 }
 
 func (v noiseVector) has(key string) bool { _, ok := v[key]; return ok }

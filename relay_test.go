@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,44 +21,18 @@ type relayVector struct {
 	frame  relayFrame
 }
 
+// relayVectorKeys are the keys of a relay vector (described in frames.txt).
+var relayVectorKeys = []string{
+	"name", "desc", "hex", "version", "stream_id", "ack", "ack_bits", "body", "seq", "segment_index",
+	"segment_count", "next_seq", "reason", "payload", "frame", "canonical", "check", "go_protobuf",
+}
+
 func loadRelayVectors(t testing.TB, file string) []relayVector {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "relay", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var out []relayVector
-	cur := map[string]string{}
-	flush := func() {
-		if len(cur) == 0 {
-			return
-		}
-		out = append(out, parseRelayVector(t, cur))
-		cur = map[string]string{}
-	}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "#"):
-		case strings.TrimSpace(line) == "":
-			flush()
-		default:
-			k, v, ok := strings.Cut(line, ": ")
-			if !ok {
-				t.Fatalf("%s: bad line %q", file, line)
-			}
-			cur[k] = v
-		}
-	}
-	flush()
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(out) == 0 {
-		t.Fatalf("%s: no vectors", file)
+	for _, c := range readVectors(t, filepath.Join("testdata", "relay", file)) {
+		c.only(t, relayVectorKeys...)
+		out = append(out, parseRelayVector(t, c.fields))
 	}
 	return out
 }

@@ -12,34 +12,6 @@ import (
 	"testing"
 )
 
-// sandboxVector is one case of testdata/sandbox/objects.txt.
-type sandboxVector struct {
-	name, object, want string
-}
-
-// readSandboxVectors reads testdata/sandbox/objects.txt.
-func readSandboxVectors(t *testing.T) []sandboxVector {
-	t.Helper()
-	data, err := os.ReadFile("testdata/sandbox/objects.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, l := range strings.Split(string(data), "\n") {
-		if l != "" && (!strings.HasPrefix(l, "#") || strings.HasPrefix(l, "## ")) {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines)%3 != 0 {
-		t.Fatalf("objects.txt: %d lines, not whole cases of three", len(lines))
-	}
-	var out []sandboxVector
-	for i := 0; i < len(lines); i += 3 {
-		out = append(out, sandboxVector{strings.TrimPrefix(lines[i], "## "), lines[i+1], lines[i+2]})
-	}
-	return out
-}
-
 // TestSandboxObjectVectors: every malformed object is the same -32602 on process/start and on
 // an fs method, and nothing runs.
 func TestSandboxObjectVectors(t *testing.T) {
@@ -50,30 +22,23 @@ func TestSandboxObjectVectors(t *testing.T) {
 	tc := ts.connect(t)
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
-	for i, v := range readSandboxVectors(t) {
+	for i, v := range readVectors(t, "testdata/sandbox/objects.txt") {
+		v.only(t, "name", "sandbox", "error")
+		object := json.RawMessage(v.field(t, "sandbox"))
 		for _, method := range []string{"process/start", "fs/getMetadata"} {
-			params := map[string]any{"path": fileURI(dir), "sandbox": json.RawMessage(v.object)}
+			params := map[string]any{"path": fileURI(dir), "sandbox": object}
 			if method == "process/start" {
 				params = map[string]any{"processId": "sb" + string(rune('a'+i)), "argv": []string{"/bin/sh", "-c", "touch " + marker},
-					"cwd": fileURI(dir), "env": map[string]string{}, "tty": false, "arg0": nil, "sandbox": json.RawMessage(v.object)}
+					"cwd": fileURI(dir), "env": map[string]string{}, "tty": false, "arg0": nil, "sandbox": object}
 			}
 			res, err := tc.call(method, params)
-			got := "= " + string(res)
-			if err != nil {
-				b, _ := json.Marshal(err.Message)
-				got = strings.TrimSpace(strings.Join([]string{itoa(err.Code), string(b)}, " "))
-			}
-			if got != v.want {
-				t.Errorf("%s, %s:\n got %s\nwant %s", v.name, method, got, v.want)
-			}
+			v.checkCall(t, v.name()+", "+method, res, err)
 		}
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("a process ran under a malformed sandbox object")
 	}
 }
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestSandboxResolve: what Codex's objects resolve to.
 func TestSandboxResolve(t *testing.T) {

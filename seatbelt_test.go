@@ -15,10 +15,6 @@ import (
 	"testing"
 )
 
-// seatbeltGoldenParams separates a golden file's policy text from its parameters, one
-// ";; KEY=value" line each after it. The whole file is itself a valid SBPL profile.
-const seatbeltGoldenParams = ";; sandbox-exec -D parameters:\n"
-
 // seatbeltGoldenUpdate is the environment variable that rewrites the golden files.
 const seatbeltGoldenUpdate = "SEATBELT_GOLDEN_UPDATE"
 
@@ -72,24 +68,18 @@ func seatbeltTestProfiles() map[string]*sandboxProfile {
 	}
 }
 
-// readSeatbeltGolden reads a golden file: the policy text and its parameters.
+// readSeatbeltGolden reads a golden file: the policy text (its "policy" section) and its
+// parameters (its "params" section, one KEY=value a line).
 func readSeatbeltGolden(t *testing.T, path string) seatbeltPolicy {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
+	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("%v (%s=1 writes it)", err, seatbeltGoldenUpdate)
 	}
-	text, rest, ok := strings.Cut(string(b), seatbeltGoldenParams)
-	if !ok {
-		t.Fatalf("%s: no %q line", path, strings.TrimSpace(seatbeltGoldenParams))
-	}
-	pol := seatbeltPolicy{Text: text}
-	for line := range strings.Lines(rest) {
-		kv, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), ";; ")
-		if !ok {
-			t.Fatalf("%s: parameter line %q", path, line)
-		}
-		pol.Params = append(pol.Params, kv)
+	c := readVectorCase(t, path)
+	c.only(t, "profile")
+	pol := seatbeltPolicy{Text: c.section(t, "policy")}
+	for line := range strings.Lines(c.section(t, "params")) {
+		pol.Params = append(pol.Params, strings.TrimSuffix(line, "\n"))
 	}
 	return pol
 }
@@ -97,25 +87,19 @@ func readSeatbeltGolden(t *testing.T, path string) seatbeltPolicy {
 // writeSeatbeltGolden writes pol in the form readSeatbeltGolden reads.
 func writeSeatbeltGolden(t *testing.T, path string, pol seatbeltPolicy) {
 	t.Helper()
-	var b strings.Builder
-	b.WriteString(pol.Text)
-	b.WriteString(seatbeltGoldenParams)
+	var params strings.Builder
 	for _, kv := range pol.Params {
-		b.WriteString(";; " + kv + "\n")
+		params.WriteString(kv + "\n")
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	header := "# The Seatbelt policy of the profile " + filepath.Base(path) + " (docs/sandbox.md §5).\n"
+	writeVectorSections(t, path, header, vectorSection{"policy", pol.Text}, vectorSection{"params", params.String()})
 }
 
 func TestSeatbeltPolicyGolden(t *testing.T) {
 	update := os.Getenv(seatbeltGoldenUpdate) == "1"
 	for name, p := range seatbeltTestProfiles() {
 		t.Run(name, func(t *testing.T) {
-			path := filepath.Join("testdata", "seatbelt", name+".sbpl")
+			path := filepath.Join("testdata", "seatbelt", name+".txt")
 			got := seatbeltPolicyFor(p)
 			if update {
 				writeSeatbeltGolden(t, path, got)

@@ -431,19 +431,16 @@ func TestSeccompProgramListing(t *testing.T) {
 			got := seccompListing(prog, mode, a)
 			path := filepath.Join("testdata", "seccomp", name+"_"+a.name+".txt")
 			if os.Getenv(seccompGoldenEnv) == "1" {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				header := "mode: " + name + "\narch: " + a.name + "\n"
+				writeVectorSections(t, path, header, vectorSection{"listing", got})
 				continue
 			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
+			c := readVectorCase(t, path)
+			c.only(t, "mode", "arch")
+			if c.field(t, "mode") != name || c.field(t, "arch") != a.name {
+				t.Errorf("%s: mode %s arch %s, want %s %s", path, c.fields["mode"], c.fields["arch"], name, a.name)
 			}
-			if got != string(want) {
+			if want := c.section(t, "listing"); got != want {
 				t.Errorf("%s differs from the program; the program lists as:\n%s", path, got)
 			}
 		}
