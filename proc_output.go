@@ -59,7 +59,7 @@ type process struct {
 	sweep    chan struct{} // a queued sweep of the child's session; the reaper waits for it
 	writeIDs writeIDSet
 	live     int           // the process's goroutines (readers, reaper) still running
-	stopped  chan struct{} // closed when live reaches 0 (join); nil before spawn
+	stopped  chan struct{} // made by join, closed when live reaches 0
 }
 
 func newProcess(t *procTable, id string, tty bool, retention time.Duration) *process {

@@ -62,9 +62,11 @@ func (p *process) spawn(spec *launchSpec) error {
 		return err
 	}
 	p.mu.Lock()
-	p.stepLocked(lifeEvent{kind: evSpawned, child: proc, io: cio, stage: spec.stage})
+	p.pid, p.osProc, p.stdin, p.master, p.outs = proc.Pid, proc, cio.stdin, cio.master, cio.outs
+	p.stage = spec.stage
+	p.stepLocked(lifeEvent{kind: evSpawned})
 	p.table.wd.record('+', proc.Pid)
-	p.live, p.stopped = len(cio.outs)+1, make(chan struct{})
+	p.live = len(cio.outs) + 1
 	p.mu.Unlock()
 	for _, s := range cio.outs {
 		go p.readStream(s)
@@ -78,19 +80,24 @@ func (p *process) spawn(spec *launchSpec) error {
 func (p *process) goroutineEnded() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.live--; p.live == 0 {
+	if p.live--; p.live == 0 && p.stopped != nil {
 		close(p.stopped)
 	}
 }
 
-// join waits until p's goroutines have ended, or stop is closed.
+// join waits until p's goroutines have ended, or stop is closed. The channel it waits on is
+// made only here: most processes end without anyone joining them.
 func (p *process) join(stop <-chan struct{}) {
 	p.mu.Lock()
-	stopped := p.stopped
-	p.mu.Unlock()
-	if stopped == nil {
+	if p.live == 0 {
+		p.mu.Unlock()
 		return
 	}
+	if p.stopped == nil {
+		p.stopped = make(chan struct{})
+	}
+	stopped := p.stopped
+	p.mu.Unlock()
 	select {
 	case <-stopped:
 	case <-stop:

@@ -49,16 +49,15 @@ const (
 	evExit                            // the exit report: exited, and closed if every stream is at EOF
 )
 
-// lifeEvent is one event and what it carries; only the fields of its kind are set.
+// lifeEvent is one event and what it carries; only the fields of its kind are set. It carries
+// nothing the state keeps, so a reader's buffer passed as data stays on its stack (the
+// spawned child's fields are set by spawn itself, under the same lock as evSpawned).
 type lifeEvent struct {
 	kind   lifeEventKind
-	stream streamKind  // evOutput
-	data   []byte      // evOutput
-	out    *outStream  // evDrained, evEOF
-	code   int         // evExit
-	child  *os.Process // evSpawned
-	io     *childIO    // evSpawned
-	stage  *sandboxStage
+	stream streamKind // evOutput
+	data   []byte     // evOutput
+	out    *outStream // evDrained, evEOF
+	code   int        // evExit
 }
 
 // procNotes are the notifications one event numbered, in seq order (exited and closed are the
@@ -117,10 +116,8 @@ func (p *process) stepLocked(ev lifeEvent) {
 // (emit).
 func (p *process) applyLocked(ev lifeEvent, denied bool) (notes procNotes) {
 	switch ev.kind {
-	case evSpawned:
-		p.pid, p.osProc, p.stage = ev.child.Pid, ev.child, ev.stage
-		p.stdin, p.master, p.outs = ev.io.stdin, ev.io.master, ev.io.outs
-		p.open = len(ev.io.outs)
+	case evSpawned: // spawn has set the child's fields
+		p.open = len(p.outs)
 		p.phase = phaseRunning
 	case evOutput:
 		seq := p.numberLocked()
