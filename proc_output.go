@@ -44,7 +44,8 @@ type process struct {
 	// the denial heuristic key on it (isSandboxed).
 	sandboxType string
 
-	// Set by evSpawned before the process is visible as started, then read-only.
+	// Set by spawn with evSpawned, under mu, before the process is visible as started; then
+	// read-only.
 	pid    int
 	osProc *os.Process
 	master *os.File      // PTY master (tty only)
