@@ -76,7 +76,9 @@ func procMethods(t methodTable) {
 
 // procTable is a session's processes, by client-chosen id.
 type procTable struct {
-	s *session
+	notify   func([]byte) // the session's notify: to its attached connection, dropped while detached
+	maxProcs int          // --max-processes-per-session
+	wd       *watchdog    // the server's watchdog, nil when it has none
 
 	mu      sync.Mutex
 	procs   map[string]*process
@@ -86,8 +88,17 @@ type procTable struct {
 	sweeper sessionSweeper // what process/terminate leaves of its children's sessions
 }
 
+// newProcTableFor makes a table whose processes send their notifications through notify.
+func newProcTableFor(notify func([]byte), maxProcs int, wd *watchdog) *procTable {
+	return &procTable{notify: notify, maxProcs: maxProcs, wd: wd, procs: map[string]*process{}}
+}
+
+// newProcTable makes session s's table, with the server's limit and watchdog.
 func newProcTable(s *session) *procTable {
-	return &procTable{s: s, procs: map[string]*process{}}
+	if s.srv == nil {
+		return newProcTableFor(s.notify, defaultLimits.processesPerSession, nil)
+	}
+	return newProcTableFor(s.notify, s.srv.cfg.limits.processesPerSession, s.srv.watchdog)
 }
 
 // get returns the process id, or nil.
@@ -107,8 +118,8 @@ func (t *procTable) reserve(p *process) error {
 	if _, ok := t.procs[p.id]; ok {
 		return errInvalidRequest("process %s already exists", p.id)
 	}
-	if max := t.maxRunning(); t.running >= max {
-		return errTooMany("running processes in this session", max, "max-processes-per-session")
+	if t.running >= t.maxProcs {
+		return errTooMany("running processes in this session", t.maxProcs, "max-processes-per-session")
 	}
 	t.procs[p.id] = p
 	t.running++
@@ -120,14 +131,6 @@ func (t *procTable) finished() {
 	t.mu.Lock()
 	t.running--
 	t.mu.Unlock()
-}
-
-// maxRunning is --max-processes-per-session.
-func (t *procTable) maxRunning() int {
-	if t.s == nil || t.s.srv == nil {
-		return defaultLimits.processesPerSession
-	}
-	return t.s.srv.cfg.limits.processesPerSession
 }
 
 // isGone reports whether killAll ran.
@@ -144,21 +147,14 @@ func (t *procTable) remove(p *process) {
 		delete(t.procs, p.id)
 	}
 	t.mu.Unlock()
-	t.watchdog().record('-', p.pid)
-}
-
-// watchdog is the server's watchdog, nil when it has none.
-func (t *procTable) watchdog() *watchdog {
-	if t == nil || t.s == nil || t.s.srv == nil {
-		return nil
-	}
-	return t.s.srv.watchdog
+	t.wd.record('-', p.pid)
 }
 
 // killAll ends the session's processes: SIGKILL to every process group and the rest of
 // every child's session (one listing, with the sweeps terminate queued), then a bounded wait
 // for each to close; streams still open after that (a child that left its session holds
-// them) are closed by force, so no reader goroutine outlives the session.
+// them) are closed by force, and each process's goroutines are joined, so none outlives the
+// session.
 func (t *procTable) killAll() {
 	t.mu.Lock()
 	t.gone = true
@@ -168,6 +164,24 @@ func (t *procTable) killAll() {
 	}
 	t.procs = map[string]*process{}
 	t.mu.Unlock()
+	t.sweepAll(procs)
+	stop := make(chan struct{})
+	deadline := time.AfterFunc(killReapTimeout, func() { close(stop) })
+	defer deadline.Stop()
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-stop:
+		}
+		p.forceClose()
+		p.join(stop)
+		t.wd.record('-', p.pid)
+	}
+}
+
+// sweepAll kills procs' process groups and the rest of their sessions, with what the
+// sweeper had queued, in one listing; the reapers wait for it.
+func (t *procTable) sweepAll(procs []*process) {
 	queued := t.sweeper.close()
 	sweep := newSessionSweep()
 	if queued != nil {
@@ -177,7 +191,7 @@ func (t *procTable) killAll() {
 		p.mu.Lock()
 		if _, sid := p.killGroupLocked(true); sid > 0 {
 			sweep.sids = append(sweep.sids, sid)
-			if !p.reaped {
+			if !p.phase.reaped() {
 				p.sweep = sweep.done
 			}
 		}
@@ -188,17 +202,6 @@ func (t *procTable) killAll() {
 		close(queued.done)
 	}
 	t.sweeper.wait()
-	deadline := time.NewTimer(killReapTimeout)
-	defer deadline.Stop()
-	for _, p := range procs {
-		select {
-		case <-p.done:
-		case <-deadline.C:
-			deadline.Reset(0)
-		}
-		p.forceClose()
-		t.watchdog().record('-', p.pid)
-	}
 }
 
 // procs returns the process table of the session this connection is attached to (the exec

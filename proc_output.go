@@ -3,13 +3,9 @@ package main
 // A process's event stream: sequence numbers, the retained output buffer, the notifications and
 // process/read (docs/protocol.md §5.3, §6.2, §6.5, §6.11).
 //
-// Every event is numbered under the process's lock and sent under its send lock, which the
-// numbering goroutine holds from before it numbers the event until the event is queued for the
-// client: notifications leave in seq order, and a client that reads slowly (the send waits
-// for room in its queue, see conn.notify) holds up the process's output, never its lock, so
-// process/read, terminate and the rest answer at once. An output notification is built once,
-// straight into one buffer, and that same buffer is what the retained buffer keeps:
-// process/read copies its base64 text out of it.
+// Events are numbered and sent by the transition function (proc_state.go). An output
+// notification is built once, straight into one buffer; process/read encodes the retained
+// bytes (proc_retained.go) afresh.
 
 import (
 	"encoding/base64"
@@ -32,9 +28,11 @@ const (
 
 var streamNames = [...]string{streamStdout: "stdout", streamStderr: "stderr", streamPTY: "pty"}
 
-// process is one child of a session and everything the protocol remembers about it.
+// process is one child of a session and everything the protocol remembers about it. Its
+// lifecycle is procState, changed by one transition function (proc_state.go).
 type process struct {
 	table     *procTable
+	notify    func([]byte) // the session's: to its attached connection (procTable.notify)
 	id        string
 	idJSON    []byte // id as a JSON string, encoded once for every notification
 	tty       bool
@@ -46,7 +44,8 @@ type process struct {
 	// the denial heuristic key on it (isSandboxed).
 	sandboxType string
 
-	// Set by spawn before the process is visible as started, then read-only.
+	// Set by spawn with evSpawned, under mu, before the process is visible as started; then
+	// read-only.
 	pid    int
 	osProc *os.Process
 	master *os.File      // PTY master (tty only)
@@ -54,101 +53,32 @@ type process struct {
 	outs   []*outStream  // the read ends
 	stage  *sandboxStage // the sandbox stage the child is, if confined: told when it exits
 
-	sendMu sync.Mutex // held from numbering an event to queueing it for the client; before mu
+	sendMu sync.Mutex // held from numbering an event to queueing it for the client: emit only
 
-	mu         sync.Mutex
-	started    bool   // spawn finished; until then writes answer "starting"
-	nextSeq    uint64 // the seq of the next event
-	out        retainedOutput
-	open       int           // streams not yet at EOF
-	streamsEOF chan struct{} // closed when open reaches 0
-	drained    chan struct{} // closed when every stream asked to drain at exit has drained
-	draining   int           // streams asked to drain that have not yet
-	exited     bool
-	exitCode   int
-	denied     bool          // sandboxDenied: decided when exited is set (sandbox_denial.go)
-	nextOutput chan struct{} // non-nil while the exit report awaits one more chunk; closed by it
-	reaped     bool          // the exit status was collected: the pid may name another process now
-	sweep      chan struct{} // a queued sweep of the child's session; the reaper waits for it
-	closed     bool
-	wake       chan struct{} // non-nil while a long poll waits; closed by the next event
-	removal    *time.Timer   // forgets the process when the retention window ends
-	writeIDs   writeIDSet
+	mu sync.Mutex
+	procState
+	sweep    chan struct{} // a queued sweep of the child's session; the reaper waits for it
+	writeIDs writeIDSet
+	live     int           // the process's goroutines (readers, reaper) still running
+	stopped  chan struct{} // made by join, closed when live reaches 0
 }
 
 func newProcess(t *procTable, id string, tty bool, retention time.Duration) *process {
 	return &process{
-		table:      t,
-		id:         id,
-		idJSON:     appendJSONString(nil, id),
-		tty:        tty,
-		retention:  retention,
-		done:       make(chan struct{}),
-		nextSeq:    1,
-		streamsEOF: make(chan struct{}),
+		table:     t,
+		notify:    t.notify,
+		id:        id,
+		idJSON:    appendJSONString(nil, id),
+		tty:       tty,
+		retention: retention,
+		done:      make(chan struct{}),
+		procState: procState{nextSeq: 1, streamsEOF: make(chan struct{})},
 	}
 }
 
 // output numbers, retains and sends one chunk read from a stream.
 func (p *process) output(stream streamKind, data []byte) {
-	p.sendMu.Lock()
-	defer p.sendMu.Unlock()
-	p.mu.Lock()
-	msg := p.retainLocked(stream, data)
-	p.wakeLocked()
-	if p.nextOutput != nil {
-		close(p.nextOutput)
-		p.nextOutput = nil
-	}
-	p.mu.Unlock()
-	p.send(msg)
-}
-
-// retainLocked numbers a chunk and keeps it for process/read (proc_retained.go); it returns
-// the chunk's notification. p.sendMu is held.
-func (p *process) retainLocked(stream streamKind, data []byte) []byte {
-	seq := p.nextSeq
-	p.nextSeq++
-	msg, _ := appendOutputNotification(nil, p.idJSON, seq, stream, data)
-	p.out.add(seq, stream, data)
-	return msg
-}
-
-// send queues events for the connection attached to p's session, if any, waiting while the
-// client is slow. p.sendMu is held and p.mu is not.
-func (p *process) send(msgs ...[]byte) {
-	for _, msg := range msgs {
-		if msg != nil {
-			p.table.s.notify(msg)
-		}
-	}
-}
-
-// closeLocked numbers closed, exactly once, starts the retention window and returns the
-// notification for the caller to send. p.sendMu is held.
-func (p *process) closeLocked() []byte {
-	p.closed = true
-	seq := p.nextSeq
-	p.nextSeq++
-	p.wakeLocked()
-	close(p.done)
-	if p.stdin != nil {
-		p.stdin.shutdown()
-	}
-	if p.master != nil {
-		p.master.Close()
-	}
-	p.removal = time.AfterFunc(p.retention, func() { p.table.remove(p) })
-	p.table.finished()
-	return appendClosedNotification(nil, p.idJSON, seq)
-}
-
-// wakeLocked wakes the long polls waiting on this process.
-func (p *process) wakeLocked() {
-	if p.wake != nil {
-		close(p.wake)
-		p.wake = nil
-	}
+	p.emit(lifeEvent{kind: evOutput, stream: stream, data: data})
 }
 
 // read evaluates process/read (docs/protocol.md §6.5) now. A nil wake means the answer is
@@ -177,7 +107,7 @@ func (p *process) read(after uint64, maxBytes *uint64) (json.RawMessage, <-chan 
 		next = picked[len(picked)-1].seq + 1
 	}
 	res := p.readResultLocked(picked, next)
-	if len(picked) > 0 || p.closed || (p.exited && after < next-1) {
+	if len(picked) > 0 || p.phase.closed() || (p.phase.exited() && after < next-1) {
 		return res, nil
 	}
 	if p.wake == nil {
@@ -211,15 +141,15 @@ func (p *process) readResultLocked(chunks []retainedChunk, next uint64) json.Raw
 	dst = append(dst, `],"nextSeq":`...)
 	dst = strconv.AppendUint(dst, next, 10)
 	dst = append(dst, `,"exited":`...)
-	dst = strconv.AppendBool(dst, p.exited)
+	dst = strconv.AppendBool(dst, p.phase.exited())
 	dst = append(dst, `,"exitCode":`...)
-	if p.exited {
+	if p.phase.exited() {
 		dst = strconv.AppendInt(dst, int64(p.exitCode), 10)
 	} else {
 		dst = append(dst, "null"...)
 	}
 	dst = append(dst, `,"closed":`...)
-	dst = strconv.AppendBool(dst, p.closed)
+	dst = strconv.AppendBool(dst, p.phase.closed())
 	dst = append(dst, `,"failure":null,"sandboxDenied":`...)
 	dst = strconv.AppendBool(dst, p.denied)
 	return append(dst, '}')

@@ -5,7 +5,8 @@ package main
 // Every child leads a new session and process group (setsid: pid == pgid == sid); a PTY child
 // has the PTY as its controlling terminal. Its streams are read from before process/start
 // returns (docs/protocol.md §6.2). One goroutine per stream reads, one reaps; all end once the
-// child and everything holding its streams are gone, or when killAll closes the streams.
+// child and everything holding its streams are gone, or when killAll closes the streams; the
+// process counts them, and killAll joins them (join).
 //
 // Process groups are signalled by number, and a number can be reused once the group is empty.
 // The leader's pid holds the number until it is reaped, so signals go out freely until then;
@@ -63,15 +64,44 @@ func (p *process) spawn(spec *launchSpec) error {
 	p.mu.Lock()
 	p.pid, p.osProc, p.stdin, p.master, p.outs = proc.Pid, proc, cio.stdin, cio.master, cio.outs
 	p.stage = spec.stage
-	p.table.watchdog().record('+', proc.Pid)
-	p.open = len(cio.outs)
-	p.started = true
+	p.stepLocked(lifeEvent{kind: evSpawned})
+	p.table.wd.record('+', proc.Pid)
+	p.live = len(cio.outs) + 1
 	p.mu.Unlock()
 	for _, s := range cio.outs {
 		go p.readStream(s)
 	}
 	go p.reap(exit)
 	return nil
+}
+
+// goroutineEnded is the last act of each of p's goroutines (its readers and its reaper); the
+// last one lets join return.
+func (p *process) goroutineEnded() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.live--; p.live == 0 && p.stopped != nil {
+		close(p.stopped)
+	}
+}
+
+// join waits until p's goroutines have ended, or stop is closed. The channel it waits on is
+// made only here: most processes end without anyone joining them.
+func (p *process) join(stop <-chan struct{}) {
+	p.mu.Lock()
+	if p.live == 0 {
+		p.mu.Unlock()
+		return
+	}
+	if p.stopped == nil {
+		p.stopped = make(chan struct{})
+	}
+	stopped := p.stopped
+	p.mu.Unlock()
+	select {
+	case <-stopped:
+	case <-stop:
+	}
 }
 
 // childIO is the descriptors of a child being started: its 0, 1 and 2, and our ends.
@@ -155,6 +185,7 @@ func (c *childIO) closeOurEnds() {
 // reaping, the reap itself happens under the lock, so a group signal never races with the
 // pid being freed; elsewhere (darwin) a microseconds-wide window remains.
 func (p *process) reap(exit *childExit) {
+	defer p.goroutineEnded()
 	var (
 		st  *os.ProcessState
 		err error
@@ -171,16 +202,16 @@ func (p *process) reap(exit *childExit) {
 			}
 		}
 		st, err = p.osProc.Wait() // at once: the child is a zombie
-		p.reaped = true
+		p.stepLocked(lifeEvent{kind: evReaped})
 		p.mu.Unlock()
 	} else {
 		st, err = p.osProc.Wait()
 		p.mu.Lock()
-		p.reaped = true
+		p.stepLocked(lifeEvent{kind: evReaped})
 		p.mu.Unlock()
 	}
 	exit.close()
-	p.table.watchdog().record('r', p.pid)
+	p.table.wd.record('r', p.pid)
 	p.stage.exited()
 	p.reportExit(exitCodeOf(st, err))
 }
@@ -203,7 +234,7 @@ func (p *process) signalGroupLocked(sig syscall.Signal) bool {
 	if p.pid <= 0 {
 		return false
 	}
-	if p.reaped && !errors.Is(syscall.Kill(p.pid, 0), syscall.ESRCH) {
+	if p.phase.reaped() && !errors.Is(syscall.Kill(p.pid, 0), syscall.ESRCH) {
 		return false
 	}
 	syscall.Kill(-p.pid, sig)
@@ -217,12 +248,12 @@ func (p *process) signalGroupLocked(sig syscall.Signal) bool {
 // until it ends (or the session does).
 func (p *process) kill() bool {
 	p.mu.Lock()
-	if p.exited {
+	if p.phase.exited() {
 		p.mu.Unlock()
 		return false
 	}
 	running, sid := p.killGroupLocked(false)
-	if sid > 0 && !p.reaped && reaperHoldsPid {
+	if sid > 0 && !p.phase.reaped() && reaperHoldsPid {
 		if sweep := p.table.sweeper.queue(sid); sweep != nil {
 			p.sweep, sid = sweep, 0
 		}
@@ -239,16 +270,16 @@ func (p *process) kill() bool {
 // pid). all (killAll) also kills the group of a closed process, whose background children
 // may linger, and ends its retention window.
 func (p *process) killGroupLocked(all bool) (running bool, sid int) {
-	if !p.started {
+	if !p.phase.started() {
 		return false, 0
 	}
 	if all && p.removal != nil {
 		p.removal.Stop()
 	}
-	if (!p.closed || all) && p.signalGroupLocked(syscall.SIGKILL) {
+	if (!p.phase.closed() || all) && p.signalGroupLocked(syscall.SIGKILL) {
 		sid = p.pid
 	}
-	return !p.exited, sid
+	return !p.phase.exited(), sid
 }
 
 // sessionSweeper kills, off the request path, what remains of the sessions of the children
@@ -364,7 +395,7 @@ func killSessions(sids []int) {
 func (p *process) interrupt() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.started || p.exited {
+	if !p.phase.started() || p.phase.exited() {
 		return nil
 	}
 	if p.tty {
@@ -383,7 +414,7 @@ func (p *process) interrupt() error {
 func (p *process) resize(rows, cols uint16) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.started || p.closed {
+	if !p.phase.started() || p.phase.closed() {
 		return nil
 	}
 	if err := setPTYSize(p.master, rows, cols); err != nil && !errors.Is(err, os.ErrClosed) {

@@ -142,7 +142,7 @@ func (p *process) write(writeID string, data []byte) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
-	case !p.started:
+	case !p.phase.started():
 		return "starting", nil
 	case p.stdin == nil:
 		return "stdinClosed", nil
@@ -161,7 +161,7 @@ func (p *process) closeStdin() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
-	case !p.started:
+	case !p.phase.started():
 		return "starting"
 	case p.stdin == nil:
 		return "stdinClosed"

@@ -25,7 +25,7 @@ type outStream struct {
 	f    *os.File
 	kind streamKind
 
-	// Guarded by the process's mu.
+	// Guarded by the process's mu; changed by its transitions (proc_state.go).
 	eof        bool
 	drainAsked bool
 }
@@ -36,6 +36,7 @@ type outStream struct {
 // master only once the child has exited (closeLocked): closing it hangs the terminal up, and
 // a child that closed its descriptors but has not exited yet would die of SIGHUP.
 func (p *process) readStream(s *outStream) {
+	defer p.goroutineEnded()
 	buf := make([]byte, readChunkMin)
 	for {
 		n, err := s.f.Read(buf)
@@ -86,58 +87,20 @@ func (p *process) drainNow(s *outStream, buf []byte) {
 func (p *process) askDrain() (<-chan struct{}, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.drained = make(chan struct{})
-	unaskable := false
-	for _, s := range p.outs {
-		if s.eof {
-			continue
-		}
-		if err := s.f.SetReadDeadline(time.Now()); err != nil {
-			unaskable = unaskable || !errors.Is(err, os.ErrClosed)
-			continue
-		}
-		s.drainAsked = true
-		p.draining++
-	}
-	if p.draining == 0 {
-		close(p.drained)
-	}
-	return p.drained, unaskable
+	p.stepLocked(lifeEvent{kind: evDrainAsked})
+	return p.drained, p.undrained
 }
 
 // streamDrained records that s answered the drain request.
 func (p *process) streamDrained(s *outStream) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.doneDrainingLocked(s)
-}
-
-func (p *process) doneDrainingLocked(s *outStream) {
-	if !s.drainAsked {
-		return
-	}
-	s.drainAsked = false
-	if p.draining--; p.draining == 0 {
-		close(p.drained)
-	}
+	p.stepLocked(lifeEvent{kind: evDrained, out: s})
 }
 
 // streamEOF records that a stream reached EOF; the last one closes an exited process.
 func (p *process) streamEOF(s *outStream) {
-	p.sendMu.Lock()
-	defer p.sendMu.Unlock()
-	p.mu.Lock()
-	s.eof = true
-	p.doneDrainingLocked(s)
-	var closed []byte
-	if p.open--; p.open == 0 {
-		close(p.streamsEOF)
-		if p.exited && !p.closed {
-			closed = p.closeLocked()
-		}
-	}
-	p.mu.Unlock()
-	p.send(closed)
+	p.emit(lifeEvent{kind: evEOF, out: s})
 }
 
 // reportExit sends exited once the exit status is known, after draining what the child left
@@ -158,23 +121,7 @@ func (p *process) reportExit(code int) {
 	if isSandboxed(p.sandboxType) {
 		p.awaitDenialGrace()
 	}
-	p.sendMu.Lock()
-	defer p.sendMu.Unlock()
-	// Under sendMu no chunk can be retained or evicted, so the verdict is about exactly the
-	// output numbered before exited; p.mu stays free while a megabyte is scanned.
-	denied := denialVerdict(p.sandboxType, code, p.retainedDenialKeyword)
-	p.mu.Lock()
-	p.exited, p.exitCode, p.denied = true, code, denied
-	seq := p.nextSeq
-	p.nextSeq++
-	exited := appendExitedNotification(nil, p.idJSON, seq, code, denied)
-	p.wakeLocked()
-	var closed []byte
-	if p.open == 0 && !p.closed {
-		closed = p.closeLocked()
-	}
-	p.mu.Unlock()
-	p.send(exited, closed)
+	p.emit(lifeEvent{kind: evExit, code: code})
 }
 
 // awaitDenialGrace waits, once a sandboxed process's exit status is known and its streams are
