@@ -77,14 +77,14 @@ func TestReadmeFirstFiveMinutes(t *testing.T) {
 
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed (CI installs it)")
+		skipNoNode(t, "node is not installed (CI installs it)")
 	}
 	modules, err := filepath.Abs(filepath.Join("node", "node_modules"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(modules, "ws")); err != nil {
-		t.Skip("node/node_modules/ws is missing: run npm ci in interop/node (CI does)")
+		skipNoNode(t, "node/node_modules/ws is missing: run npm ci in interop/node (CI does)")
 	}
 
 	url := startExecServer(t, buildExecServer(t), args...)
