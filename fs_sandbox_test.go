@@ -1,10 +1,11 @@
 //go:build linux
 
+package main
+
 // The fs methods under a sandbox (fs.go, fsworker.go; docs/sandbox.md §3): a real server, real
 // files, the real kernel. Every escape checks that its target is unchanged. The sandboxes are
 // the reference's test sandboxes (tests/file_system_unix.rs), which read nothing but their
 // directory, and the object Codex sends in workspace-write mode.
-package main
 
 import (
 	"encoding/json"

@@ -1,3 +1,5 @@
+package main
+
 // The fs sandbox worker (docs/sandbox.md §3): a process that runs the filesystem
 // methods' cores (the fsOps of fs.go) under one sandbox profile, inside the sandbox stage
 // (sandbox_linux.go), so that the kernel and not this code decides what they may touch. A
@@ -25,7 +27,6 @@
 // What lives as long as a worker: the empty directories the stage makes on the host as
 // mount points for missing protected names (sandbox_linux.go, syntheticDirs), where the
 // reference's helper keeps them for one operation. They go when the worker goes.
-package main
 
 import (
 	"context"

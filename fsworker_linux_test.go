@@ -1,8 +1,9 @@
 //go:build linux
 
+package main
+
 // The sandboxed fs worker (fsworker.go, fsworker_linux.go; docs/sandbox.md §3) against the real
 // kernel: descriptor hand-over, the worker's lifecycle and protocol, its profile, and benchmarks.
-package main
 
 import (
 	"bytes"

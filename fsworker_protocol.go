@@ -1,3 +1,5 @@
+package main
+
 // The wire between the server and an fs sandbox worker (docs/sandbox.md §3): frames, and the
 // server's half (round trips, the reader, descriptors received). The worker's half is
 // fsworker_serve.go.
@@ -13,7 +15,6 @@
 //	                 {"id":N,"error":{"code":C,"message":T}}  the JSON-RPC error, as is
 //	worker → server  8 bytes, N big-endian, carrying one descriptor (SCM_RIGHTS), on fd 0:
 //	                 sent before the response that announces it
-package main
 
 import (
 	"bufio"

@@ -1,7 +1,8 @@
+package main
+
 // The fs sandbox worker's main (docs/sandbox.md §3): it decodes requests from the server
 // (fsworker_protocol.go), runs their fsOps concurrently and answers, handing fs/open's
 // descriptors over first.
-package main
 
 import (
 	"bufio"

@@ -1,3 +1,5 @@
+package main
+
 // Noise handshake of remote mode (docs/remote.md §5.4, §5.5): the HandshakeState that runs a
 // noisePattern as data, and the executor's responder and the harness's initiator on top of it.
 //
@@ -21,7 +23,6 @@
 //	| 32      | e       | executor ephemeral X25519 public key                             |
 //	| 1184    | e       | executor ephemeral ML-KEM-768 key (sent, never used)             |
 //	| 16 / 57 | payload | AEAD(empty), or AEAD("codex-registry-authentication-rejected/v1")|
-package main
 
 import (
 	"bytes"

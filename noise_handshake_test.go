@@ -1,6 +1,7 @@
+package main
+
 // Tests of the Noise handshake (docs/remote.md §5.4, §5.5): message sizes, tampering, turn
 // order, the authorization payload and the registry rejection.
-package main
 
 import (
 	"bytes"

@@ -1,6 +1,7 @@
+package main
+
 // Noise identity of remote mode (docs/remote.md §5.2): public keys and their JSON form, the
 // executor's static key pair and the --identity file that keeps it.
-package main
 
 import (
 	"bytes"

@@ -1,5 +1,6 @@
-// Tests of Noise keys (docs/remote.md §5.2): the public key JSON and the --identity file.
 package main
+
+// Tests of Noise keys (docs/remote.md §5.2): the public key JSON and the --identity file.
 
 import (
 	"bytes"

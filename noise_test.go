@@ -1,6 +1,7 @@
+package main
+
 // Tests of the Noise framework (docs/remote.md §5): names, prologue and the published vectors
 // under testdata/noise; shared helpers of the noise_*_test.go files.
-package main
 
 import (
 	"bufio"

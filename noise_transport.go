@@ -1,3 +1,5 @@
+package main
+
 // Noise record transport of remote mode (docs/remote.md §5.6, §6): after the handshake, each
 // direction of a stream seals and opens records, with a bounded reordering window.
 //
@@ -15,7 +17,6 @@
 // One record can end several messages and one message can span many records. The receiver
 // drops duplicates (seq already seen or buffered), buffers records up to 64 ahead of the next
 // expected seq and 1 MiB in total, and treats anything further as a stream error.
-package main
 
 import (
 	"bytes"

@@ -1,6 +1,7 @@
+package main
+
 // Tests of the Noise record transport (docs/remote.md §5.6, §6): record sizes, sequence order,
 // the reordering window, message length limits, sticky failures and close.
-package main
 
 import (
 	"bytes"

@@ -1,3 +1,5 @@
+package main
+
 // Remote mode: the registry HTTP client, its errors and the retry backoff (docs/remote.md §2).
 // The rest of remote mode is remote_config.go (command line), remote_credentials.go (the
 // bearer), relay.go (wire format), relay_executor.go (register, dial, reconnect) and
@@ -20,7 +22,6 @@
 //
 // Which failures are retried, and how (unlike 0.169, a first registration that fails is
 // retried too): docs/remote.md §2.4, §9.
-package main
 
 import (
 	"bytes"

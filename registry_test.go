@@ -1,5 +1,6 @@
-// Tests of the registry client (docs/remote.md §2): register, validate, errors and backoff.
 package main
+
+// Tests of the registry client (docs/remote.md §2): register, validate, errors and backoff.
 
 import (
 	"bytes"

@@ -1,6 +1,7 @@
+package main
+
 // Remote mode's command line (docs/remote.md §2.1, §2.4): the flags, their validation, the TLS
 // configuration for the registry and the rendezvous, and the clocks of remote mode.
-package main
 
 import (
 	"crypto/tls"

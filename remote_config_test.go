@@ -1,5 +1,6 @@
-// Tests of remote mode's command line (docs/remote.md §2.1): flag validation and --remote-ca.
 package main
+
+// Tests of remote mode's command line (docs/remote.md §2.1): flag validation and --remote-ca.
 
 import (
 	"encoding/pem"

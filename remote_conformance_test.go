@@ -1,6 +1,7 @@
+package main
+
 // Negative conformance of remote mode (docs/remote.md §3–§6): bad handshakes, frames and
 // records, an oversized message and missing pongs on one socket.
-package main
 
 import (
 	"bytes"

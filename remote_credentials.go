@@ -1,7 +1,8 @@
+package main
+
 // Remote mode's registry credentials (docs/remote.md §8): where the bearer comes from
 // (CODEX_API_KEY, --registration-bearer-stdin, or the rotating frames of
 // --executor-credential-stdin) and the registryCredentials that register and validate read.
-package main
 
 import (
 	"bufio"

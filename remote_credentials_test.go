@@ -1,6 +1,7 @@
+package main
+
 // Tests of remote mode's registry credentials (docs/remote.md §8): credential frames and the
 // three credential sources.
-package main
 
 import (
 	"context"

@@ -1,7 +1,8 @@
+package main
+
 // End-to-end tests of remote mode's registration and rendezvous lifecycle (docs/remote.md §2.4,
 // §3, §8): validate refusals, reconnects, re-registration, permanent failures, credential
 // rotation and stalled or silent rendezvous sockets.
-package main
 
 import (
 	"crypto/rand"

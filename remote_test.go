@@ -1,6 +1,7 @@
+package main
+
 // End-to-end tests of remote mode's streams (docs/remote.md §6, §7): JSON-RPC over Noise records,
 // concurrent streams, resets, and a stalled handler that must not stall the socket.
-package main
 
 import (
 	"bytes"

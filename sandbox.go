@@ -1,6 +1,6 @@
 package main
 
-// The sandbox a request asks for (docs/sandbox.md): the `sandbox` object of process/start and
+// The sandbox a request asks for (docs/sandbox.md §1): the `sandbox` object of process/start and
 // of every fs method, decoded with the reference's rules and resolved into a sandboxProfile,
 // the one type every platform enforces (sandbox_linux.go, sandbox_darwin.go).
 //

@@ -1,7 +1,7 @@
 package main
 
 // `exec-server sandbox`: one command under a sandbox profile, in the foreground, so that a
-// person can see what an agent's commands will see (docs/sandbox.md).
+// person can see what an agent's commands will see (docs/sandbox.md §9).
 //
 //	exec-server sandbox [--read-only | --writable DIR …] [--network] [--mechanism M] -- CMD ARGS…
 //	exec-server sandbox --status

@@ -1,6 +1,7 @@
+package main
+
 // Helpers of the Linux sandbox tests (docs/sandbox.md §9): the fixture outside /tmp, the server
 // and CLI runners, the network probe run inside the sandbox, PTY sessions and host pid lookups.
-package main
 
 import (
 	"bufio"

@@ -1,3 +1,5 @@
+package main
+
 // The Linux sandbox, tried the way an attacker would: real processes, real files, the real
 // kernel (docs/sandbox.md §2, §4, §9). Every escape row of the table runs a shell
 // script inside the sandbox and then checks, from the host, that its target is unchanged.
@@ -24,7 +26,6 @@
 //
 // The fixtures live outside /tmp: Codex's workspace-write profile makes /tmp writable
 // (slash_tmp), so a directory under /tmp is no "outside".
-package main
 
 import (
 	"encoding/json"

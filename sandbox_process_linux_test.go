@@ -1,6 +1,7 @@
+package main
+
 // The Linux sandbox around real processes (docs/sandbox.md §2, §4): network enabled, PTY,
 // process trees, shared workspaces, carve-outs, and what process/start answers.
-package main
 
 import (
 	"bufio"
