@@ -1,12 +1,13 @@
 package main
 
-// The air-gapped promise (issue 12): the binary makes no network call at start-up or in local
-// mode. The test re-executes itself in a new network namespace, whose only interface is lo,
-// starts the built binary on 127.0.0.1 there and drives a session. A call would show three
-// ways: a DNS lookup prints "go package net:" under GODEBUG=netdns=go+2 (checked to work at the
-// end, with an http/request that needs one), a socket to anything but loopback or a UDP or
-// raw socket shows in the namespace's /proc/net tables, and anything that needed an answer
-// from the network would fail the session, since nothing but lo is reachable.
+// The air-gapped promise (README "Install"; issue 12): the binary makes no network call at
+// start-up or in local mode. The test re-executes itself in a new network namespace, whose
+// only interface is lo, starts the built binary on 127.0.0.1 there and drives a session. A
+// call would show three ways: a DNS lookup prints "go package net:" under
+// GODEBUG=netdns=go+2 (checked to work at the end, with an http/request that needs one), a
+// socket to anything but loopback or a UDP or raw socket shows in the namespace's /proc/net
+// tables, and anything that needed an answer from the network would fail the session, since
+// nothing but lo is reachable.
 
 import (
 	"bufio"

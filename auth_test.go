@@ -1,5 +1,8 @@
 package main
 
+// Tests of websocket upgrade authentication (auth.go; docs/protocol.md §2.3): the fixtures under
+// testdata, the capability-token and signed-bearer vectors, configuration errors, a fuzz target.
+
 import (
 	"crypto/hmac"
 	"crypto/sha256"

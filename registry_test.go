@@ -1,19 +1,17 @@
 package main
 
+// Tests of the registry client (docs/remote.md §2): register, validate, errors and backoff.
+
 import (
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
-	"flag"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -27,216 +25,6 @@ func testRelayTimings() *relayTimings {
 	t.handshakePause = time.Hour
 	t.initialCredential = 5 * time.Second
 	return &t
-}
-
-func noEnv(string) (string, bool) { return "", false }
-
-func TestRemoteConfigValidate(t *testing.T) {
-	ca := filepath.Join(t.TempDir(), "ca.pem")
-	srv := httptest.NewTLSServer(http.NotFoundHandler())
-	defer srv.Close()
-	os.WriteFile(ca, pemCert(srv.Certificate().Raw), 0o600)
-	notPEM := filepath.Join(t.TempDir(), "x.pem")
-	os.WriteFile(notPEM, []byte("hello"), 0o600)
-	apiKey := func(string) (string, bool) { return "sk-test", true }
-
-	tests := []struct {
-		name    string
-		args    []string
-		env     func(string) (string, bool)
-		wantErr string // "" = valid
-	}{
-		{"https with bearer", []string{"--remote", "https://registry.example/api/", "--environment-id", "env-1", "--registration-bearer-stdin"}, noEnv, ""},
-		{"loopback http", []string{"--remote", "http://127.0.0.1:9", "--environment-id", "e_1", "--executor-credential-stdin"}, noEnv, ""},
-		{"localhost http", []string{"--remote", "http://localhost:9", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, ""},
-		{"ipv6 loopback http", []string{"--remote", "http://[::1]:9", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, ""},
-		{"api key to loopback", []string{"--remote", "http://127.0.0.1:9", "--environment-id", "e"}, apiKey, ""},
-		{"api key to openai", []string{"--remote", "https://api.openai.com", "--environment-id", "e"}, apiKey, ""},
-		{"remote CA", []string{"--remote", "https://r.example", "--environment-id", "e", "--registration-bearer-stdin", "--remote-ca", ca}, noEnv, ""},
-		{"env id without remote", []string{"--environment-id", "e"}, noEnv, "need --remote"},
-		{"remote without env id", []string{"--remote", "https://r.example", "--registration-bearer-stdin"}, noEnv, "needs --environment-id"},
-		{"plain http off loopback", []string{"--remote", "http://registry.example", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "must use https"},
-		{"userinfo", []string{"--remote", "https://u:p@registry.example", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "userinfo"},
-		{"fragment", []string{"--remote", "https://registry.example/#x", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "fragment"},
-		{"empty fragment", []string{"--remote", "https://registry.example/#", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "fragment"},
-		{"query", []string{"--remote", "https://registry.example/?a=b", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "query"},
-		{"relative", []string{"--remote", "registry.example", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "absolute URL"},
-		{"ws scheme", []string{"--remote", "ws://127.0.0.1:9", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "must use https"},
-		{"env id with slash", []string{"--remote", "https://r.example", "--environment-id", "bad/id", "--registration-bearer-stdin"}, noEnv, "only letters"},
-		{"env id with space", []string{"--remote", "https://r.example", "--environment-id", "a b", "--registration-bearer-stdin"}, noEnv, "only letters"},
-		{"env id too long", []string{"--remote", "https://r.example", "--environment-id", strings.Repeat("a", 257), "--registration-bearer-stdin"}, noEnv, "1 to 256"},
-		{"two stdin credentials", []string{"--remote", "https://r.example", "--environment-id", "e", "--registration-bearer-stdin", "--executor-credential-stdin"}, noEnv, "cannot be combined"},
-		{"no credential", []string{"--remote", "https://r.example", "--environment-id", "e"}, noEnv, "needs a registry credential"},
-		{"api key to a foreign host", []string{"--remote", "https://r.example", "--environment-id", "e"}, apiKey, "only sent to HTTPS openai.com"},
-		{"api key over http to openai", []string{"--remote", "http://api.openai.com", "--environment-id", "e"}, apiKey, "must use https"},
-		{"missing CA file", []string{"--remote", "https://r.example", "--environment-id", "e", "--registration-bearer-stdin", "--remote-ca", "/nonexistent/ca.pem"}, noEnv, "--remote-ca"},
-		{"CA file without PEM", []string{"--remote", "https://r.example", "--environment-id", "e", "--registration-bearer-stdin", "--remote-ca", notPEM}, noEnv, "no PEM certificate"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fs := flag.NewFlagSet("x", flag.ContinueOnError)
-			var c remoteConfig
-			c.registerFlags(fs)
-			if err := fs.Parse(tt.args); err != nil {
-				t.Fatal(err)
-			}
-			if !c.enabled() {
-				t.Fatal("enabled() = false with remote flags")
-			}
-			c.lookupEnv = tt.env
-			err := c.validate()
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Fatalf("validate: %v", err)
-			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-				t.Fatalf("validate = %v, want an error containing %q", err, tt.wantErr)
-			case err != nil && strings.Contains(err.Error(), "\n"):
-				t.Fatalf("error is not one line: %q", err)
-			}
-		})
-	}
-	t.Run("no remote flags: disabled", func(t *testing.T) {
-		var c remoteConfig
-		c.registerFlags(flag.NewFlagSet("x", flag.ContinueOnError))
-		if c.enabled() {
-			t.Fatal("enabled() = true without flags")
-		}
-	})
-}
-
-func TestCredentialFrames(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	tests := []struct {
-		name, line, wantTok, wantErr string
-	}{
-		{"valid", `{"version":1,"environment_id":"env-1","token":"tok-1","expires_at":1800000100}`, "tok-1", ""},
-		{"extra keys ignored", `{"version":1,"environment_id":"env-1","token":"t","expires_at":1800000100,"x":2}`, "t", ""},
-		{"expired", `{"version":1,"environment_id":"env-1","token":"t","expires_at":1799999999}`, "", "expired"},
-		{"expires now", `{"version":1,"environment_id":"env-1","token":"t","expires_at":1800000000}`, "", "expired"},
-		{"iso expiry", `{"version":1,"environment_id":"env-1","token":"t","expires_at":"2027-01-01T00:00:00Z"}`, "", "invalid executor credential frame"},
-		{"string expiry number", `{"version":1,"environment_id":"env-1","token":"t","expires_at":"1800000100"}`, "", "invalid executor credential frame"},
-		{"version 2", `{"version":2,"environment_id":"env-1","token":"t","expires_at":1800000100}`, "", "version 2"},
-		{"other environment", `{"version":1,"environment_id":"env-2","token":"t","expires_at":1800000100}`, "", "different environment"},
-		{"missing token", `{"version":1,"environment_id":"env-1","expires_at":1800000100}`, "", "required"},
-		{"empty token", `{"version":1,"environment_id":"env-1","token":"","expires_at":1800000100}`, "", "empty token"},
-		{"token with newline", `{"version":1,"environment_id":"env-1","token":"a\nb","expires_at":1800000100}`, "", "control"},
-		{"not JSON", `tok-1`, "", "invalid executor credential frame"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tok, err := parseCredentialFrame([]byte(tt.line), "env-1", now)
-			if tt.wantErr == "" {
-				if err != nil || tok != tt.wantTok {
-					t.Fatalf("= %q, %v; want %q", tok, err, tt.wantTok)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("err = %v, want %q", err, tt.wantErr)
-			}
-			if strings.Contains(err.Error(), `"t"`) || strings.Contains(err.Error(), "a\nb") {
-				t.Fatalf("error leaks the token: %v", err)
-			}
-		})
-	}
-}
-
-func testConfig(t *testing.T, remote string, extra ...string) *remoteConfig {
-	t.Helper()
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	c := &remoteConfig{lookupEnv: noEnv, timings: testRelayTimings()}
-	c.registerFlags(fs)
-	if err := fs.Parse(append([]string{"--remote", remote, "--environment-id", "env-test-1"}, extra...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.validate(); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func TestStartCredentials(t *testing.T) {
-	ctx := context.Background()
-	log := slog.New(slog.DiscardHandler)
-	t.Run("bearer line", func(t *testing.T) {
-		c := testConfig(t, "http://127.0.0.1:9", "--registration-bearer-stdin")
-		rc, err := c.startCredentials(ctx, strings.NewReader("TOKEN\nrest"), log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tok, _ := rc.bearer(); tok != "TOKEN" {
-			t.Fatalf("token %q", tok)
-		}
-	})
-	t.Run("bearer line too long", func(t *testing.T) {
-		c := testConfig(t, "http://127.0.0.1:9", "--registration-bearer-stdin")
-		if _, err := c.startCredentials(ctx, strings.NewReader(strings.Repeat("a", 17<<10)+"\n"), log); err == nil {
-			t.Fatal("accepted a 17 KiB bearer")
-		}
-	})
-	t.Run("bearer missing", func(t *testing.T) {
-		c := testConfig(t, "http://127.0.0.1:9", "--registration-bearer-stdin")
-		if _, err := c.startCredentials(ctx, strings.NewReader(""), log); err == nil {
-			t.Fatal("accepted an empty stdin")
-		}
-	})
-	t.Run("rotation and end of stream", func(t *testing.T) {
-		c := testConfig(t, "http://127.0.0.1:9", "--executor-credential-stdin")
-		pr, pw := io.Pipe()
-		exp := time.Now().Add(time.Hour).Unix()
-		frame := func(tok string) string {
-			b, _ := json.Marshal(map[string]any{"version": 1, "environment_id": "env-test-1", "token": tok, "expires_at": exp})
-			return string(b) + "\n"
-		}
-		go io.WriteString(pw, frame("tok-1"))
-		rc, err := c.startCredentials(ctx, pr, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tok, _ := rc.bearer(); tok != "tok-1" {
-			t.Fatalf("token %q", tok)
-		}
-		io.WriteString(pw, frame("tok-2"))
-		io.WriteString(pw, frame("tok-3")) // the pipe is unbuffered: tok-2 has been read now
-		if tok, _ := rc.bearer(); tok != "tok-2" && tok != "tok-3" {
-			t.Fatalf("token %q after rotation", tok)
-		}
-		pw.Close()
-		<-rc.dead
-		if _, err := rc.bearer(); err == nil || !strings.Contains(err.Error(), "closed") {
-			t.Fatalf("after EOF: %v", err)
-		}
-	})
-	t.Run("first frame invalid", func(t *testing.T) {
-		c := testConfig(t, "http://127.0.0.1:9", "--executor-credential-stdin")
-		_, err := c.startCredentials(ctx, strings.NewReader(`{"version":1,"environment_id":"env-test-1","token":"t","expires_at":1}`+"\n"), log)
-		if err == nil || !strings.Contains(err.Error(), "expired") {
-			t.Fatalf("err = %v", err)
-		}
-	})
-	t.Run("first frame never comes", func(t *testing.T) {
-		c := testConfig(t, "http://127.0.0.1:9", "--executor-credential-stdin")
-		c.timings.initialCredential = time.Millisecond
-		pr, pw := io.Pipe()
-		defer pw.Close()
-		_, err := c.startCredentials(ctx, pr, log)
-		if err == nil || !strings.Contains(err.Error(), "timed out waiting for the initial") {
-			t.Fatalf("err = %v", err)
-		}
-	})
-	t.Run("api key", func(t *testing.T) {
-		c := &remoteConfig{remote: "http://127.0.0.1:9", environmentID: "e", lookupEnv: func(string) (string, bool) { return "sk-x", true }}
-		if err := c.validate(); err != nil {
-			t.Fatal(err)
-		}
-		rc, err := c.startCredentials(ctx, nil, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tok, _ := rc.bearer(); tok != "sk-x" {
-			t.Fatalf("token %q", tok)
-		}
-	})
 }
 
 func TestBackoff(t *testing.T) {
@@ -567,8 +355,4 @@ func TestRegistryValidate(t *testing.T) {
 			}
 		})
 	}
-}
-
-func pemCert(der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

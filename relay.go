@@ -3,9 +3,10 @@ package main
 // Remote mode: the wire format of the Codex rendezvous relay, the frames the executor reads
 // and writes on its one rendezvous socket (docs/remote.md §3, §4; overview in §1).
 //
-// Files: registry.go (command line, credentials, registry client), relay.go (this file: the
-// wire format), relay_executor.go (register, dial, reconnect), relay_demux.go (one physical
-// socket's streams), noise.go (the channel).
+// Files: remote_config.go (command line), remote_credentials.go (registry credentials),
+// registry.go (registry client), relay.go (this file: the wire format), relay_executor.go
+// (register, dial, reconnect), relay_demux.go (one physical socket's streams), noise*.go (the
+// channel).
 //
 // Protocol flow on the physical socket (binary websocket messages, one frame each; the
 // executor never speaks first):

@@ -1,5 +1,8 @@
 package main
 
+// Tests of the relay frame codec (relay.go; docs/remote.md §4): the spec's examples, the
+// vectors under testdata/relay, a fuzz target, and the rendezvous helpers' small rules.
+
 import (
 	"bytes"
 	"encoding/hex"

@@ -1,8 +1,9 @@
 package main
 
-// Release and service checks (issue 12): the --version line scripts/release.sh stamps, and
-// contrib/'s systemd unit and launchd plist: hardened without breaking the sandbox, the
-// credential on stdin and never in argv, and a command line this binary accepts.
+// Release and service checks (README "Building a release", "Running as a service"; issue 12):
+// the --version line scripts/release.sh stamps, and contrib/'s systemd unit and launchd plist:
+// hardened without breaking the sandbox, the credential on stdin and never in argv, and a
+// command line this binary accepts.
 
 import (
 	"bytes"

@@ -1,6 +1,6 @@
 package main
 
-// The sandbox a request asks for (docs/sandbox.md): the `sandbox` object of process/start and
+// The sandbox a request asks for (docs/sandbox.md §1): the `sandbox` object of process/start and
 // of every fs method, decoded with the reference's rules and resolved into a sandboxProfile,
 // the one type every platform enforces (sandbox_linux.go, sandbox_darwin.go).
 //
@@ -496,74 +496,19 @@ func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 		p.FullRead, p.FullWrite = true, true
 		return p
 	}
-	cwd := r.cwd
-	roots := r.roots
-	if len(roots) == 0 && cwd != "" {
-		roots = []string{cwd}
-	}
-	if len(roots) == 0 && a.cwd != "" && r.cwd == "" {
-		roots = []string{a.cwd}
-	}
-	tmpdirs := r.tmpdirs
-	if tmpdirs == nil && a.tmpdir != "" {
-		tmpdirs = []string{a.tmpdir}
-	}
+	sp := r.specials(a)
 	var deny []string
 	for _, e := range r.entries {
-		var paths []string
-		switch e.special {
-		case "":
-			if e.glob != "" {
-				matches, complete := expandGlob(cwd, e.glob, r.globDepth)
-				if !complete && p.Unenforceable == "" {
-					p.Unenforceable = fmt.Sprintf("glob_pattern `%s` matches more than %d paths", e.glob, maxGlobMatches)
-				}
-				deny = append(deny, matches...)
-				continue
+		if e.special == "" && e.glob != "" {
+			matches, complete := expandGlob(sp.cwd, e.glob, r.globDepth)
+			if !complete && p.Unenforceable == "" {
+				p.Unenforceable = fmt.Sprintf("glob_pattern `%s` matches more than %d paths", e.glob, maxGlobMatches)
 			}
-			paths = []string{e.path}
-		case "root":
-			paths = []string{"/"}
-		case "minimal":
-			paths = minimalReadRoots
-		case "current_working_directory":
-			if cwd != "" {
-				paths = []string{cwd}
-			}
-		case "project_roots":
-			paths = roots
-		case "tmpdir":
-			paths = tmpdirs
-		case "slash_tmp":
-			paths = []string{"/tmp"}
+			deny = append(deny, matches...)
+			continue
 		}
-		for _, path := range paths {
-			if e.subpath != "" {
-				path = filepath.Join(path, e.subpath)
-			}
-			// Paths keep the names they were given: the stage recreates the symlinks on
-			// the way to each (a restricted-read view needs /lib64 as well as /usr/lib64).
-			path = filepath.Clean(path)
-			real, err := filepath.EvalSymlinks(path)
-			if err != nil {
-				continue // a missing path grants nothing (skip or not)
-			}
-			// Only a path that is the root by name grants the whole disk: one that reaches
-			// it through a symlink is an ordinary root, checked like any other below.
-			switch {
-			case e.access == "deny":
-				deny = append(deny, path)
-			case path == "/" && e.access == "write":
-				p.FullRead, p.FullWrite = true, true
-			case path == "/":
-				p.FullRead = true
-			case real == "/" && e.access != "write":
-				p.FullRead = true
-			case e.access == "write":
-				p.Write = append(p.Write, path)
-			default:
-				p.Read = append(p.Read, path)
-			}
+		for _, path := range sp.paths(e) {
+			deny = p.grant(e, path, deny)
 		}
 	}
 	p.Read = uniquePaths(p.Read)
@@ -573,6 +518,84 @@ func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 		p.Protected = protectedPaths(p.Write)
 	}
 	return p
+}
+
+// sandboxSpecials are what the special paths of one request stand for.
+type sandboxSpecials struct {
+	cwd     string   // current_working_directory, and where globs are expanded
+	roots   []string // project_roots
+	tmpdirs []string // tmpdir
+}
+
+// specials resolves the special paths of r: project roots default to the sandbox's cwd, or
+// to the process's when the sandbox names none; tmpdir to the TMPDIR in force.
+func (r *sandboxRequest) specials(a sandboxAnchors) sandboxSpecials {
+	sp := sandboxSpecials{cwd: r.cwd, roots: r.roots, tmpdirs: r.tmpdirs}
+	if len(sp.roots) == 0 && sp.cwd != "" {
+		sp.roots = []string{sp.cwd}
+	}
+	if len(sp.roots) == 0 && a.cwd != "" && r.cwd == "" {
+		sp.roots = []string{a.cwd}
+	}
+	if sp.tmpdirs == nil && a.tmpdir != "" {
+		sp.tmpdirs = []string{a.tmpdir}
+	}
+	return sp
+}
+
+// paths is what a non-glob entry names, before its subpath.
+func (sp sandboxSpecials) paths(e resolvableEntry) []string {
+	switch e.special {
+	case "":
+		return []string{e.path}
+	case "root":
+		return []string{"/"}
+	case "minimal":
+		return minimalReadRoots
+	case "current_working_directory":
+		if sp.cwd != "" {
+			return []string{sp.cwd}
+		}
+	case "project_roots":
+		return sp.roots
+	case "tmpdir":
+		return sp.tmpdirs
+	case "slash_tmp":
+		return []string{"/tmp"}
+	}
+	return nil
+}
+
+// grant applies entry e to one path it names: added to p's read or write roots (or the whole
+// disk), or, for a deny entry, to deny, which it returns. A missing path grants nothing.
+func (p *sandboxProfile) grant(e resolvableEntry, path string, deny []string) []string {
+	if e.subpath != "" {
+		path = filepath.Join(path, e.subpath)
+	}
+	// Paths keep the names they were given: the stage recreates the symlinks on
+	// the way to each (a restricted-read view needs /lib64 as well as /usr/lib64).
+	path = filepath.Clean(path)
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return deny // a missing path grants nothing (skip or not)
+	}
+	// Only a path that is the root by name grants the whole disk: one that reaches
+	// it through a symlink is an ordinary root, checked like any other below.
+	switch {
+	case e.access == "deny":
+		deny = append(deny, path)
+	case path == "/" && e.access == "write":
+		p.FullRead, p.FullWrite = true, true
+	case path == "/":
+		p.FullRead = true
+	case real == "/" && e.access != "write":
+		p.FullRead = true
+	case e.access == "write":
+		p.Write = append(p.Write, path)
+	default:
+		p.Read = append(p.Read, path)
+	}
+	return deny
 }
 
 // withoutRedirectedRoots drops the writable roots that redirectedRoot says a sandbox could

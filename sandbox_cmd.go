@@ -1,7 +1,7 @@
 package main
 
 // `exec-server sandbox`: one command under a sandbox profile, in the foreground, so that a
-// person can see what an agent's commands will see (docs/sandbox.md).
+// person can see what an agent's commands will see (docs/sandbox.md §9).
 //
 //	exec-server sandbox [--read-only | --writable DIR …] [--network] [--mechanism M] -- CMD ARGS…
 //	exec-server sandbox --status
@@ -45,14 +45,7 @@ func runSandboxCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "usage: exec-server sandbox [--read-only | --writable DIR ...] [--network] [--mechanism M] -- CMD ARGS...")
-			fmt.Fprintln(stdout, "       exec-server sandbox --status")
-			fmt.Fprintln(stdout)
-			fmt.Fprint(stdout, wrapText("Runs CMD in the foreground under the sandbox Codex's workspace-write mode asks for "+
-				"(everything readable; the current directory, or each --writable DIR, and /tmp writable; no network), "+
-				"or read-only, so that you can see what an agent's commands will see. Exits with CMD's status.", "", 96))
-			fmt.Fprintln(stdout)
-			fs.VisitAll(func(f *flag.Flag) { writeFlagUsage(stdout, f) })
+			sandboxCommandUsage(stdout, fs)
 			return 0
 		}
 		return usageErr(strings.ReplaceAll(err.Error(), "\n", " "))
@@ -77,30 +70,10 @@ func runSandboxCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "exec-server sandbox: %v\n", err)
 		return 1
 	}
-	if !*readOnly && len(writable) == 0 {
-		writable = stringList{cwd}
+	profile, err := sandboxCommandProfile(*readOnly, *network, writable, cwd)
+	if err != nil {
+		return usageErr(err.Error())
 	}
-	profile := &sandboxProfile{Kind: profileManaged, Network: *network, FullRead: true}
-	for _, w := range writable {
-		abs, err := filepath.Abs(w)
-		if err == nil {
-			_, err = os.Stat(abs)
-		}
-		if err != nil {
-			return usageErr(fmt.Sprintf("--writable %s: %v", w, err))
-		}
-		profile.Write = append(profile.Write, abs)
-	}
-	if !*readOnly {
-		// Codex's workspace-write makes these writable too (slash_tmp, tmpdir).
-		for _, tmp := range []string{"/tmp", os.Getenv("TMPDIR")} {
-			if fi, err := os.Stat(tmp); tmp != "" && err == nil && fi.IsDir() {
-				profile.Write = append(profile.Write, filepath.Clean(tmp))
-			}
-		}
-	}
-	profile.Write = uniquePaths(profile.Write)
-	profile.Protected = protectedPaths(profile.Write)
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "exec-server sandbox: %v\n", err)
@@ -111,4 +84,46 @@ func runSandboxCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "exec-server sandbox: %v\n", err)
 	}
 	return code
+}
+
+// sandboxCommandUsage prints `exec-server sandbox --help`.
+func sandboxCommandUsage(stdout io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(stdout, "usage: exec-server sandbox [--read-only | --writable DIR ...] [--network] [--mechanism M] -- CMD ARGS...")
+	fmt.Fprintln(stdout, "       exec-server sandbox --status")
+	fmt.Fprintln(stdout)
+	fmt.Fprint(stdout, wrapText("Runs CMD in the foreground under the sandbox Codex's workspace-write mode asks for "+
+		"(everything readable; the current directory, or each --writable DIR, and /tmp writable; no network), "+
+		"or read-only, so that you can see what an agent's commands will see. Exits with CMD's status.", "", 96))
+	fmt.Fprintln(stdout)
+	fs.VisitAll(func(f *flag.Flag) { writeFlagUsage(stdout, f) })
+}
+
+// sandboxCommandProfile is the profile of `exec-server sandbox`: Codex's workspace-write
+// (writable: each DIR, or cwd, plus /tmp and $TMPDIR), or read-only. An error is a usage error.
+func sandboxCommandProfile(readOnly, network bool, writable stringList, cwd string) (*sandboxProfile, error) {
+	if !readOnly && len(writable) == 0 {
+		writable = stringList{cwd}
+	}
+	profile := &sandboxProfile{Kind: profileManaged, Network: network, FullRead: true}
+	for _, w := range writable {
+		abs, err := filepath.Abs(w)
+		if err == nil {
+			_, err = os.Stat(abs)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--writable %s: %v", w, err)
+		}
+		profile.Write = append(profile.Write, abs)
+	}
+	if !readOnly {
+		// Codex's workspace-write makes these writable too (slash_tmp, tmpdir).
+		for _, tmp := range []string{"/tmp", os.Getenv("TMPDIR")} {
+			if fi, err := os.Stat(tmp); tmp != "" && err == nil && fi.IsDir() {
+				profile.Write = append(profile.Write, filepath.Clean(tmp))
+			}
+		}
+	}
+	profile.Write = uniquePaths(profile.Write)
+	profile.Protected = protectedPaths(profile.Write)
+	return profile, nil
 }

@@ -1,6 +1,6 @@
 package main
 
-// The Linux sandbox (docs/sandbox.md): a sandboxed process runs inside the sandbox stage, a
+// The Linux sandbox (docs/sandbox.md §2): a sandboxed process runs inside the sandbox stage, a
 // re-exec of this binary (/proc/self/exe, dispatched on argv before anything else runs) that
 // confines itself and then starts the command.
 //

@@ -1,6 +1,6 @@
 package main
 
-// The sandbox stage's file system view (docs/sandbox.md), built in its own mount namespace.
+// The sandbox stage's file system view (docs/sandbox.md §2), built in its own mount namespace.
 // Separate from sandbox_linux.go because it is the one part that reads like a mount table.
 //
 //	step                         full read (root entry)          restricted read

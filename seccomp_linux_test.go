@@ -1,5 +1,9 @@
 package main
 
+// Tests of the seccomp filters (seccomp_linux.go; docs/sandbox.md §2, "Seccomp"): the syscall
+// table against x/sys/unix, the programs run in a BPF interpreter and listed, and the real
+// kernel's answers in a child.
+
 import (
 	"bytes"
 	"encoding/binary"

@@ -1,0 +1,213 @@
+package main
+
+// Remote mode's command line (docs/remote.md §2.1, §2.4): the flags, their validation, the TLS
+// configuration for the registry and the rendezvous, and the clocks of remote mode.
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// registryMaxEnvironmentID is the longest --environment-id (docs/remote.md §2.1).
+const registryMaxEnvironmentID = 256
+
+// remoteConfig is the command line of remote mode.
+type remoteConfig struct {
+	remote            string // --remote: registry base URL
+	environmentID     string
+	executorID        string // --executor-id: the SEED name of --environment-id (mergeExecutorID)
+	name              string // --name: logged only; 0.169 does not send it either
+	bearerStdin       bool   // --registration-bearer-stdin
+	executorCredStdin bool   // --executor-credential-stdin
+	caFile            string // --remote-ca
+	identityFile      string // --identity
+
+	// Set by validate.
+	base    string // --remote without the trailing "/"
+	apiKey  string
+	rootCAs *x509.CertPool
+
+	lookupEnv        func(string) (string, bool) // nil: os.LookupEnv
+	timings          *relayTimings               // nil: defaultRelayTimings()
+	streamInboxBytes int                         // 0: relayStreamInboxBytes
+}
+
+func (c *remoteConfig) registerFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.remote, "remote", "", "registry base `URL`: serve through a rendezvous relay instead of listening")
+	fs.StringVar(&c.environmentID, "environment-id", "", "`ID` of the environment to register (letters, digits, _ and -)")
+	fs.StringVar(&c.executorID, "executor-id", "", "another name of --environment-id (the exec-server README's): the `ID` to register")
+	fs.StringVar(&c.name, "name", "", "display `NAME` of this executor (logged only)")
+	fs.BoolVar(&c.bearerStdin, "registration-bearer-stdin", false, "read the registry bearer token, one line, from stdin")
+	fs.BoolVar(&c.executorCredStdin, "executor-credential-stdin", false, "read rotating registry credentials, one JSON frame per line, from stdin")
+	fs.StringVar(&c.caFile, "remote-ca", "", "PEM `FILE` of extra CA certificates for the registry and rendezvous")
+	fs.StringVar(&c.identityFile, "identity", "", "`FILE` holding the executor's Noise identity (created 0600 if missing)")
+}
+
+// mergeExecutorID makes --executor-id a second name of --environment-id: either may be given,
+// or both with one value.
+func (c *remoteConfig) mergeExecutorID() error {
+	switch {
+	case c.executorID == "":
+	case c.environmentID == "":
+		c.environmentID = c.executorID
+	case c.environmentID != c.executorID:
+		return fmt.Errorf("--executor-id %q and --environment-id %q differ: they name the same thing", c.executorID, c.environmentID)
+	}
+	return nil
+}
+
+// enabled reports whether any remote-mode flag was given.
+func (c *remoteConfig) enabled() bool {
+	return c.remote != "" || c.environmentID != "" || c.name != "" || c.bearerStdin ||
+		c.executorCredStdin || c.caFile != "" || c.identityFile != ""
+}
+
+// validate checks the flags and picks the credential source. Errors are one line.
+func (c *remoteConfig) validate() error {
+	if c.remote == "" {
+		return errors.New("remote-mode flags need --remote URL")
+	}
+	if c.environmentID == "" {
+		return errors.New("--remote needs --environment-id")
+	}
+	if err := checkEnvironmentID(c.environmentID); err != nil {
+		return err
+	}
+	c.base = strings.TrimRight(c.remote, "/")
+	u, err := parseRemoteURL(c.base, "https", "http")
+	if err != nil {
+		return fmt.Errorf("--remote %s", err)
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		return errors.New("--remote must not have a query")
+	}
+	if c.bearerStdin && c.executorCredStdin {
+		return errors.New("--registration-bearer-stdin and --executor-credential-stdin cannot be combined")
+	}
+	if !c.bearerStdin && !c.executorCredStdin {
+		if err := c.useAPIKey(u); err != nil {
+			return err
+		}
+	}
+	if c.caFile != "" {
+		return c.loadCA()
+	}
+	return nil
+}
+
+// loadCA adds --remote-ca to the system roots, for a registry or rendezvous behind a private CA.
+func (c *remoteConfig) loadCA() error {
+	pem, err := os.ReadFile(c.caFile)
+	if err != nil {
+		return fmt.Errorf("--remote-ca: %v", err)
+	}
+	if c.rootCAs, err = x509.SystemCertPool(); err != nil || c.rootCAs == nil {
+		c.rootCAs = x509.NewCertPool()
+	}
+	if !c.rootCAs.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("--remote-ca %s: no PEM certificate found", c.caFile)
+	}
+	return nil
+}
+
+// relayTimings are the clocks of remote mode; tests shrink them.
+type relayTimings struct {
+	backoff           backoffPolicy
+	stableConnection  time.Duration // a socket up this long resets the backoff
+	handshakePause    time.Duration // handshakes refused after relayMaxFailedHandshakes failures
+	validateTimeout   time.Duration // one registry /validate call
+	initialCredential time.Duration // first --executor-credential-stdin frame
+	pingInterval      time.Duration // websocket ping to the rendezvous
+	pongTimeout       time.Duration // drop the socket when no pong came for this long
+	dialTimeout       time.Duration // one rendezvous dial: TCP, TLS and the upgrade
+}
+
+func defaultRelayTimings() relayTimings {
+	return relayTimings{
+		backoff:           backoffPolicy{initial: backoffInitial, max: backoffMax, retryAfterCap: backoffRetryAfterCap},
+		stableConnection:  backoffStableConnection,
+		handshakePause:    10 * time.Second, // 0.169: refused at +9 s, accepted at +10 s
+		validateTimeout:   registryRequestTimeout,
+		initialCredential: credentialInitialTimeout,
+		pingInterval:      30 * time.Second,
+		pongTimeout:       60 * time.Second,
+		dialTimeout:       rendezvousDialTimeout,
+	}
+}
+
+// streamInboxLimit is the byte limit of one relay stream's queue (relayInbox).
+func (c *remoteConfig) streamInboxLimit() int {
+	if c.streamInboxBytes > 0 {
+		return c.streamInboxBytes
+	}
+	return relayStreamInboxBytes
+}
+
+func (c *remoteConfig) relayTimings() relayTimings {
+	if c.timings != nil {
+		return *c.timings
+	}
+	return defaultRelayTimings()
+}
+
+// checkEnvironmentID restricts ids to what older Codex source allowed; 0.169 pastes any id
+// into the URL path unescaped (docs/remote.md §9), which allows path injection.
+func checkEnvironmentID(id string) error {
+	if len(id) == 0 || len(id) > registryMaxEnvironmentID {
+		return fmt.Errorf("--environment-id must be 1 to %d characters", registryMaxEnvironmentID)
+	}
+	for i := 0; i < len(id); i++ {
+		switch b := id[i]; {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '_', b == '-':
+		default:
+			return fmt.Errorf("--environment-id %q: only letters, digits, _ and - are allowed", id)
+		}
+	}
+	return nil
+}
+
+// parseRemoteURL parses a registry or rendezvous URL and enforces docs/remote.md §2.1: the TLS
+// scheme, or the plain one on loopback only; no userinfo and no fragment. The fragment test
+// reads the raw string because url.Parse drops an empty one ("https://r/#"), and the registry
+// base is joined to its endpoint paths as a string, where a '#' would cut them all off.
+// Errors are phrased to follow the URL's name and never quote the URL.
+func parseRemoteURL(raw, tlsScheme, plainScheme string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("is not a URL: %v", redactURLError(err))
+	}
+	switch {
+	case u.Host == "" || u.Hostname() == "":
+		return nil, errors.New("must be an absolute URL with a host")
+	case u.User != nil:
+		return nil, errors.New("must not carry userinfo")
+	case strings.Contains(raw, "#"):
+		return nil, errors.New("must not have a fragment")
+	case u.Scheme == tlsScheme:
+		return u, nil
+	case u.Scheme == plainScheme && isLoopbackHost(u.Hostname()):
+		return u, nil
+	}
+	return nil, fmt.Errorf("must use %s (or %s on loopback), got %s://%s", tlsScheme, plainScheme, u.Scheme, u.Host)
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// tlsConfig is the client TLS configuration for the registry and the rendezvous.
+func (c *remoteConfig) tlsConfig() *tls.Config {
+	return &tls.Config{RootCAs: c.rootCAs, MinVersion: tls.VersionTLS12}
+}
