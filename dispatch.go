@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 )
 
 // maxDeferredPerConn bounds the deferred handlers running at once for one connection. Past
@@ -40,7 +39,10 @@ type later struct {
 	// poll says that run is a long poll holding a token of conn.polls, which it gives back:
 	// it takes no deferred-handler slot.
 	poll bool
-	run  func(ctx context.Context) (any, error)
+	// holdsMessage says that run reads the request's bytes (fs/writeFile decodes its data
+	// straight from them): the message is released after run instead of before.
+	holdsMessage bool
+	run          func(ctx context.Context) (any, error)
 }
 
 // afterReplier is a result whose follow-up must reach the client after the reply itself,
@@ -148,10 +150,16 @@ func newMethodTable() methodTable {
 	return t
 }
 
-// handleMessage handles one incoming message and says what the reader does next.
-func (c *conn) handleMessage(msg []byte) readStep {
-	known, _ := c.t.(utf8Checker)
-	in, name, perr := parseMessage(msg, known != nil && known.lastMessageUTF8())
+// handleMessage handles one incoming message, releases it once nothing reads its bytes, and
+// says what the reader does next.
+func (c *conn) handleMessage(msg message) readStep {
+	held := false
+	defer func() {
+		if !held {
+			msg.release()
+		}
+	}()
+	in, name, perr := parseMessage(msg.data, msg.utf8)
 	if perr != nil {
 		c.sendError(nil, errInvalidRequest("%s: %s", c.parsePrefix, perr))
 		return readNext
@@ -167,7 +175,7 @@ func (c *conn) handleMessage(msg []byte) readStep {
 		return readNext
 	}
 	if c.log.Enabled(c.ctx, slog.LevelDebug) {
-		c.log.Debug("request", "method", name, "conn", c.parsePrefix[strings.LastIndexByte(c.parsePrefix, ' ')+1:])
+		c.log.Debug("request", "method", name, "conn", c.peer)
 	}
 	m, ok := c.srv.methods[name]
 	if !ok {
@@ -177,7 +185,8 @@ func (c *conn) handleMessage(msg []byte) readStep {
 	id := append(json.RawMessage(nil), in.ID...)
 	res, err := c.callSafely(m, in.Params)
 	if l, ok := res.(later); ok && err == nil {
-		return c.schedule(id, l)
+		held = l.quick || l.holdsMessage
+		return c.schedule(id, l, msg)
 	}
 	c.reply(id, res, err)
 	return readNext
@@ -196,20 +205,28 @@ func (c *conn) callSafely(m method, params json.RawMessage) (res any, err error)
 }
 
 // schedule runs deferred work after earlier work with the same key, then replies; a quick
-// later runs on the reader (runQuick).
-func (c *conn) schedule(id json.RawMessage, l later) readStep {
+// later runs on the reader (runQuick). msg is released once the work is done when it is
+// quick or holds the message (the caller releases it otherwise).
+func (c *conn) schedule(id json.RawMessage, l later, msg message) readStep {
 	release := func() {}
 	if !l.poll {
 		select {
 		case c.slots <- struct{}{}:
 		case <-c.ctx.Done():
+			if l.quick || l.holdsMessage {
+				msg.release()
+			}
 			return readNext
 		}
 		release = func() { <-c.slots }
 	}
 	if l.quick && l.key == "" {
 		defer release()
+		defer msg.release()
 		return c.runQuick(id, l)
+	}
+	if l.holdsMessage {
+		release = func() { msg.release(); <-c.slots }
 	}
 	var prev, done chan struct{}
 	if l.key != "" {

@@ -60,6 +60,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -271,9 +272,8 @@ func (o writeFileOp) run(ctx context.Context, how fsWrites) (any, error) {
 	return struct{}{}, err
 }
 
-// fsWriteFile keeps the message that carried the data until the file is written: the data
-// is decoded over it (here), or sent on from it (to the worker). The handler gives the
-// message's buffer back for the next large message once done.
+// fsWriteFile holds the message that carried the data until the file is written: the data
+// is decoded over it (here), or sent on from it (to the worker).
 func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
@@ -281,11 +281,7 @@ func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
 	}
 	res, err := fsDo(c, "fs/writeFile", p.Sandbox, true, writeFileOp{Path: path, Data: p.DataBase64})
 	if l, ok := res.(later); ok {
-		release, run := c.t.keepMessage(), l.run
-		l.run = func(ctx context.Context) (any, error) {
-			defer release()
-			return run(ctx)
-		}
+		l.holdsMessage = true
 		res = l
 	}
 	return res, err
@@ -883,10 +879,20 @@ func (c *conn) parseSandbox(s *sandboxParam) error {
 
 // cachedSandbox is parseSandbox(raw), remembered for the connection's next calls. A parsed
 // request is never changed after, so calls share it.
-func (c *conn) cachedSandbox(raw []byte) (*sandboxRequest, error) {
-	c.sandboxMu.Lock()
-	req, ok := c.sandboxCache[string(raw)]
-	c.sandboxMu.Unlock()
+func (c *conn) cachedSandbox(raw []byte) (*sandboxRequest, error) { return c.sandboxes.parse(raw) }
+
+// sandboxCache is a connection's parsed sandbox objects, by their bytes: at most
+// maxSandboxCache, forgotten all at once past that.
+type sandboxCache struct {
+	mu     sync.Mutex
+	parsed map[string]*sandboxRequest
+}
+
+// parse is parseSandbox(raw), remembered.
+func (sc *sandboxCache) parse(raw []byte) (*sandboxRequest, error) {
+	sc.mu.Lock()
+	req, ok := sc.parsed[string(raw)]
+	sc.mu.Unlock()
 	if ok {
 		return req, nil
 	}
@@ -894,12 +900,12 @@ func (c *conn) cachedSandbox(raw []byte) (*sandboxRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.sandboxMu.Lock()
-	if len(c.sandboxCache) >= maxSandboxCache || c.sandboxCache == nil {
-		c.sandboxCache = make(map[string]*sandboxRequest, maxSandboxCache)
+	sc.mu.Lock()
+	if len(sc.parsed) >= maxSandboxCache || sc.parsed == nil {
+		sc.parsed = make(map[string]*sandboxRequest, maxSandboxCache)
 	}
-	c.sandboxCache[string(raw)] = req
-	c.sandboxMu.Unlock()
+	sc.parsed[string(raw)] = req
+	sc.mu.Unlock()
 	return req, nil
 }
 

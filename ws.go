@@ -93,7 +93,7 @@ const (
 	wsWriteBufferSize = 64 << 10
 	wsReadStep        = 256 << 10       // the reassembly buffer grows by received bytes, at least this much at a time
 	wsKeepBuffer      = 1 << 20         // a reassembly buffer larger than this is dropped after its message
-	wsSpareLinger     = 2 * time.Second // how long a large buffer given back after keepMessage waits for the next large message
+	wsSpareLinger     = 2 * time.Second // how long a large released buffer waits for the next large message
 )
 
 const wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -134,11 +134,10 @@ type wsConn struct {
 	hdr  [14]byte
 	ctrl [wsMaxControl]byte // a control frame's payload
 	skip int                // payload bytes of a refused frame, still unread
-	// lastText: the message readMessage returned last came in text frames, whose UTF-8 was
-	// checked as they were read. Only the reader touches it.
-	lastText bool
-	// spare is a large reassembly buffer whose message a handler kept and has released
-	// (keepMessage); the next large message is read into it for wsSpareLinger.
+	// lender says whether msg is back from the message it was lent to (next).
+	lender msgLender
+	// spare is a large reassembly buffer whose message has been released; the next large
+	// message is read into it for wsSpareLinger.
 	spare atomic.Pointer[[]byte]
 
 	wmu  sync.Mutex // guards bw, whdr, wkey and frame writes
@@ -205,32 +204,44 @@ func (c *wsConn) closeTCP() {
 	})
 }
 
-// readMessage returns the next text or binary message (msgTransport).
-func (c *wsConn) readMessage() ([]byte, error) {
+// next implements msgTransport: the next text or binary message, lent the reassembly
+// buffer. A buffer still lent when the next message comes stays with its holder, and the
+// next message is read into a new one.
+func (c *wsConn) next() (message, error) {
+	tag, reuse := c.lender.lend()
+	if !reuse {
+		c.msg = nil
+	}
 	op, b, err := c.readFrameMessage()
-	c.lastText = op == wsOpText
-	return b, err
+	if err != nil {
+		return message{}, err
+	}
+	return message{data: b, utf8: op == wsOpText, owner: c, tag: tag}, nil
 }
 
-// lastMessageUTF8 implements utf8Checker: a text message was checked as it was read.
-func (c *wsConn) lastMessageUTF8() bool { return c.lastText }
-
-// keepMessage implements msgTransport. A released buffer of over wsKeepBuffer becomes the
+// releaseMessage implements msgReleaser. A released buffer of over wsKeepBuffer becomes the
 // spare for wsSpareLinger: back-to-back large messages (fs/writeFile of 32 MiB) are then read
-// into one buffer instead of growing a new one each time, and an idle connection does not hold
-// one for long.
-func (c *wsConn) keepMessage() (release func()) {
-	b := c.msg
-	c.msg = nil
-	if cap(b) <= wsKeepBuffer {
-		return func() {}
-	}
-	return func() {
-		p := &b
+// into one buffer instead of growing a new one each time, and an idle connection does not
+// hold one for long.
+func (c *wsConn) releaseMessage(m message) {
+	if cap(m.data) > wsKeepBuffer {
+		p := &m.data
 		c.spare.Store(p)
 		time.AfterFunc(wsSpareLinger, func() { c.spare.CompareAndSwap(p, nil) })
 	}
+	c.lender.giveBack(m.tag)
 }
+
+// readMessage returns the next text or binary message, valid until the next call: the
+// client side's read (the relay, tests).
+func (c *wsConn) readMessage() ([]byte, error) {
+	m, err := c.next()
+	m.release()
+	return m.data, err
+}
+
+// peer implements msgTransport.
+func (c *wsConn) peer() string { return c.nc.RemoteAddr().String() }
 
 // readFrameMessage returns the next whole data message and its opcode, answering pings and
 // the close handshake on the way. data is valid until the next call. Once our close frame is
@@ -663,33 +674,36 @@ func (c *wsConn) sendClose(code int, reason string) bool {
 	return true
 }
 
-// close starts the closing handshake (msgTransport): our close frame, then the peer's echo is
-// awaited by the reader if one is running, else by a linger of our own; TCP is closed on the
-// echo, or after closeWait in any case.
+// closeWith starts the closing handshake with the code and text the connection chose
+// (msgTransport): our close frame, then the peer's echo is awaited by the reader if one is
+// running, else by a linger of our own; TCP is closed on the echo, or after closeWait in any
+// case.
+func (c *wsConn) closeWith(cause closeCause) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	if c.sendClose(cause.code, cause.text) {
+		go c.lingerAfterClose()
+	}
+}
+
+// close is closeWith for the client side (the relay, tests): nil is a normal end, a
+// cancelled context is going away.
 func (c *wsConn) close(reason error) error {
-	code, text := wsCloseNormal, ""
+	cause := closeCause{code: wsCloseNormal, err: reason}
 	var ce *wsCloseError
 	switch {
 	case reason == nil:
 	case errors.As(reason, &ce):
-		code, text = ce.code, ce.reason
-	case errors.Is(reason, errClientProtocol):
-		code, text = wsClosePolicy, "protocol violation"
-	case errors.Is(reason, errSlowClient):
-		code, text = wsClosePolicy, "client too slow"
+		cause.code, cause.text = ce.code, ce.reason
 	case errors.Is(reason, context.Canceled):
-		code, text = wsCloseGoingAway, "server shutting down"
+		cause.code, cause.text = wsCloseGoingAway, "server shutting down"
 	default:
-		code, text = wsCloseInternal, ""
+		cause.code = wsCloseInternal
 	}
-	select {
-	case <-c.done:
-		return nil
-	default:
-	}
-	if c.sendClose(code, text) {
-		go c.lingerAfterClose()
-	}
+	c.closeWith(cause)
 	return nil
 }
 
