@@ -220,7 +220,8 @@ func (c *wsConn) next() (message, error) {
 // hold one for long.
 func (c *wsConn) releaseMessage(m message) {
 	if cap(m.data) > wsKeepBuffer {
-		p := &m.data
+		b := m.data // declared here, so that only a large buffer's pointer goes to the heap
+		p := &b
 		c.spare.Store(p)
 		time.AfterFunc(wsSpareLinger, func() { c.spare.CompareAndSwap(p, nil) })
 	}
