@@ -48,8 +48,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,10 +58,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
-	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // maxReadFileBytes is the largest file fs/readFile returns whole (the reference's limit).
@@ -244,187 +240,6 @@ func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
 
 func errNotAFile(path string) error {
 	return errInvalidRequest("path `%s` is not a file", path)
-}
-
-type writeFileParams struct {
-	Path       string       `json:"path" uri:"path"`
-	DataBase64 lazyBase64   `json:"dataBase64"`
-	Sandbox    sandboxParam `json:"sandbox,omitempty"`
-}
-
-// writeFileOp is fs/writeFile's core. Data is decoded late, as the reference does (a bad one
-// is -32600, not -32602), and in place over the bytes that carried it.
-type writeFileOp struct {
-	Path string     `json:"path"`
-	Data lazyBase64 `json:"dataBase64"`
-}
-
-func (o writeFileOp) run(ctx context.Context, how fsWrites) (any, error) {
-	data, err := o.Data.decodeInPlace()
-	if err != nil {
-		return nil, errInvalidRequest("fs/writeFile requires valid base64 dataBase64: %s", err)
-	}
-	err = writeFileContents(ctx, o.Path, nil, how, func(f *os.File) error {
-		_, err := f.Write(data)
-		return err
-	})
-	return struct{}{}, err
-}
-
-// fsWriteFile keeps the message that carried the data until the file is written: the data
-// is decoded over it (here), or sent on from it (to the worker). The handler gives the
-// message's buffer back for the next large message once done.
-func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
-	path, err := paramPath(p.Path)
-	if err != nil {
-		return nil, err
-	}
-	res, err := fsDo(c, "fs/writeFile", p.Sandbox, true, writeFileOp{Path: path, Data: p.DataBase64})
-	if l, ok := res.(later); ok {
-		release, run := c.t.keepMessage(), l.run
-		l.run = func(ctx context.Context) (any, error) {
-			defer release()
-			return run(ctx)
-		}
-		res = l
-	}
-	return res, err
-}
-
-// writeFileContents creates or replaces the file at path with what fill writes; see the file
-// comment for when it replaces atomically and when it writes in place (always, with
-// fsWritesInPlace). fill may run twice (a rename that fails is retried in place), each time
-// on a fresh file. perm, when set, is the mode the file gets (fs/copy gives the source's);
-// otherwise an existing file keeps its mode and a new one gets 0666 less the umask.
-func writeFileContents(ctx context.Context, path string, perm *os.FileMode, how fsWrites, fill func(*os.File) error) error {
-	if how == fsWritesInPlace {
-		return writeInPlace(ctx, path, perm, fill)
-	}
-	fi, err := os.Lstat(path)
-	switch {
-	case err != nil && !errors.Is(err, syscall.ENOENT):
-		return err
-	case err != nil: // a new file
-		if err := replaceAtomically(path, nil, perm, fill); !errors.Is(err, errNoAtomicReplace) {
-			return err
-		}
-	case fi.IsDir():
-		return &os.PathError{Op: "open", Path: path, Err: syscall.EISDIR}
-	case fi.Mode().IsRegular() && linkCount(fi) == 1:
-		if err := checkWritable(path); err != nil {
-			return err
-		}
-		if err := replaceAtomically(path, fi, perm, fill); !errors.Is(err, errNoAtomicReplace) {
-			return err
-		}
-	}
-	return writeInPlace(ctx, path, perm, fill)
-}
-
-// checkWritable fails, as opening path for writing would (EACCES), when the file a rename is
-// about to replace is not writable by us: the rename needs only the directory's permission, and
-// must not overwrite a file the client could not write. A running executable (ETXTBSY) may be
-// replaced: that is what a rename is for.
-func checkWritable(path string) error {
-	err := unix.Faccessat(unix.AT_FDCWD, path, unix.W_OK, unix.AT_EACCESS)
-	if err == nil || errors.Is(err, unix.ETXTBSY) {
-		return nil
-	}
-	return &os.PathError{Op: "access", Path: path, Err: err}
-}
-
-// errNoAtomicReplace says a temporary file could not stand in for the original (no write access
-// to the directory, or an owner we cannot give it): the caller writes in place instead.
-var errNoAtomicReplace = errors.New("cannot replace the file atomically")
-
-// replaceAtomically writes a temporary file beside path and renames it over path. old is the
-// file being replaced (nil for a new one) whose mode and owner the new file keeps.
-func replaceAtomically(path string, old os.FileInfo, perm *os.FileMode, fill func(*os.File) error) error {
-	dir, base := filepath.Split(path)
-	if len(base) > 100 {
-		base = base[:100]
-	}
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	tmp := dir + "." + base + ".exec-server-" + hex.EncodeToString(rnd[:])
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, 0o666)
-	if err != nil {
-		return errNoAtomicReplace
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if old != nil {
-		if st, isStat := old.Sys().(*syscall.Stat_t); isStat && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
-			if f.Chown(int(st.Uid), int(st.Gid)) != nil {
-				return errNoAtomicReplace
-			}
-		}
-	}
-	switch {
-	case perm != nil:
-		err = f.Chmod(*perm)
-	case old != nil:
-		err = f.Chmod(permBits(old.Mode()))
-	}
-	if err != nil {
-		return err
-	}
-	if err := fill(f); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return errNoAtomicReplace // a sticky directory, a bind-mounted file: write in place
-	}
-	ok = true
-	return nil
-}
-
-// writeInPlace opens path with create and truncate, following a symlink, as the reference
-// does. A FIFO without a reader fails (ENXIO) instead of blocking; one whose reader stalls is
-// given up when the connection ends.
-func writeInPlace(ctx context.Context, path string, perm *os.FileMode, fill func(*os.File) error) error {
-	mode := os.FileMode(0o666)
-	if perm != nil {
-		mode = *perm
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK|syscall.O_CLOEXEC, mode)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	stop := context.AfterFunc(ctx, func() { f.SetWriteDeadline(time.Now()) })
-	defer stop()
-	if perm != nil {
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			if err := f.Chmod(*perm); err != nil {
-				return err
-			}
-		}
-	}
-	if err := fill(f); err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-// permBits is what chmod sets of a mode: permissions, setuid, setgid, sticky.
-func permBits(m os.FileMode) os.FileMode {
-	return m & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
-}
-
-func linkCount(fi os.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Nlink)
-	}
-	return 1
 }
 
 type createDirectoryParams struct {
@@ -686,154 +501,6 @@ func (c *conn) fsRemove(p *removeParams) (any, error) {
 	return fsDo(c, "fs/remove", p.Sandbox, true, op)
 }
 
-type copyParams struct {
-	SourcePath      string       `json:"sourcePath" uri:"path"`
-	DestinationPath string       `json:"destinationPath" uri:"path"`
-	Recursive       bool         `json:"recursive"`
-	Sandbox         sandboxParam `json:"sandbox,omitempty"`
-}
-
-// copyOp is fs/copy's core: a file, a symlink (as a symlink) or, with recursive, a directory
-// tree, merged into an existing directory.
-type copyOp struct {
-	Source      string `json:"sourcePath"`
-	Destination string `json:"destinationPath"`
-	Recursive   bool   `json:"recursive"`
-}
-
-func (o copyOp) run(ctx context.Context, how fsWrites) (any, error) {
-	src, dst := o.Source, o.Destination
-	fi, err := os.Lstat(src)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case fi.IsDir():
-		if !o.Recursive {
-			return nil, errInvalidRequest("fs/copy requires recursive: true when sourcePath is a directory")
-		}
-		inside, err := isSameOrBelow(src, dst)
-		if err != nil {
-			return nil, err
-		}
-		if inside {
-			return nil, errInvalidRequest("fs/copy cannot copy a directory to itself or one of its descendants")
-		}
-		return struct{}{}, copyTree(ctx, src, dst, how)
-	case fi.Mode()&os.ModeSymlink != 0:
-		return struct{}{}, copySymlink(src, dst)
-	case fi.Mode().IsRegular():
-		return struct{}{}, copyFile(ctx, src, dst, how)
-	}
-	return nil, errInvalidRequest("fs/copy only supports regular files, directories, and symlinks")
-}
-
-func (c *conn) fsCopy(p *copyParams) (any, error) {
-	src, err := paramPath(p.SourcePath)
-	if err != nil {
-		return nil, err
-	}
-	dst, err := paramPath(p.DestinationPath)
-	if err != nil {
-		return nil, err
-	}
-	return fsDo(c, "fs/copy", p.Sandbox, true, copyOp{Source: src, Destination: dst, Recursive: p.Recursive})
-}
-
-// isSameOrBelow says whether dst, once its existing part is resolved, is src or lies inside it.
-func isSameOrBelow(src, dst string) (bool, error) {
-	realSrc, err := realPath(src)
-	if err != nil {
-		return false, err
-	}
-	existing, rest := dst, ""
-	for {
-		if _, err := os.Lstat(existing); err == nil {
-			break
-		}
-		parent := filepath.Dir(existing)
-		if parent == existing {
-			break
-		}
-		rest = filepath.Join(filepath.Base(existing), rest)
-		existing = parent
-	}
-	realDst, err := realPath(existing)
-	if err != nil {
-		return false, err
-	}
-	realDst = filepath.Join(realDst, rest)
-	return realDst == realSrc || strings.HasPrefix(realDst, strings.TrimSuffix(realSrc, "/")+"/"), nil
-}
-
-// copyTree copies the directory src into dst: directories, regular files and symlinks; other
-// entries (FIFOs, sockets, devices) are skipped, as the reference does.
-func copyTree(ctx context.Context, src, dst string, how fsWrites) error {
-	if err := mkdirAll(dst); err != nil {
-		return err
-	}
-	ents, err := readDirUnsorted(src)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		from, to := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
-		switch t := e.Type(); {
-		case t.IsDir():
-			err = copyTree(ctx, from, to, how)
-		case t.IsRegular():
-			err = copyFile(ctx, from, to, how)
-		case t&os.ModeSymlink != 0:
-			err = copySymlink(from, to)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// copyFile copies a regular file's bytes and permission bits. A destination that is the source
-// itself (the same path, a symlink to it, another hard link) is left untouched.
-func copyFile(ctx context.Context, src, dst string, how fsWrites) error {
-	in, err := openRegular(src, os.O_RDONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	sfi, err := in.Stat()
-	if err != nil {
-		return err
-	}
-	if dfi, err := os.Stat(dst); err == nil && os.SameFile(sfi, dfi) {
-		return nil
-	}
-	perm := permBits(sfi.Mode())
-	return writeFileContents(ctx, dst, &perm, how, func(out *os.File) error {
-		if _, err := in.Seek(0, io.SeekStart); err != nil { // fill may run twice
-			return err
-		}
-		_, err := io.Copy(out, in)
-		return err
-	})
-}
-
-func copySymlink(src, dst string) error {
-	target, err := os.Readlink(src)
-	if err != nil {
-		return err
-	}
-	return os.Symlink(target, dst)
-}
-
-// sandboxParam is the optional sandbox of the fs methods (docs/sandbox.md §1), decoded by
-// the parser process/start uses (parseSandbox): a malformed object is the same -32602 on
-// every method. The fs methods add one rule of the reference's: a profile
-// with entries anchored on cwd (current_working_directory, project_roots, a glob) needs the
-// object's cwd, since the operation has no cwd of its own to fall back on.
 type sandboxParam struct {
 	raw []byte          // the object as it came (a copy), until the connection parses it
 	req *sandboxRequest // nil: absent or null
@@ -883,10 +550,20 @@ func (c *conn) parseSandbox(s *sandboxParam) error {
 
 // cachedSandbox is parseSandbox(raw), remembered for the connection's next calls. A parsed
 // request is never changed after, so calls share it.
-func (c *conn) cachedSandbox(raw []byte) (*sandboxRequest, error) {
-	c.sandboxMu.Lock()
-	req, ok := c.sandboxCache[string(raw)]
-	c.sandboxMu.Unlock()
+func (c *conn) cachedSandbox(raw []byte) (*sandboxRequest, error) { return c.sandboxes.parse(raw) }
+
+// sandboxCache is a connection's parsed sandbox objects, by their bytes: at most
+// maxSandboxCache, forgotten all at once past that.
+type sandboxCache struct {
+	mu     sync.Mutex
+	parsed map[string]*sandboxRequest
+}
+
+// parse is parseSandbox(raw), remembered.
+func (sc *sandboxCache) parse(raw []byte) (*sandboxRequest, error) {
+	sc.mu.Lock()
+	req, ok := sc.parsed[string(raw)]
+	sc.mu.Unlock()
 	if ok {
 		return req, nil
 	}
@@ -894,12 +571,12 @@ func (c *conn) cachedSandbox(raw []byte) (*sandboxRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.sandboxMu.Lock()
-	if len(c.sandboxCache) >= maxSandboxCache || c.sandboxCache == nil {
-		c.sandboxCache = make(map[string]*sandboxRequest, maxSandboxCache)
+	sc.mu.Lock()
+	if len(sc.parsed) >= maxSandboxCache || sc.parsed == nil {
+		sc.parsed = make(map[string]*sandboxRequest, maxSandboxCache)
 	}
-	c.sandboxCache[string(raw)] = req
-	c.sandboxMu.Unlock()
+	sc.parsed[string(raw)] = req
+	sc.mu.Unlock()
 	return req, nil
 }
 

@@ -287,16 +287,16 @@ type fsLimitedTransport struct {
 
 func (m *fsLimitedTransport) maxMessageBytes() int { return m.limit }
 
-func (m *fsLimitedTransport) readMessage() ([]byte, error) {
+func (m *fsLimitedTransport) next() (message, error) {
 	select {
 	case b := <-m.in:
-		return b, nil
+		return message{data: b}, nil
 	case <-m.done:
-		return nil, io.EOF
+		return message{}, io.EOF
 	}
 }
 
-func (m *fsLimitedTransport) keepMessage() func() { return func() {} }
+func (m *fsLimitedTransport) peer() string { return "limited" }
 
 func (m *fsLimitedTransport) writeMessage(b []byte) error {
 	if len(b) > m.limit {
@@ -310,9 +310,8 @@ func (m *fsLimitedTransport) writeMessage(b []byte) error {
 	}
 }
 
-func (m *fsLimitedTransport) close(error) error {
+func (m *fsLimitedTransport) closeWith(closeCause) {
 	m.once.Do(func() { close(m.done) })
-	return nil
 }
 
 // call sends a request and returns the next message, or fails when the connection ends.
@@ -340,7 +339,7 @@ func TestFSReadFileFitsTheTransport(t *testing.T) {
 		defer ts.srv.conns.Done()
 		ts.srv.serveConn(m, "test transport")
 	}()
-	t.Cleanup(func() { m.close(nil) })
+	t.Cleanup(func() { m.closeWith(closeCause{}) })
 	m.call(t, `{"id":1,"method":"initialize","params":{"clientName":"limited"}}`)
 	m.in <- []byte(`{"method":"initialized"}`)
 

@@ -40,11 +40,10 @@ type fileHandles struct {
 }
 
 func (c *conn) fileHandles() *fileHandles {
-	return c.scopedState("fs/handles", func() any {
+	return connScoped(c, &c.files, func() (*fileHandles, func()) {
 		h := &fileHandles{files: map[string]*os.File{}, max: c.srv.cfg.limits.openHandles}
-		c.onClose(h.closeAll)
-		return h
-	}).(*fileHandles)
+		return h, h.closeAll
+	})
 }
 
 // add files f under id, or says why it cannot.

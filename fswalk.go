@@ -141,16 +141,8 @@ func walkTree(ctx context.Context, root string, o walkOptions) (*walkResult, err
 			}
 			entries++
 			path := filepath.Join(dir.path, e.Name())
-			mode, ok := followedType(dir.path, e)
-			isLink := e.Type()&os.ModeSymlink != 0
-			if !ok || isLink && (!o.FollowDirectorySymlinks || !mode.IsDir()) {
-				continue
-			}
-			kind := "file"
-			switch {
-			case mode.IsDir():
-				kind = "directory"
-			case !mode.IsRegular():
+			kind := w.entryKind(dir.path, e)
+			if kind == "" {
 				continue
 			}
 			uri := fileURI(path)
@@ -183,6 +175,23 @@ func walkTree(ctx context.Context, root string, o walkOptions) (*walkResult, err
 		}
 	}
 	return &w.res, nil
+}
+
+// entryKind is what fs/walk reports e, in dir, as: "file" or "directory" (a symlink only when
+// followed to a directory), or "" for an entry it skips.
+func (w *walker) entryKind(dir string, e os.DirEntry) string {
+	mode, ok := followedType(dir, e)
+	isLink := e.Type()&os.ModeSymlink != 0
+	if !ok || isLink && (!w.opts.FollowDirectorySymlinks || !mode.IsDir()) {
+		return ""
+	}
+	switch {
+	case mode.IsDir():
+		return "directory"
+	case !mode.IsRegular():
+		return ""
+	}
+	return "file"
 }
 
 // reserve accounts for an item of n bytes; false (and truncated) when the answer is full.

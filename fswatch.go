@@ -63,7 +63,7 @@ func (c *conn) fsWatchMissing(p *watchMissingParams) (any, error) {
 		}
 		paths = append(paths, path)
 	}
-	ws := c.scopedState("fs/watchMissing", func() any {
+	ws := connScoped(c, &c.watches, func() (*missingWatches, func()) {
 		ws := newMissingWatches(missingPollInterval, true, func(id uint64) {
 			if b, err := appendNotification(nil, "fs/missingChanged", missingChangedParams{id}); err == nil {
 				c.notify(b)
@@ -71,9 +71,8 @@ func (c *conn) fsWatchMissing(p *watchMissingParams) (any, error) {
 		})
 		ws.max = c.srv.cfg.limits.watchedPaths
 		ws.newNotifier = c.srv.inotify.view
-		c.onClose(ws.close)
-		return ws
-	}).(*missingWatches)
+		return ws, ws.close
+	})
 	return later{run: func(context.Context) (any, error) {
 		watching, err := ws.add(p.WatchID, paths)
 		if err != nil {

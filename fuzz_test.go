@@ -835,8 +835,8 @@ func (c chunkReader) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p)
 
 // FuzzStdioReadMessage reads newline-delimited input in reads of 1 to 8 bytes or whole, after a
 // first line longer than the read buffer or not, and keeping each message or not: the
-// messages are the input's non-blank lines, trimmed, in order, then io.EOF; a message kept
-// with keepMessage is never overwritten by the next read.
+// messages are the input's non-blank lines, trimmed, in order, then io.EOF; a message not
+// released is never overwritten by the next read.
 func FuzzStdioReadMessage(f *testing.F) {
 	// seeds: testdata/fuzz/FuzzStdioReadMessage
 	f.Fuzz(func(t *testing.T, input []byte, flags uint8) {
@@ -853,7 +853,7 @@ func FuzzStdioReadMessage(f *testing.F) {
 		tr := newStdioTransport(r, io.Discard)
 		var got [][]byte
 		for {
-			msg, err := tr.readMessage()
+			m, err := tr.next()
 			if err != nil {
 				if err != io.EOF {
 					t.Fatalf("read error %v", err)
@@ -861,10 +861,10 @@ func FuzzStdioReadMessage(f *testing.F) {
 				break
 			}
 			if keep {
-				tr.keepMessage()
-				got = append(got, msg)
+				got = append(got, m.data)
 			} else {
-				got = append(got, bytes.Clone(msg))
+				got = append(got, bytes.Clone(m.data))
+				m.release()
 			}
 		}
 		var want [][]byte

@@ -118,18 +118,17 @@ func (s *httpState) end() {
 }
 
 func (c *conn) httpState() *httpState {
-	return c.scopedState("http", func() any {
+	return connScoped(c, &c.http, func() (*httpState, func()) {
 		// A clone of the default transport takes proxies from the environment. Bodies go to
 		// the client as the server sent them: no transparent gzip.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.DisableCompression = true
 		s := &httpState{client: &http.Client{Transport: tr}, active: map[string]bool{}, max: c.srv.cfg.limits.httpRequests}
-		c.onClose(func() {
+		return s, func() {
 			s.wg.Wait() // the connection's context is done: every stream is ending
 			tr.CloseIdleConnections()
-		})
-		return s
-	}).(*httpState)
+		}
+	})
 }
 
 // reserve marks requestId as streaming, or says it already is.

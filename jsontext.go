@@ -35,9 +35,6 @@ import (
 // unicodeScanLimit is the largest params value scanned for surrogate escapes.
 const unicodeScanLimit = 64 << 10
 
-// utf8Checker is a transport whose last message is known to be valid UTF-8.
-type utf8Checker interface{ lastMessageUTF8() bool }
-
 // parseMessage classifies one message (parseIncoming) and refuses, with the reference's
 // words, what it would refuse and encoding/json accepts. Of two errors in the text, the one
 // that comes first is reported; an error in the text comes before any about the message's

@@ -126,48 +126,45 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runSandboxCommand(args[1:], stdout, stderr)
 	}
 	var o cliOptions
-	fail := func(err error) int {
-		var ue *usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "exec-server: %v%s\n", err, usageHint)
-			return 2
-		}
-		fmt.Fprintf(stderr, "exec-server: %v\n", err)
-		return 1
-	}
 	fs, err := parseFlags(args, &o)
-	if errors.Is(err, flag.ErrHelp) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		writeUsage(stdout, fs)
 		return 0
-	}
-	if err != nil {
-		return fail(err)
-	}
-	if o.showVersion {
+	case err != nil:
+		return exitStatus(stderr, err)
+	case o.showVersion:
 		fmt.Fprintf(stdout, "exec-server %s (commit %s, date %s, protocol of codex %s)\n", version, commit, date, executorVersion)
 		return 0
 	}
+	return exitStatus(stderr, serve(&o, stdin, stdout, stderr))
+}
+
+// exitStatus reports err on stderr and returns the exit status for it: 0 for none, 2 for a
+// usage error (with the hint), 1 for any other.
+func exitStatus(stderr io.Writer, err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "exec-server: %v%s\n", err, usageHint)
+		return 2
+	}
+	fmt.Fprintf(stderr, "exec-server: %v\n", err)
+	return 1
+}
+
+// serve checks the options, builds the server and serves on what --listen or the remote
+// options choose, until a signal or the transport's end.
+func serve(o *cliOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 	log, err := newLogger(stderr, o.logLevel, o.logFormat)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	auth, err := newWSAuth(o.wsAuth, o.wsTokenFile, o.wsTokenSHA256, o.wsSecretFile, o.wsIssuer, o.wsAudience, time.Duration(o.wsSkewSeconds)*time.Second)
+	auth, sbx, err := checkOptions(o)
 	if err != nil {
-		return fail(&usageError{err.Error()})
-	}
-	remote := &o.remote
-	if remote.enabled() {
-		if err := remote.validate(); err != nil {
-			return fail(&usageError{err.Error()})
-		}
-	}
-
-	if o.managedSandbox != "enforce" && o.managedSandbox != "run-unsandboxed" {
-		return fail(&usageError{fmt.Sprintf("invalid --managed-sandbox %q: want enforce or run-unsandboxed", o.managedSandbox)})
-	}
-	sbx, err := newSandboxer(o.pidNamespace, "")
-	if err != nil {
-		return fail(&usageError{err.Error()})
+		return err
 	}
 	o.compat.logIgnored(log)
 
@@ -186,47 +183,83 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	srv.sandbox = sbx
 	defer srv.shutdown()
 
-	logSandbox := func() {
-		if o.managedSandbox == "run-unsandboxed" {
-			log.Warn("--managed-sandbox run-unsandboxed: requests that ask for a sandbox run WITHOUT one; use this only on a host that is itself the sandbox")
-		} else {
-			log.Info("sandbox", "mechanism", sbx.describe())
-		}
-	}
-	if remote.enabled() {
-		logSandbox()
+	switch {
+	case o.remote.enabled():
+		logSandbox(o, sbx, log)
 		if o.exitOnStdinClose {
-			return fail(&usageError{"--exit-on-stdin-close cannot be combined with remote credentials read from stdin"})
+			return &usageError{"--exit-on-stdin-close cannot be combined with remote credentials read from stdin"}
 		}
-		if err := runRemote(ctx, remote, srv, stdin, log); err != nil && ctx.Err() == nil {
-			return fail(err)
+		if err := runRemote(ctx, &o.remote, srv, stdin, log); err != nil && ctx.Err() == nil {
+			return err
 		}
-		return 0
+		return nil
+	case o.listen == "stdio" || o.listen == "stdio://":
+		logSandbox(o, sbx, log)
+		serveStdio(ctx, srv, stdin, stdout)
+		return nil
 	}
+	return serveWebsocket(ctx, stop, o, srv, stdin, stdout, log)
+}
 
-	if o.listen == "stdio" || o.listen == "stdio://" {
-		logSandbox()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			srv.serveConn(newStdioTransport(stdin, stdout), stdioParsePrefix)
-		}()
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
-		return 0
+// checkOptions checks what the flags alone cannot, and builds the authenticator and the
+// sandboxer they name; every failure is a usage error.
+func checkOptions(o *cliOptions) (*wsAuthConfig, *sandboxer, error) {
+	auth, err := newWSAuth(o.wsAuth, o.wsTokenFile, o.wsTokenSHA256, o.wsSecretFile, o.wsIssuer, o.wsAudience, time.Duration(o.wsSkewSeconds)*time.Second)
+	if err != nil {
+		return nil, nil, &usageError{err.Error()}
 	}
+	if o.remote.enabled() {
+		if err := o.remote.validate(); err != nil {
+			return nil, nil, &usageError{err.Error()}
+		}
+	}
+	if o.managedSandbox != "enforce" && o.managedSandbox != "run-unsandboxed" {
+		return nil, nil, &usageError{fmt.Sprintf("invalid --managed-sandbox %q: want enforce or run-unsandboxed", o.managedSandbox)}
+	}
+	sbx, err := newSandboxer(o.pidNamespace, "")
+	if err != nil {
+		return nil, nil, &usageError{err.Error()}
+	}
+	return auth, sbx, nil
+}
+
+// logSandbox says how sandboxed requests run, once the server is about to serve.
+func logSandbox(o *cliOptions, sbx *sandboxer, log *slog.Logger) {
+	if o.managedSandbox == "run-unsandboxed" {
+		log.Warn("--managed-sandbox run-unsandboxed: requests that ask for a sandbox run WITHOUT one; use this only on a host that is itself the sandbox")
+	} else {
+		log.Info("sandbox", "mechanism", sbx.describe())
+	}
+}
+
+// serveStdio serves the one stdio connection (docs/protocol.md §2.4) until stdin's end or a
+// signal.
+func serveStdio(ctx context.Context, srv *server, stdin io.Reader, stdout io.Writer) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.serveConn(newStdioTransport(stdin, stdout), stdioParsePrefix)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// serveWebsocket listens on --listen, prints the bound URL and serves websocket clients
+// until a signal (or stdin's end, with --exit-on-stdin-close), then gives connections
+// shutdownGrace to end.
+func serveWebsocket(ctx context.Context, stop func(), o *cliOptions, srv *server, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
 	addr, err := parseListen(o.listen)
 	if err != nil {
-		return fail(&usageError{err.Error()})
+		return &usageError{err.Error()}
 	}
 	ln, err := net.Listen(listenNetwork(addr), addr.String())
 	if err != nil {
-		return fail(fmt.Errorf("listen %s: %w", o.listen, err))
+		return fmt.Errorf("listen %s: %w", o.listen, err)
 	}
-	logSandbox()
-	if !addr.Addr().IsLoopback() && !auth.enabled() {
+	logSandbox(o, srv.sandbox, log)
+	if !addr.Addr().IsLoopback() && !srv.auth.enabled() {
 		log.Warn("listening on a non-loopback address without --ws-auth: anyone who can reach it can run commands as this user", "addr", ln.Addr().String())
 	}
 	fmt.Fprintf(stdout, "ws://%s\n", listenedAddr(addr, ln.Addr()))
@@ -247,7 +280,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		if err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	log.Info("shutting down")
@@ -259,7 +292,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case <-done:
 	case <-time.After(shutdownGrace):
 	}
-	return 0
+	return nil
 }
 
 // parseListen parses ws://IP:PORT. The host must be an IP literal, as in the reference, or

@@ -3,8 +3,9 @@ package main
 // Quick laters: fs methods run on the connection's reader goroutine itself. A stat answered
 // there costs no goroutine and no wake-up of another thread, which is most of its price. A
 // file system can still block (a stalled network mount, a FIFO whose reader stalls), so a
-// watch per connection hands reading over to a new goroutine once the running later has
-// outlasted inlineBudget; the old reader ends with its later.
+// watch per connection hands reading over once the running later has outlasted
+// inlineBudget: it asks conn.read, the only one to start readers, for a replacement, and
+// the old reader ends with its later.
 //
 // The watch is one timer per connection, armed while quick laters keep coming and asleep
 // otherwise. A timer armed for each request would have the runtime wake another thread each
@@ -12,7 +13,6 @@ package main
 
 import (
 	"encoding/json"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -37,10 +37,6 @@ type quickWatch struct {
 	run   atomic.Pointer[quickRun]
 	armed atomic.Bool
 	timer *time.Timer // made stopped with the connection (startQuickWatch)
-	// end orders a run's two possible ends: the reader finishing it, or the watch moving
-	// reading away and counting the old reader in conn.work. The count must be taken before
-	// the reader can see the move and give it back.
-	end sync.Mutex
 }
 
 // runQuick runs a quick later on the reader and answers it. If the watch finds it still
@@ -53,13 +49,9 @@ func (c *conn) runQuick(id json.RawMessage, l later) readStep {
 	res, err := c.runLater(l)
 	c.reply(id, res, err)
 	c.quick.run.CompareAndSwap(r, nil)
-	c.quick.end.Lock()
-	finished := r.state.CompareAndSwap(quickRunning, quickFinished)
-	c.quick.end.Unlock()
-	if finished {
+	if r.state.CompareAndSwap(quickRunning, quickFinished) {
 		return readNext
 	}
-	c.work.Done() // counted as deferred work by checkQuick
 	return readMoved
 }
 
@@ -86,19 +78,11 @@ func (c *conn) checkQuick() {
 			c.quick.timer.Reset(left)
 			return
 		}
-		// While r runs, its reader has not ended reading, so conn.work is not being waited
-		// on: the Add is safe, and it comes before the reader's Done.
-		c.quick.end.Lock()
-		moved := r.state.CompareAndSwap(quickRunning, quickMoved)
-		if moved {
-			c.work.Add(1) // the old reader is now one more deferred handler
-		}
-		c.quick.end.Unlock()
-		if moved {
-			// The watch takes the reader's place: the later may still use the message's
-			// bytes, so the transport must not read into them again.
-			c.t.keepMessage()
-			go c.readLoop()
+		// While r runs its reader has not ended reading, so conn.read is waiting: at most
+		// one hand-over is ever pending, and the send never blocks. The later still holds
+		// its message, so the next one is read into a buffer of its own.
+		if r.state.CompareAndSwap(quickRunning, quickMoved) {
+			c.handover <- struct{}{}
 		}
 	}
 	c.quick.armed.Store(false)

@@ -30,6 +30,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -370,16 +371,17 @@ func (st *relayStream) receive(seq uint32, record []byte) error {
 	})
 }
 
-// readMessage implements msgTransport.
-func (st *relayStream) readMessage() ([]byte, error) {
+// next implements msgTransport. Every message is a buffer of its own: nothing to give
+// back.
+func (st *relayStream) next() (message, error) {
 	if m, ok := st.inbox.pop(st.done); ok {
-		return m, nil
+		return message{data: m}, nil
 	}
-	return nil, io.EOF
+	return message{}, io.EOF
 }
 
-// keepMessage implements msgTransport: every message is a buffer of its own already.
-func (st *relayStream) keepMessage() (release func()) { return func() {} }
+// peer implements msgTransport: the stream's internal id, unique while the executor runs.
+func (st *relayStream) peer() string { return strconv.FormatUint(st.instance, 10) }
 
 // writeMessage implements msgTransport: one JSON-RPC message becomes as many Data frames as
 // it has records. A record is encrypted once with nonce = seq; should acks ever ship
@@ -414,10 +416,9 @@ func relayTooLarge(b []byte) []byte {
 	return appendError(nil, id, errInternal("response of %d bytes exceeds the relay's %d-byte message limit", len(b), noiseMaxRPCMessage))
 }
 
-// close implements msgTransport: the server ending the stream resets it at the harness.
-func (st *relayStream) close(reason error) error {
-	st.teardown(reason, true)
-	return nil
+// closeWith implements msgTransport: the server ending the stream resets it at the harness.
+func (st *relayStream) closeWith(cause closeCause) {
+	st.teardown(cause.err, true)
 }
 
 // teardown ends the stream once: it leaves the socket's table, unblocks the dispatcher, drops

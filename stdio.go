@@ -18,7 +18,8 @@ const stdioMaxLine = wsMaxMessage
 type stdioTransport struct {
 	r      *bufio.Reader
 	w      io.Writer
-	line   []byte
+	line   []byte    // the buffer lines are read into, lent to each message (next)
+	lender msgLender // says whether line is back
 	mu     sync.Mutex
 	closed bool
 }
@@ -29,7 +30,28 @@ func newStdioTransport(r io.Reader, w io.Writer) *stdioTransport {
 
 var errLineTooLong = errors.New("stdio message longer than the limit")
 
-func (t *stdioTransport) readMessage() ([]byte, error) {
+// next implements msgTransport: the next non-blank line, trimmed. A line still held when
+// the next one comes is left to its holder, and the next is read into a new buffer.
+func (t *stdioTransport) next() (message, error) {
+	tag, reuse := t.lender.lend()
+	if !reuse {
+		t.line = nil
+	}
+	msg, err := t.readLine()
+	if err != nil {
+		return message{}, err
+	}
+	return message{data: msg, owner: t, tag: tag}, nil
+}
+
+// releaseMessage implements msgReleaser.
+func (t *stdioTransport) releaseMessage(m message) { t.lender.giveBack(m.tag) }
+
+// peer implements msgTransport.
+func (t *stdioTransport) peer() string { return "stdio" }
+
+// readLine reads the next non-blank line into t.line and returns it trimmed.
+func (t *stdioTransport) readLine() ([]byte, error) {
 	for {
 		t.line = t.line[:0]
 		for {
@@ -52,12 +74,6 @@ func (t *stdioTransport) readMessage() ([]byte, error) {
 	}
 }
 
-// keepMessage implements msgTransport: the next line is read into a new buffer.
-func (t *stdioTransport) keepMessage() (release func()) {
-	t.line = nil
-	return func() {}
-}
-
 func (t *stdioTransport) writeMessage(b []byte) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -71,10 +87,10 @@ func (t *stdioTransport) writeMessage(b []byte) error {
 	return err
 }
 
-// close stops writing; reading ends at stdin's EOF, which the process cannot force.
-func (t *stdioTransport) close(error) error {
+// closeWith implements msgTransport: it stops writing; reading ends at stdin's EOF, which
+// the process cannot force.
+func (t *stdioTransport) closeWith(closeCause) {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
-	return nil
 }

@@ -33,20 +33,15 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/sha1"
-	"crypto/tls"
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"math/bits"
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,7 +88,7 @@ const (
 	wsWriteBufferSize = 64 << 10
 	wsReadStep        = 256 << 10       // the reassembly buffer grows by received bytes, at least this much at a time
 	wsKeepBuffer      = 1 << 20         // a reassembly buffer larger than this is dropped after its message
-	wsSpareLinger     = 2 * time.Second // how long a large buffer given back after keepMessage waits for the next large message
+	wsSpareLinger     = 2 * time.Second // how long a large released buffer waits for the next large message
 )
 
 const wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -134,11 +129,10 @@ type wsConn struct {
 	hdr  [14]byte
 	ctrl [wsMaxControl]byte // a control frame's payload
 	skip int                // payload bytes of a refused frame, still unread
-	// lastText: the message readMessage returned last came in text frames, whose UTF-8 was
-	// checked as they were read. Only the reader touches it.
-	lastText bool
-	// spare is a large reassembly buffer whose message a handler kept and has released
-	// (keepMessage); the next large message is read into it for wsSpareLinger.
+	// lender says whether msg is back from the message it was lent to (next).
+	lender msgLender
+	// spare is a large reassembly buffer whose message has been released; the next large
+	// message is read into it for wsSpareLinger.
 	spare atomic.Pointer[[]byte]
 
 	wmu  sync.Mutex // guards bw, whdr, wkey and frame writes
@@ -205,32 +199,45 @@ func (c *wsConn) closeTCP() {
 	})
 }
 
-// readMessage returns the next text or binary message (msgTransport).
-func (c *wsConn) readMessage() ([]byte, error) {
+// next implements msgTransport: the next text or binary message, lent the reassembly
+// buffer. A buffer still lent when the next message comes stays with its holder, and the
+// next message is read into a new one.
+func (c *wsConn) next() (message, error) {
+	tag, reuse := c.lender.lend()
+	if !reuse {
+		c.msg = nil
+	}
 	op, b, err := c.readFrameMessage()
-	c.lastText = op == wsOpText
-	return b, err
+	if err != nil {
+		return message{}, err
+	}
+	return message{data: b, utf8: op == wsOpText, owner: c, tag: tag}, nil
 }
 
-// lastMessageUTF8 implements utf8Checker: a text message was checked as it was read.
-func (c *wsConn) lastMessageUTF8() bool { return c.lastText }
-
-// keepMessage implements msgTransport. A released buffer of over wsKeepBuffer becomes the
+// releaseMessage implements msgReleaser. A released buffer of over wsKeepBuffer becomes the
 // spare for wsSpareLinger: back-to-back large messages (fs/writeFile of 32 MiB) are then read
-// into one buffer instead of growing a new one each time, and an idle connection does not hold
-// one for long.
-func (c *wsConn) keepMessage() (release func()) {
-	b := c.msg
-	c.msg = nil
-	if cap(b) <= wsKeepBuffer {
-		return func() {}
-	}
-	return func() {
+// into one buffer instead of growing a new one each time, and an idle connection does not
+// hold one for long.
+func (c *wsConn) releaseMessage(m message) {
+	if cap(m.data) > wsKeepBuffer {
+		b := m.data // declared here, so that only a large buffer's pointer goes to the heap
 		p := &b
 		c.spare.Store(p)
 		time.AfterFunc(wsSpareLinger, func() { c.spare.CompareAndSwap(p, nil) })
 	}
+	c.lender.giveBack(m.tag)
 }
+
+// readMessage returns the next text or binary message, valid until the next call: the
+// client side's read (the relay, tests).
+func (c *wsConn) readMessage() ([]byte, error) {
+	m, err := c.next()
+	m.release()
+	return m.data, err
+}
+
+// peer implements msgTransport.
+func (c *wsConn) peer() string { return c.nc.RemoteAddr().String() }
 
 // readFrameMessage returns the next whole data message and its opcode, answering pings and
 // the close handshake on the way. data is valid until the next call. Once our close frame is
@@ -663,359 +670,35 @@ func (c *wsConn) sendClose(code int, reason string) bool {
 	return true
 }
 
-// close starts the closing handshake (msgTransport): our close frame, then the peer's echo is
-// awaited by the reader if one is running, else by a linger of our own; TCP is closed on the
-// echo, or after closeWait in any case.
+// closeWith starts the closing handshake with the code and text the connection chose
+// (msgTransport): our close frame, then the peer's echo is awaited by the reader if one is
+// running, else by a linger of our own; TCP is closed on the echo, or after closeWait in any
+// case.
+func (c *wsConn) closeWith(cause closeCause) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	if c.sendClose(cause.code, cause.text) {
+		go c.lingerAfterClose()
+	}
+}
+
+// close is closeWith for the client side (the relay, tests): nil is a normal end, a
+// cancelled context is going away.
 func (c *wsConn) close(reason error) error {
-	code, text := wsCloseNormal, ""
+	cause := closeCause{code: wsCloseNormal, err: reason}
 	var ce *wsCloseError
 	switch {
 	case reason == nil:
 	case errors.As(reason, &ce):
-		code, text = ce.code, ce.reason
-	case errors.Is(reason, errClientProtocol):
-		code, text = wsClosePolicy, "protocol violation"
-	case errors.Is(reason, errSlowClient):
-		code, text = wsClosePolicy, "client too slow"
+		cause.code, cause.text = ce.code, ce.reason
 	case errors.Is(reason, context.Canceled):
-		code, text = wsCloseGoingAway, "server shutting down"
+		cause.code, cause.text = wsCloseGoingAway, "server shutting down"
 	default:
-		code, text = wsCloseInternal, ""
+		cause.code = wsCloseInternal
 	}
-	select {
-	case <-c.done:
-		return nil
-	default:
-	}
-	if c.sendClose(code, text) {
-		go c.lingerAfterClose()
-	}
+	c.closeWith(cause)
 	return nil
-}
-
-// wsServer serves the websocket endpoint and the HTTP routes of docs/protocol.md §2.1.
-type wsServer struct {
-	srv  *server
-	http *http.Server
-	opts wsOptions // for each upgraded connection; tests shorten the intervals
-
-	mu       sync.Mutex
-	pending  map[net.Conn]struct{} // connections not (yet) upgraded
-	upgraded int                   // websocket connections being served
-}
-
-func newWSServer(srv *server) *wsServer {
-	w := &wsServer{srv: srv, opts: wsOptions{pingInterval: wsPingInterval}, pending: map[net.Conn]struct{}{}}
-	w.http = &http.Server{
-		Handler:           w,
-		ReadHeaderTimeout: wsHandshakeLimit,
-		IdleTimeout:       wsIdleLimit,
-		MaxHeaderBytes:    wsMaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(srv.log.Handler(), slog.LevelDebug),
-		ConnState:         w.connState,
-	}
-	return w
-}
-
-// connState keeps the set of connections that have not upgraded, and closes a new one past
-// wsMaxPending.
-func (w *wsServer) connState(nc net.Conn, st http.ConnState) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch st {
-	case http.StateNew:
-		if len(w.pending) >= wsMaxPending {
-			nc.Close()
-			return
-		}
-		w.pending[nc] = struct{}{}
-	case http.StateHijacked, http.StateClosed:
-		delete(w.pending, nc)
-	}
-}
-
-// admit counts one more websocket connection, unless --max-connections are being served.
-func (w *wsServer) admit() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if max := w.srv.cfg.maxConnections; max > 0 && w.upgraded >= max {
-		return false
-	}
-	w.upgraded++
-	return true
-}
-
-func (w *wsServer) leave() {
-	w.mu.Lock()
-	w.upgraded--
-	w.mu.Unlock()
-}
-
-func (w *wsServer) serve(ln net.Listener) error {
-	err := w.http.Serve(ln)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
-}
-
-// close stops accepting. Upgraded connections end through the server's context.
-func (w *wsServer) close() { w.http.Close() }
-
-// plainError answers code with body. Every refusal closes the connection: a client that was
-// refused has no reason to keep it, and an idle refused socket only holds a descriptor.
-func plainError(rw http.ResponseWriter, code int, body string) {
-	if code >= 400 {
-		rw.Header().Set("Connection", "close")
-	}
-	if body == "" {
-		rw.Header().Set("Content-Length", "0")
-		rw.WriteHeader(code)
-		return
-	}
-	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	rw.WriteHeader(code)
-	io.WriteString(rw, body)
-}
-
-// ServeHTTP routes /readyz and the upgrade on /.
-func (w *wsServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == readyzPath {
-		if _, ok := r.Header["Origin"]; ok { // a browser page has no business here either
-			plainError(rw, http.StatusForbidden, "")
-			return
-		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			rw.Header().Set("Allow", "GET,HEAD")
-			plainError(rw, http.StatusMethodNotAllowed, "")
-			return
-		}
-		plainError(rw, http.StatusOK, "")
-		return
-	}
-	if r.URL.Path != "/" {
-		plainError(rw, http.StatusNotFound, "")
-		return
-	}
-	if r.Method != http.MethodGet {
-		plainError(rw, http.StatusMethodNotAllowed, "Request method must be `GET`")
-		return
-	}
-	if _, ok := r.Header["Origin"]; ok {
-		plainError(rw, http.StatusForbidden, "")
-		return
-	}
-	if !headerHasToken(r.Header, "Connection", "upgrade") {
-		plainError(rw, http.StatusBadRequest, "Connection header did not include 'upgrade'")
-		return
-	}
-	if !headerHasToken(r.Header, "Upgrade", "websocket") {
-		plainError(rw, http.StatusBadRequest, "`Upgrade` header did not include 'websocket'")
-		return
-	}
-	if r.Header.Get("Sec-WebSocket-Version") != "13" {
-		rw.Header().Set("Sec-WebSocket-Version", "13")
-		plainError(rw, http.StatusBadRequest, "`Sec-WebSocket-Version` header did not include '13'")
-		return
-	}
-	key := r.Header.Get("Sec-WebSocket-Key")
-	if key == "" {
-		plainError(rw, http.StatusBadRequest, "`Sec-WebSocket-Key` header missing")
-		return
-	}
-	if body, ok := w.srv.auth.check(r.Header.Get("Authorization"), time.Now()); !ok {
-		plainError(rw, http.StatusUnauthorized, body)
-		return
-	}
-	if !w.admit() {
-		plainError(rw, http.StatusServiceUnavailable, "too many connections: the server is at --max-connections")
-		return
-	}
-	defer w.leave()
-	hj, ok := rw.(http.Hijacker)
-	if !ok {
-		plainError(rw, http.StatusInternalServerError, "")
-		return
-	}
-	nc, brw, err := hj.Hijack()
-	if err != nil {
-		return
-	}
-	nc.SetDeadline(time.Time{})
-	resp := "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: websocket\r\nsec-websocket-accept: " +
-		acceptKey(key) + "\r\ndate: " + time.Now().UTC().Format(http.TimeFormat) + "\r\n\r\n"
-	if _, err := io.WriteString(nc, resp); err != nil {
-		nc.Close()
-		return
-	}
-	c := newWSConn(nc, brw.Reader, false, w.opts)
-	w.srv.conns.Add(1)
-	defer w.srv.conns.Done()
-	w.srv.serveConn(c, fmt.Sprintf(websocketParsePrefixFm, nc.RemoteAddr()))
-}
-
-// headerHasToken reports whether a comma-separated header holds token, case-insensitively.
-func headerHasToken(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func acceptKey(key string) string {
-	h := sha1.Sum([]byte(key + wsGUID))
-	return base64.StdEncoding.EncodeToString(h[:])
-}
-
-// dialTunnel connects to addr, the host of u, directly or through the HTTP CONNECT proxy that
-// proxy picks for u.
-func dialTunnel(ctx context.Context, u *url.URL, addr string, proxy func(*http.Request) (*url.URL, error)) (net.Conn, error) {
-	var d net.Dialer
-	if proxy == nil {
-		return d.DialContext(ctx, "tcp", addr)
-	}
-	target := &url.URL{Scheme: "http", Host: u.Host}
-	if u.Scheme == "wss" {
-		target.Scheme = "https"
-	}
-	pu, err := proxy(&http.Request{Method: http.MethodGet, URL: target, Host: u.Host, Header: http.Header{}})
-	if err != nil || pu == nil {
-		if err != nil {
-			return nil, fmt.Errorf("proxy: %w", err)
-		}
-		return d.DialContext(ctx, "tcp", addr)
-	}
-	if pu.Scheme != "http" {
-		return nil, fmt.Errorf("proxy scheme %q is not supported (http only)", pu.Scheme)
-	}
-	paddr := pu.Host
-	if pu.Port() == "" {
-		paddr = net.JoinHostPort(pu.Hostname(), "80")
-	}
-	pc, err := d.DialContext(ctx, "tcp", paddr)
-	if err != nil {
-		return nil, fmt.Errorf("proxy %s: %w", pu.Host, err)
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		pc.SetDeadline(dl)
-	} else {
-		pc.SetDeadline(time.Now().Add(wsHandshakeLimit))
-	}
-	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: addr}, Host: addr, Header: http.Header{}}
-	if pu.User != nil {
-		pass, _ := pu.User.Password()
-		cred := base64.StdEncoding.EncodeToString([]byte(pu.User.Username() + ":" + pass))
-		req.Header.Set("Proxy-Authorization", "Basic "+cred)
-	}
-	req.Header["User-Agent"] = []string{""}
-	if err := req.Write(pc); err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("proxy %s: %w", pu.Host, err)
-	}
-	// The proxy says nothing after its answer until we speak, so no byte is left buffered.
-	resp, err := http.ReadResponse(bufio.NewReaderSize(pc, 512), req)
-	if err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("proxy %s: %w", pu.Host, err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		pc.Close()
-		return nil, fmt.Errorf("proxy %s refused the tunnel: %s", pu.Host, resp.Status)
-	}
-	pc.SetDeadline(time.Time{})
-	return pc, nil
-}
-
-// redactQuery renders u without its query: a rendezvous URL carries its credential there.
-func redactQuery(u *url.URL) string {
-	v := *u
-	v.RawQuery, v.ForceQuery = "", false
-	return v.Redacted()
-}
-
-// dialWebsocket opens a client websocket to a ws:// or wss:// URL. On an answer other than
-// 101 it returns the response (body read, up to 64 KiB) with an error, so callers can act on
-// the status.
-func dialWebsocket(ctx context.Context, rawURL string, header http.Header, tlsConf *tls.Config, opts wsOptions) (*wsConn, *http.Response, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("websocket dial: %w", err)
-	}
-	host := u.Host
-	switch u.Scheme {
-	case "ws":
-		if u.Port() == "" {
-			host = net.JoinHostPort(u.Hostname(), "80")
-		}
-	case "wss":
-		if u.Port() == "" {
-			host = net.JoinHostPort(u.Hostname(), "443")
-		}
-	default:
-		return nil, nil, fmt.Errorf("websocket dial %s: scheme must be ws or wss", redactQuery(u))
-	}
-	nc, err := dialTunnel(ctx, u, host, opts.proxy)
-	if err != nil {
-		return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
-	}
-	if u.Scheme == "wss" {
-		conf := &tls.Config{}
-		if tlsConf != nil {
-			conf = tlsConf.Clone()
-		}
-		if conf.ServerName == "" {
-			conf.ServerName = u.Hostname()
-		}
-		tc := tls.Client(nc, conf)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			nc.Close()
-			return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
-		}
-		nc = tc
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		nc.SetDeadline(dl)
-	} else {
-		nc.SetDeadline(time.Now().Add(wsHandshakeLimit))
-	}
-	var rawKey [16]byte
-	rand.Read(rawKey[:])
-	key := base64.StdEncoding.EncodeToString(rawKey[:])
-	req := &http.Request{Method: http.MethodGet, URL: u, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header["User-Agent"] = []string{""} // no Go-http-client default: say nothing, as 0.169
-	}
-	req.Header.Set("Upgrade", "websocket")
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Sec-WebSocket-Key", key)
-	req.Header.Set("Sec-WebSocket-Version", "13")
-	if err := req.Write(nc); err != nil {
-		nc.Close()
-		return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
-	}
-	br := bufio.NewReader(nc)
-	resp, err := http.ReadResponse(br, req)
-	if err != nil {
-		nc.Close()
-		return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols ||
-		!headerHasToken(resp.Header, "Upgrade", "websocket") ||
-		resp.Header.Get("Sec-WebSocket-Accept") != acceptKey(key) {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		resp.Body = io.NopCloser(strings.NewReader(string(body)))
-		nc.Close()
-		return nil, resp, fmt.Errorf("websocket dial %s: upgrade refused: %s", redactQuery(u), resp.Status)
-	}
-	nc.SetDeadline(time.Time{})
-	return newWSConn(nc, br, true, opts), resp, nil
 }

@@ -87,19 +87,19 @@ func newMemTransport() *memTransport {
 	return &memTransport{in: make(chan []byte), out: make(chan []byte, 64), closed: make(chan struct{})}
 }
 
-func (m *memTransport) readMessage() ([]byte, error) {
+func (m *memTransport) next() (message, error) {
 	select {
 	case b, ok := <-m.in:
 		if !ok {
-			return nil, io.EOF
+			return message{}, io.EOF
 		}
-		return b, nil
+		return message{data: b}, nil
 	case <-m.closed:
-		return nil, io.EOF
+		return message{}, io.EOF
 	}
 }
 
-func (m *memTransport) keepMessage() func() { return func() {} }
+func (m *memTransport) peer() string { return "mem" }
 
 func (m *memTransport) writeMessage(b []byte) error {
 	select {
@@ -110,12 +110,11 @@ func (m *memTransport) writeMessage(b []byte) error {
 	}
 }
 
-func (m *memTransport) close(reason error) error {
+func (m *memTransport) closeWith(cause closeCause) {
 	m.closeOnce.Do(func() {
-		m.reason = reason
+		m.reason = cause.err
 		close(m.closed)
 	})
-	return nil
 }
 
 // memSession is one connection of a server, served by serveConn over a memTransport.

@@ -1,0 +1,340 @@
+package main
+
+// One client connection on any transport (websocket, stdio, relay stream): its reader and
+// writer loops, its lifecycle state and its cleanups (docs/protocol.md §5.2).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+)
+
+// conn is one client connection on any transport. It owns the connection-scoped state of
+// docs/protocol.md §5.2 (lifecycle, file handles, watches, HTTP streams, parsed sandboxes),
+// each a typed field made on first use and closed with the connection, and is attached to at
+// most one session.
+type conn struct {
+	srv         *server
+	t           msgTransport
+	parsePrefix string // the reference's words before a parse error's text
+	peer        string // who is at the other end, for logs
+	log         *slog.Logger
+	ctx         context.Context // cancelled when the connection ends
+	cancel      context.CancelFunc
+	out         *outQueue
+	work        sync.WaitGroup // deferred handler work
+	readers     sync.WaitGroup // reader goroutines, started by read alone
+	slots       chan struct{}  // one token per running deferred handler
+	polls       chan struct{}  // one token per waiting long poll
+	readEnded   chan struct{}  // closed by the last reader when reading ends
+	handover    chan struct{}  // the watch asks read for a replacement reader (quick.go)
+	quick       quickWatch     // the quick later running on the reader (quick.go)
+	sandboxes   sandboxCache   // parsed sandbox objects (fs.go)
+
+	mu          sync.Mutex
+	state       connState
+	session     *session
+	lanes       map[string]chan struct{}
+	cleanups    []func()
+	closeReason error
+	files       *fileHandles    // fs/open's handles (fshandle.go)
+	watches     *missingWatches // fs/watchMissing (fswatch.go)
+	http        *httpState      // http/request (http.go)
+}
+
+// connState is where a connection stands in the lifecycle of docs/protocol.md §4.
+type connState int
+
+const (
+	stateNew         connState = iota // initialize not yet answered
+	stateInitialized                  // initialize answered, initialized not yet received
+	stateReady                        // initialized received
+)
+
+// msgTransport carries whole JSON-RPC messages for one client connection.
+type msgTransport interface {
+	// next returns the next message, whose bytes are the message's until its release. It
+	// returns an error (io.EOF for a clean end) once the transport is closed. Only one
+	// goroutine at a time calls it: the connection's current reader.
+	next() (message, error)
+	// writeMessage sends one message. Calls never overlap (the writer goroutine, or a reply
+	// written directly while the connection is idle: see outQueue.claimWrite), and it must
+	// not modify b: process notifications share their bytes with the retained output.
+	writeMessage(b []byte) error
+	// closeWith ends the transport as the connection words it. It unblocks next and is
+	// safe to call more than once and from any goroutine; the first call's cause wins.
+	closeWith(cause closeCause)
+	// peer names the other end, for logs.
+	peer() string
+}
+
+// message is one incoming message. Its bytes stay the transport's: release gives them back
+// once nothing reads them any more, which may be after the following next (a deferred
+// fs/writeFile decodes straight from them). Transports reuse their buffers as they see fit.
+type message struct {
+	data  []byte
+	utf8  bool        // data is known to be valid UTF-8 (a websocket text message)
+	owner msgReleaser // nil: nothing to give back
+	tag   uint64      // the owner's name for the buffer
+}
+
+// msgReleaser is a transport that lends its buffers to the messages it returns.
+type msgReleaser interface{ releaseMessage(m message) }
+
+// release gives the message's bytes back to its transport; data must not be read after.
+func (m message) release() {
+	if m.owner != nil {
+		m.owner.releaseMessage(m)
+	}
+}
+
+// msgLender is a transport's record of the buffer it lent to its last message: the buffer may
+// be read into again once that message is released, and must be left to its holder before.
+type msgLender struct {
+	lent     uint64        // the last message's tag; the reader's alone
+	returned atomic.Uint64 // the tag of the last message released
+}
+
+// lend tags the next message and reports whether the last one's buffer is back.
+func (l *msgLender) lend() (tag uint64, reuse bool) {
+	reuse = l.returned.Load() == l.lent
+	l.lent++
+	return l.lent, reuse
+}
+
+// giveBack records that message tag is released.
+func (l *msgLender) giveBack(tag uint64) { l.returned.Store(tag) }
+
+// closeCause is how a connection ends, worded for its transport as gorilla's
+// FormatCloseMessage words a close frame: a websocket close code (RFC 6455 §7.4.1, as
+// docs/protocol.md §2.2 lists them) and a short text. stdio ignores it; a relay stream is
+// reset and logs err.
+type closeCause struct {
+	code int
+	text string
+	err  error // why, for logs; nil for a normal end
+}
+
+// causeOf words reason, why the connection ends, for the transport.
+func causeOf(reason error) closeCause {
+	switch {
+	case reason == nil:
+		return closeCause{code: wsCloseNormal}
+	case errors.Is(reason, errClientProtocol):
+		return closeCause{wsClosePolicy, "protocol violation", reason}
+	case errors.Is(reason, errSlowClient):
+		return closeCause{wsClosePolicy, "client too slow", reason}
+	case errors.Is(reason, context.Canceled):
+		return closeCause{wsCloseGoingAway, "server shutting down", reason}
+	}
+	return closeCause{wsCloseInternal, "", reason}
+}
+
+// serveConn runs one client connection until its transport ends. Every transport (local
+// websocket, stdio, relay stream) is served by this one function.
+func (s *server) serveConn(t msgTransport, parsePrefix string) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	c := &conn{
+		srv:         s,
+		t:           t,
+		parsePrefix: parsePrefix,
+		peer:        t.peer(),
+		log:         s.log,
+		ctx:         ctx,
+		cancel:      cancel,
+		lanes:       map[string]chan struct{}{},
+		slots:       make(chan struct{}, maxDeferredPerConn),
+		polls:       make(chan struct{}, maxLongPollsPerConn),
+		readEnded:   make(chan struct{}),
+		handover:    make(chan struct{}, 1),
+	}
+	c.out = newOutQueue(s.cfg.limits.queuedBytes)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	stop := context.AfterFunc(ctx, func() { t.closeWith(causeOf(c.endCause())) })
+	c.startQuickWatch()
+	c.read()
+	c.stopQuickWatch()
+	// Reading is done: the transport needs no unblocking, and what is queued still goes
+	// out before the transport closes (stdio's stdout outlives stdin's EOF).
+	stop()
+	cancel()
+	c.readers.Wait() // readers that handed over, finishing their quick handler
+	c.work.Wait()
+	c.out.close()
+	<-writerDone
+	t.closeWith(causeOf(c.reason()))
+	c.finish()
+}
+
+// read runs the connection's reader, and a replacement each time the watch hands reading
+// over from a quick handler that outlasted inlineBudget (quick.go); it is the only one to
+// start readers. It returns once reading has ended; a reader that handed over may still be
+// finishing its handler (c.readers).
+func (c *conn) read() {
+	for {
+		c.readers.Add(1)
+		go func() {
+			defer c.readers.Done()
+			c.readLoop()
+		}()
+		select {
+		case <-c.handover:
+		case <-c.readEnded:
+			return
+		}
+	}
+}
+
+// readStep is what the reader does after a message.
+type readStep int
+
+const (
+	readNext  readStep = iota // read the next message
+	readEnd                   // the connection ends
+	readMoved                 // reading has moved to another goroutine (runQuick)
+)
+
+// readLoop reads and handles messages until the transport or the connection ends, then
+// closes readEnded. It returns early, leaving readEnded open, when a quick later outlasted
+// inlineBudget and read started a replacement.
+func (c *conn) readLoop() {
+	for {
+		if err := c.out.waitRoom(c.ctx, c.srv.cfg.stallTimeout); err != nil {
+			if errors.Is(err, errSlowClient) {
+				c.fail(err)
+			}
+			break
+		}
+		msg, err := c.t.next()
+		if err != nil {
+			break
+		}
+		step := c.handleMessage(msg)
+		if step == readMoved {
+			return
+		}
+		if step == readEnd {
+			break
+		}
+	}
+	close(c.readEnded)
+}
+
+// reason is why the connection ended, for the transport's close.
+func (c *conn) reason() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeReason
+}
+
+// endCause is why the connection ends: the recorded reason, or the server's shutdown.
+func (c *conn) endCause() error {
+	if r := c.reason(); r != nil {
+		return r
+	}
+	return c.srv.ctx.Err()
+}
+
+// errClientProtocol is a client that broke the JSON-RPC lifecycle: the connection closes
+// with a policy code.
+var errClientProtocol = errors.New("client broke the JSON-RPC lifecycle")
+
+// fail ends the connection for reason.
+func (c *conn) fail(reason error) {
+	c.mu.Lock()
+	if c.closeReason == nil {
+		c.closeReason = reason
+	}
+	c.mu.Unlock()
+	c.cancel()
+}
+
+// finish detaches the session, then runs the connection-scoped cleanups. Detaching first
+// matters: a harness reconnects within a millisecond, and a resume must not find the session
+// still attached while a watch or a file handle closes.
+func (c *conn) finish() {
+	c.mu.Lock()
+	sess := c.session
+	cleanups := c.cleanups
+	c.cleanups = nil
+	c.mu.Unlock()
+	if sess != nil {
+		sess.detach(c)
+	}
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+}
+
+// connScoped returns the connection-scoped state in *field (file handles, watches, HTTP
+// streams), making it with mk the first time; the cleanup mk returns runs when the connection
+// ends.
+func connScoped[T any](c *conn, field **T, mk func() (*T, func())) *T {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if *field == nil {
+		v, cleanup := mk()
+		*field = v
+		c.cleanups = append(c.cleanups, cleanup)
+	}
+	return *field
+}
+
+// currentSession returns the session this connection is attached to, or nil.
+func (c *conn) currentSession() *session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session
+}
+
+func (c *conn) sendError(id json.RawMessage, e *rpcError) {
+	c.sendReply(appendError(nil, id, e))
+}
+
+// notify sends a notification built by appendNotification or by a hot path of its own. It
+// waits while the outgoing queue is full (back-pressure on the producer); a client that
+// stopped reading loses its connection, never its output: the session detaches and every
+// byte stays readable with process/read (see outQueue).
+func (c *conn) notify(b []byte) {
+	if err := c.out.pushWait(c.ctx, b, c.srv.cfg.stallTimeout); errors.Is(err, errSlowClient) {
+		c.fail(err)
+	}
+}
+
+// writeLoop is the connection's only writer.
+func (c *conn) writeLoop() {
+	for {
+		b, ok := c.out.pop()
+		if !ok {
+			return
+		}
+		err := c.t.writeMessage(b)
+		c.out.writeDone()
+		if err != nil {
+			c.fail(err)
+			c.out.close()
+			return
+		}
+	}
+}
+
+// sendReply writes a reply at once when the connection is idle, saving the hop to the writer
+// goroutine; otherwise it queues it behind what is waiting.
+func (c *conn) sendReply(b []byte) {
+	if !c.out.claimWrite() {
+		c.out.push(b)
+		return
+	}
+	err := c.t.writeMessage(b)
+	c.out.writeDone()
+	if err != nil {
+		c.fail(err)
+	}
+}

@@ -1,0 +1,193 @@
+package main
+
+// fs/writeFile and the writes fs/copy shares with it (docs/protocol.md §7.5): a lone regular
+// file is replaced atomically, anything else is written in place.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+type writeFileParams struct {
+	Path       string       `json:"path" uri:"path"`
+	DataBase64 lazyBase64   `json:"dataBase64"`
+	Sandbox    sandboxParam `json:"sandbox,omitempty"`
+}
+
+// writeFileOp is fs/writeFile's core. Data is decoded late, as the reference does (a bad one
+// is -32600, not -32602), and in place over the bytes that carried it.
+type writeFileOp struct {
+	Path string     `json:"path"`
+	Data lazyBase64 `json:"dataBase64"`
+}
+
+func (o writeFileOp) run(ctx context.Context, how fsWrites) (any, error) {
+	data, err := o.Data.decodeInPlace()
+	if err != nil {
+		return nil, errInvalidRequest("fs/writeFile requires valid base64 dataBase64: %s", err)
+	}
+	err = writeFileContents(ctx, o.Path, nil, how, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
+	return struct{}{}, err
+}
+
+// fsWriteFile holds the message that carried the data until the file is written: the data
+// is decoded over it (here), or sent on from it (to the worker).
+func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
+	path, err := paramPath(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	res, err := fsDo(c, "fs/writeFile", p.Sandbox, true, writeFileOp{Path: path, Data: p.DataBase64})
+	if l, ok := res.(later); ok {
+		l.holdsMessage = true
+		res = l
+	}
+	return res, err
+}
+
+// writeFileContents creates or replaces the file at path with what fill writes; see the file
+// comment for when it replaces atomically and when it writes in place (always, with
+// fsWritesInPlace). fill may run twice (a rename that fails is retried in place), each time
+// on a fresh file. perm, when set, is the mode the file gets (fs/copy gives the source's);
+// otherwise an existing file keeps its mode and a new one gets 0666 less the umask.
+func writeFileContents(ctx context.Context, path string, perm *os.FileMode, how fsWrites, fill func(*os.File) error) error {
+	if how == fsWritesInPlace {
+		return writeInPlace(ctx, path, perm, fill)
+	}
+	fi, err := os.Lstat(path)
+	switch {
+	case err != nil && !errors.Is(err, syscall.ENOENT):
+		return err
+	case err != nil: // a new file
+		if err := replaceAtomically(path, nil, perm, fill); !errors.Is(err, errNoAtomicReplace) {
+			return err
+		}
+	case fi.IsDir():
+		return &os.PathError{Op: "open", Path: path, Err: syscall.EISDIR}
+	case fi.Mode().IsRegular() && linkCount(fi) == 1:
+		if err := checkWritable(path); err != nil {
+			return err
+		}
+		if err := replaceAtomically(path, fi, perm, fill); !errors.Is(err, errNoAtomicReplace) {
+			return err
+		}
+	}
+	return writeInPlace(ctx, path, perm, fill)
+}
+
+// checkWritable fails, as opening path for writing would (EACCES), when the file a rename is
+// about to replace is not writable by us: the rename needs only the directory's permission, and
+// must not overwrite a file the client could not write. A running executable (ETXTBSY) may be
+// replaced: that is what a rename is for.
+func checkWritable(path string) error {
+	err := unix.Faccessat(unix.AT_FDCWD, path, unix.W_OK, unix.AT_EACCESS)
+	if err == nil || errors.Is(err, unix.ETXTBSY) {
+		return nil
+	}
+	return &os.PathError{Op: "access", Path: path, Err: err}
+}
+
+// errNoAtomicReplace says a temporary file could not stand in for the original (no write access
+// to the directory, or an owner we cannot give it): the caller writes in place instead.
+var errNoAtomicReplace = errors.New("cannot replace the file atomically")
+
+// replaceAtomically writes a temporary file beside path and renames it over path. old is the
+// file being replaced (nil for a new one) whose mode and owner the new file keeps.
+func replaceAtomically(path string, old os.FileInfo, perm *os.FileMode, fill func(*os.File) error) error {
+	dir, base := filepath.Split(path)
+	if len(base) > 100 {
+		base = base[:100]
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := dir + "." + base + ".exec-server-" + hex.EncodeToString(rnd[:])
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, 0o666)
+	if err != nil {
+		return errNoAtomicReplace
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if old != nil {
+		if st, isStat := old.Sys().(*syscall.Stat_t); isStat && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
+			if f.Chown(int(st.Uid), int(st.Gid)) != nil {
+				return errNoAtomicReplace
+			}
+		}
+	}
+	switch {
+	case perm != nil:
+		err = f.Chmod(*perm)
+	case old != nil:
+		err = f.Chmod(permBits(old.Mode()))
+	}
+	if err != nil {
+		return err
+	}
+	if err := fill(f); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return errNoAtomicReplace // a sticky directory, a bind-mounted file: write in place
+	}
+	ok = true
+	return nil
+}
+
+// writeInPlace opens path with create and truncate, following a symlink, as the reference
+// does. A FIFO without a reader fails (ENXIO) instead of blocking; one whose reader stalls is
+// given up when the connection ends.
+func writeInPlace(ctx context.Context, path string, perm *os.FileMode, fill func(*os.File) error) error {
+	mode := os.FileMode(0o666)
+	if perm != nil {
+		mode = *perm
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK|syscall.O_CLOEXEC, mode)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	stop := context.AfterFunc(ctx, func() { f.SetWriteDeadline(time.Now()) })
+	defer stop()
+	if perm != nil {
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			if err := f.Chmod(*perm); err != nil {
+				return err
+			}
+		}
+	}
+	if err := fill(f); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// permBits is what chmod sets of a mode: permissions, setuid, setgid, sticky.
+func permBits(m os.FileMode) os.FileMode {
+	return m & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
+}
+
+func linkCount(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}

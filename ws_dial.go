@@ -1,0 +1,168 @@
+package main
+
+// The client side of a websocket: the dial, through an HTTP CONNECT proxy if one is set, and
+// the upgrade request (the relay's rendezvous socket, docs/remote.md §3; tests).
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// dialTunnel connects to addr, the host of u, directly or through the HTTP CONNECT proxy that
+// proxy picks for u.
+func dialTunnel(ctx context.Context, u *url.URL, addr string, proxy func(*http.Request) (*url.URL, error)) (net.Conn, error) {
+	var d net.Dialer
+	if proxy == nil {
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	target := &url.URL{Scheme: "http", Host: u.Host}
+	if u.Scheme == "wss" {
+		target.Scheme = "https"
+	}
+	pu, err := proxy(&http.Request{Method: http.MethodGet, URL: target, Host: u.Host, Header: http.Header{}})
+	if err != nil || pu == nil {
+		if err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	if pu.Scheme != "http" {
+		return nil, fmt.Errorf("proxy scheme %q is not supported (http only)", pu.Scheme)
+	}
+	paddr := pu.Host
+	if pu.Port() == "" {
+		paddr = net.JoinHostPort(pu.Hostname(), "80")
+	}
+	pc, err := d.DialContext(ctx, "tcp", paddr)
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", pu.Host, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		pc.SetDeadline(dl)
+	} else {
+		pc.SetDeadline(time.Now().Add(wsHandshakeLimit))
+	}
+	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: addr}, Host: addr, Header: http.Header{}}
+	if pu.User != nil {
+		pass, _ := pu.User.Password()
+		cred := base64.StdEncoding.EncodeToString([]byte(pu.User.Username() + ":" + pass))
+		req.Header.Set("Proxy-Authorization", "Basic "+cred)
+	}
+	req.Header["User-Agent"] = []string{""}
+	if err := req.Write(pc); err != nil {
+		pc.Close()
+		return nil, fmt.Errorf("proxy %s: %w", pu.Host, err)
+	}
+	// The proxy says nothing after its answer until we speak, so no byte is left buffered.
+	resp, err := http.ReadResponse(bufio.NewReaderSize(pc, 512), req)
+	if err != nil {
+		pc.Close()
+		return nil, fmt.Errorf("proxy %s: %w", pu.Host, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		pc.Close()
+		return nil, fmt.Errorf("proxy %s refused the tunnel: %s", pu.Host, resp.Status)
+	}
+	pc.SetDeadline(time.Time{})
+	return pc, nil
+}
+
+// redactQuery renders u without its query: a rendezvous URL carries its credential there.
+func redactQuery(u *url.URL) string {
+	v := *u
+	v.RawQuery, v.ForceQuery = "", false
+	return v.Redacted()
+}
+
+// dialWebsocket opens a client websocket to a ws:// or wss:// URL. On an answer other than
+// 101 it returns the response (body read, up to 64 KiB) with an error, so callers can act on
+// the status.
+func dialWebsocket(ctx context.Context, rawURL string, header http.Header, tlsConf *tls.Config, opts wsOptions) (*wsConn, *http.Response, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("websocket dial: %w", err)
+	}
+	host := u.Host
+	switch u.Scheme {
+	case "ws":
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), "80")
+		}
+	case "wss":
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), "443")
+		}
+	default:
+		return nil, nil, fmt.Errorf("websocket dial %s: scheme must be ws or wss", redactQuery(u))
+	}
+	nc, err := dialTunnel(ctx, u, host, opts.proxy)
+	if err != nil {
+		return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
+	}
+	if u.Scheme == "wss" {
+		conf := &tls.Config{}
+		if tlsConf != nil {
+			conf = tlsConf.Clone()
+		}
+		if conf.ServerName == "" {
+			conf.ServerName = u.Hostname()
+		}
+		tc := tls.Client(nc, conf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
+		}
+		nc = tc
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	} else {
+		nc.SetDeadline(time.Now().Add(wsHandshakeLimit))
+	}
+	var rawKey [16]byte
+	rand.Read(rawKey[:])
+	key := base64.StdEncoding.EncodeToString(rawKey[:])
+	req := &http.Request{Method: http.MethodGet, URL: u, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header["User-Agent"] = []string{""} // no Go-http-client default: say nothing, as 0.169
+	}
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Sec-WebSocket-Key", key)
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	if err := req.Write(nc); err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
+	}
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols ||
+		!headerHasToken(resp.Header, "Upgrade", "websocket") ||
+		resp.Header.Get("Sec-WebSocket-Accept") != acceptKey(key) {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		resp.Body = io.NopCloser(strings.NewReader(string(body)))
+		nc.Close()
+		return nil, resp, fmt.Errorf("websocket dial %s: upgrade refused: %s", redactQuery(u), resp.Status)
+	}
+	nc.SetDeadline(time.Time{})
+	return newWSConn(nc, br, true, opts), resp, nil
+}
