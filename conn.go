@@ -19,8 +19,9 @@ import (
 type conn struct {
 	srv         *server
 	t           msgTransport
-	parsePrefix string // the reference's words before a parse error's text
-	peer        string // who is at the other end, for logs
+	parsePrefix string   // the reference's words before a parse error's text
+	peer        string   // who is at the other end, for logs
+	scan        textScan // the reader's buffers for checking a message's text (jsontext.go)
 	log         *slog.Logger
 	ctx         context.Context // cancelled when the connection ends
 	cancel      context.CancelFunc

@@ -159,7 +159,7 @@ func (c *conn) handleMessage(msg message) readStep {
 			msg.release()
 		}
 	}()
-	in, name, perr := parseMessage(msg.data, msg.utf8)
+	in, name, perr := parseMessage(msg.data, msg.utf8, &c.scan)
 	if perr != nil {
 		c.sendError(nil, errInvalidRequest("%s: %s", c.parsePrefix, perr))
 		return readNext

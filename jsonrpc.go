@@ -89,7 +89,7 @@ type incoming struct {
 func parseIncoming(msg []byte) (in incoming, name string, err error) {
 	t := bytes.TrimRight(msg, " \t\r\n") // JSON's whitespace, not bytes.TrimSpace's
 	if len(t) == 0 {
-		return in, "", errors.New("EOF while parsing a value at line 1 column 0")
+		return in, "", textError(msg, len(msg), "EOF while parsing a value")
 	}
 	// Leading whitespace stays in t, for syntax errors to count columns from the frame's
 	// start, as the reference does.
@@ -132,7 +132,13 @@ func parseIncoming(msg []byte) (in incoming, name string, err error) {
 			return in, "", fmt.Errorf("invalid type: %s, expected a string", jsonKind(in.Method))
 		}
 		return in, name, nil
-	case in.ID != nil && (in.Result != nil || in.Error != nil):
+	case in.Result != nil || in.Error != nil: // a response: its shape is checked as 0.169 checks it
+		if in.ID == nil {
+			return in, "", errors.New("missing field `id`")
+		}
+		if in.Result == nil {
+			return in, "", checkClientError(in.Error)
+		}
 		return in, "", nil
 	case in.ID != nil:
 		return in, "", errors.New("missing field `error`")
@@ -157,6 +163,30 @@ func validID(raw json.RawMessage) bool {
 	return false
 }
 
+// clientError is the error member of an error response from a client, as the reference
+// decodes it before it hangs up: a malformed one is a parse error instead.
+type clientError struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// checkClientError refuses an error member the reference cannot decode, in its words.
+func checkClientError(raw []byte) error {
+	if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '[' { // serde's positional form
+		var elems []json.RawMessage
+		if json.Unmarshal(t, &elems) == nil && len(elems) != 3 {
+			return fmt.Errorf("invalid length %d, expected struct JSONRPCErrorError with 3 elements", len(elems))
+		}
+		return nil
+	}
+	var e clientError
+	if err := decodeParamsAs(raw, "JSONRPCErrorError", &e); err != nil {
+		return errors.New(toRPCError(err).Message)
+	}
+	return nil
+}
+
 // jsonKind names the JSON type of a raw value, as serde's "invalid type" messages do.
 func jsonKind(raw []byte) string {
 	t := bytes.TrimSpace(raw)
@@ -165,6 +195,12 @@ func jsonKind(raw []byte) string {
 	}
 	switch t[0] {
 	case '"':
+		if bytes.IndexByte(t, '\\') >= 0 { // the text, not its escapes, as serde shows it
+			var str string
+			if json.Unmarshal(t, &str) == nil {
+				return "string " + strconv.Quote(str)
+			}
+		}
 		return "string " + string(t)
 	case '{':
 		return "map"
@@ -357,7 +393,15 @@ func decodeField(fv reflect.Value, key string, val []byte) error {
 	case errors.As(err, &re):
 		return re
 	case errors.As(err, &te):
-		if strings.HasPrefix(te.Value, "number") && isUnsigned(te.Type) {
+		switch {
+		case te.Value == "number -0" && te.Field == "" && isUnsigned(te.Type): // serde reads -0 as 0
+			if fv.Kind() == reflect.Pointer {
+				fv.Set(reflect.New(fv.Type().Elem()))
+			} else {
+				fv.SetUint(0)
+			}
+			return nil
+		case strings.HasPrefix(te.Value, "number") && (isUnsigned(te.Type) || isSigned(te.Type)):
 			return errInvalidParams("invalid number")
 		}
 		got := val
@@ -430,6 +474,14 @@ func sameKind(val []byte, goValue string) bool {
 		return val[0] == '['
 	case "object":
 		return val[0] == '{'
+	}
+	return false
+}
+
+func isSigned(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return true
 	}
 	return false
 }

@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -39,9 +40,14 @@ const unicodeScanLimit = 64 << 10
 // words, what it would refuse and encoding/json accepts. Of two errors in the text, the one
 // that comes first is reported; an error in the text comes before any about the message's
 // shape.
-func parseMessage(msg []byte, knownUTF8 bool) (in incoming, name string, err error) {
-	if key, end, ok := firstDuplicateKey(msg); ok && cleanPrefix(msg[:end], knownUTF8) {
-		return in, "", textError(msg, end, "duplicate JSON object key `"+key+"`")
+// scan holds buffers reused from one message to the next (a connection's reader keeps one);
+// nil allocates them.
+func parseMessage(msg []byte, knownUTF8 bool, scan *textScan) (in incoming, name string, err error) {
+	if scan == nil {
+		scan = new(textScan)
+	}
+	if what, end, ok := scan.scanText(msg); ok && cleanPrefix(msg[:end], knownUTF8) {
+		return in, "", textError(msg, end, what)
 	}
 	in, name, err = parseIncoming(msg)
 	terr := checkJSONText(msg, in.Params, knownUTF8)
@@ -55,8 +61,8 @@ func parseMessage(msg []byte, knownUTF8 bool) (in incoming, name string, err err
 	return in, "", terr
 }
 
-// cleanPrefix reports whether the start of a message, up to a duplicate key, holds no error
-// of its own that would be reported first.
+// cleanPrefix reports whether the start of a message, up to an error scanText found, holds
+// no error of its own that would be reported first.
 func cleanPrefix(prefix []byte, knownUTF8 bool) bool {
 	var v any
 	var se *json.SyntaxError
@@ -67,176 +73,242 @@ func cleanPrefix(prefix []byte, knownUTF8 bool) bool {
 	return checkJSONText(prefix, nil, knownUTF8) == nil
 }
 
-// maxNesting is as deep as firstDuplicateKey follows a message: encoding/json's own limit,
-// past which it reports the syntax error.
-const maxNesting = 10000
+// Limits the reference puts on the JSON of a message, checked by the same scan as duplicate
+// names: past them it refuses the message, so that no message costs unbounded work.
+const (
+	maxJSONValues  = 262144 // values in one message
+	maxJSONNesting = 127    // containers open at once; opening one more is refused
+	maxInlineKeys  = 16     // names of one object compared pairwise before they are indexed
+)
 
-// maxInlineKeys is how many names of one object firstDuplicateKey compares pairwise before it
-// indexes them in a map (an env object can hold hundreds).
-const maxInlineKeys = 16
-
-// dupScan is firstDuplicateKey's state: the containers open around the current position and
-// the member names of the open objects.
-type dupScan struct {
-	stack []dupContainer
-	names [][2]int // [start, end) of each name, quotes included
+// textScan is scanText's state: the containers open around the current position, the member
+// names of the open objects, and buffers reused from one scan to the next, so that a reader
+// that keeps one scans ordinary messages without allocating.
+type textScan struct {
+	msg    []byte
+	stack  []scanContainer
+	names  [][2]int // [start, end) of each name, quotes included
+	values int
+	a, b   []byte                // names unescaped for comparison
+	spare  []map[string]struct{} // indexes of closed objects, cleared for reuse
 }
 
-// dupContainer is an open object or array.
-type dupContainer struct {
+// scanContainer is an open object or array.
+type scanContainer struct {
 	first int                 // index into names of the object's first member name
 	index map[string]struct{} // the names, once there are more than maxInlineKeys
 	array bool
 }
 
-// What firstDuplicateKey expects next.
+// What scanText expects next.
 const (
-	dupValue     = iota // a value
-	dupNameOrEnd        // after '{': a name or '}'
-	dupName             // after ',' in an object
-	dupColon            // after a name
-	dupNext             // after a value: ',' or the end of the container
+	scanValue     = iota // a value
+	scanNameOrEnd        // after '{': a name or '}'
+	scanName             // after ',' in an object
+	scanColon            // after a name
+	scanNext             // after a value: ',' or the end of the container
 )
 
-// firstDuplicateKey finds the first member name that repeats within one object of the JSON
-// value msg starts with, at any depth, and the offset just past its closing quote. ok is false
-// when there is none before the value ends or its structure breaks (the syntax error is then
-// for encoding/json to report). Names are compared as raw bytes unless one holds an escape; a
-// message without objects of more than maxInlineKeys members allocates nothing.
-func firstDuplicateKey(msg []byte) (key string, end int, ok bool) {
-	var (
-		stackBuf [16]dupContainer
-		nameBuf  [64][2]int
-		d        = dupScan{stack: stackBuf[:0], names: nameBuf[:0]}
-		state    = dupValue
-	)
+// scanText finds, in the JSON value msg starts with, the first of: a member name that
+// repeats within one object (at any depth), a value past maxJSONValues, a container past
+// maxJSONNesting. It returns the reference's words for it and the offset its column counts
+// to. found is false when there is none before the value ends or its structure breaks (the
+// syntax error is then for encoding/json to report). Names are compared as raw bytes unless
+// one holds an escape; an ordinary message allocates nothing.
+func (d *textScan) scanText(msg []byte) (what string, end int, found bool) {
+	d.reset(msg)
+	state := scanValue
 	for i := skipSpace(msg, 0); i < len(msg); i = skipSpace(msg, i) {
 		c := msg[i]
 		switch {
-		case (c == '{' || c == '[') && len(d.stack) == maxNesting:
-			return "", 0, false
-		case state == dupValue:
-			if state, i = d.value(msg, i); i < 0 {
+		case state == scanValue:
+			if d.values++; d.values > maxJSONValues {
+				return fmt.Sprintf("JSON-RPC message exceeds the limit of %d JSON values", maxJSONValues), i, true
+			}
+			if (c == '{' || c == '[') && len(d.stack) == maxJSONNesting {
+				return "recursion limit exceeded", i + 1, true
+			}
+			if state, i = d.value(i); i < 0 {
 				return "", 0, false
 			}
-		case (state == dupNameOrEnd || state == dupName) && c == '"':
+		case (state == scanNameOrEnd || state == scanName) && c == '"':
 			e := skipString(msg, i)
 			if e < 0 {
 				return "", 0, false
 			}
-			top := &d.stack[len(d.stack)-1]
-			if k, dup := addName(msg, &d.names, top.first, &top.index, i, e); dup {
-				return k, e, true
+			if k, dup := d.addName(i, e); dup {
+				return "duplicate JSON object key `" + k + "`", e, true
 			}
-			state, i = dupColon, e
-		case state == dupColon && c == ':':
-			state, i = dupValue, i+1
-		case state == dupNext && len(d.stack) > 0 && c == ',':
-			state, i = dupValue, i+1
+			state, i = scanColon, e
+		case state == scanColon && c == ':':
+			state, i = scanValue, i+1
+		case state == scanNext && len(d.stack) > 0 && c == ',':
+			state, i = scanValue, i+1
 			if !d.stack[len(d.stack)-1].array {
-				state = dupName
+				state = scanName
 			}
-		case state == dupNext && len(d.stack) > 0, state == dupNameOrEnd && c == '}':
+		case state == scanNext && len(d.stack) > 0, state == scanNameOrEnd && c == '}':
 			if !d.close(c) {
 				return "", 0, false
 			}
-			state, i = dupNext, i+1
+			state, i = scanNext, i+1
 		default: // a syntax error, or what follows the first value
 			return "", 0, false
 		}
-		if state == dupNext && len(d.stack) == 0 {
+		if state == scanNext && len(d.stack) == 0 {
 			return "", 0, false // the first value ended
 		}
 	}
 	return "", 0, false
 }
 
+// reset readies d for msg, keeping its buffers and the indexes of objects left open.
+func (d *textScan) reset(msg []byte) {
+	for _, c := range d.stack {
+		if c.index != nil {
+			clear(c.index)
+			d.spare = append(d.spare, c.index)
+		}
+	}
+	d.msg, d.stack, d.names, d.values = msg, d.stack[:0], d.names[:0], 0
+}
+
 // value starts the value at msg[i]: it opens a container, or skips a string or a scalar. It
 // returns what comes next and where, or i < 0 for a malformed value.
-func (d *dupScan) value(msg []byte, i int) (state, next int) {
+func (d *textScan) value(i int) (state, next int) {
+	msg := d.msg
 	switch c := msg[i]; {
 	case c == '{':
-		d.stack = append(d.stack, dupContainer{first: len(d.names)})
-		return dupNameOrEnd, i + 1
+		d.stack = append(d.stack, scanContainer{first: len(d.names)})
+		return scanNameOrEnd, i + 1
 	case c == '[':
-		d.stack = append(d.stack, dupContainer{array: true})
+		d.stack = append(d.stack, scanContainer{array: true})
 		if j := skipSpace(msg, i+1); j < len(msg) && msg[j] == ']' {
-			return dupNext, j // an empty array: closed as after a value
+			return scanNext, j // an empty array: closed as after a value
 		}
-		return dupValue, i + 1
+		return scanValue, i + 1
 	case c == '"':
-		return dupNext, skipString(msg, i)
+		return scanNext, skipString(msg, i)
 	case jsonScalarByte(c):
 		for i < len(msg) && jsonScalarByte(msg[i]) {
 			i++
 		}
-		return dupNext, i
+		return scanNext, i
 	}
-	return dupValue, -1
+	return scanValue, -1
 }
 
 // close ends the innermost container with c, forgetting an object's names; false when c does
 // not close it.
-func (d *dupScan) close(c byte) bool {
+func (d *textScan) close(c byte) bool {
 	top := d.stack[len(d.stack)-1]
 	if top.array && c != ']' || !top.array && c != '}' {
 		return false
 	}
 	if !top.array {
 		d.names = d.names[:top.first]
+		if top.index != nil {
+			clear(top.index)
+			d.spare = append(d.spare, top.index)
+		}
 	}
 	d.stack = d.stack[:len(d.stack)-1]
 	return true
 }
 
-// addName records the name msg[start:end] (quotes included) as a member of the object whose
-// names begin at names[first], and reports whether the object already has it.
-func addName(msg []byte, names *[][2]int, first int, index *map[string]struct{}, start, end int) (string, bool) {
-	raw := msg[start:end]
-	escaped := bytes.IndexByte(raw, '\\') >= 0
-	if *index == nil && !escaped {
-		for _, n := range (*names)[first:] {
-			prev := msg[n[0]:n[1]]
-			if bytes.Equal(prev, raw) {
-				return string(raw[1 : len(raw)-1]), true
+// addName records the name msg[start:end] (quotes included) as a member of the innermost
+// object, and reports whether the object already has it (and its text, unescaped).
+func (d *textScan) addName(start, end int) (string, bool) {
+	top := &d.stack[len(d.stack)-1]
+	raw := d.msg[start:end]
+	name, plain := raw[1:len(raw)-1], bytes.IndexByte(raw, '\\') < 0
+	if !plain {
+		d.a = appendUnquoted(d.a[:0], raw)
+		name = d.a
+	}
+	if top.index == nil {
+		for _, n := range d.names[top.first:] {
+			prev := d.msg[n[0]:n[1]]
+			if bytes.IndexByte(prev, '\\') >= 0 {
+				d.b = appendUnquoted(d.b[:0], prev)
+				prev = d.b
+			} else {
+				prev = prev[1 : len(prev)-1]
 			}
-			if bytes.IndexByte(prev, '\\') >= 0 && unquoteName(prev) == string(raw[1:len(raw)-1]) {
-				return string(raw[1 : len(raw)-1]), true
+			if bytes.Equal(prev, name) {
+				return string(name), true
 			}
 		}
-		*names = append(*names, [2]int{start, end})
-		if len(*names)-first <= maxInlineKeys {
+		d.names = append(d.names, [2]int{start, end})
+		if len(d.names)-top.first <= maxInlineKeys {
 			return "", false
 		}
-	}
-	if *index == nil { // build the index from the names so far
-		*index = make(map[string]struct{}, 2*maxInlineKeys)
-		for _, n := range (*names)[first:] {
-			(*index)[unquoteName(msg[n[0]:n[1]])] = struct{}{}
+		top.index = d.newIndex()
+		for _, n := range d.names[top.first:] {
+			top.index[string(appendUnquoted(d.b[:0], d.msg[n[0]:n[1]]))] = struct{}{}
 		}
-		if !escaped {
-			return "", false // raw was appended and indexed above: no duplicate inline
-		}
+		return "", false
 	}
-	k := unquoteName(raw)
-	if _, dup := (*index)[k]; dup {
-		return k, true
+	if _, dup := top.index[string(name)]; dup { // no allocation: the map lookup
+		return string(name), true
 	}
-	(*index)[k] = struct{}{}
+	top.index[string(name)] = struct{}{}
 	return "", false
 }
 
-// unquoteName decodes a JSON string with its quotes; a malformed one decodes to itself, which
-// no well-formed name equals (its syntax error is reported instead).
-func unquoteName(raw []byte) string {
-	var s string
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1])
+// newIndex returns an empty name index, reusing one of a closed object.
+func (d *textScan) newIndex() map[string]struct{} {
+	if n := len(d.spare); n > 0 {
+		m := d.spare[n-1]
+		d.spare = d.spare[:n-1]
+		return m
 	}
-	if json.Unmarshal(raw, &s) != nil {
-		return string(raw)
+	return map[string]struct{}{}
+}
+
+// appendUnquoted appends the text of the JSON string raw (quotes included) to dst. A malformed
+// escape is appended as it stands: such a name is a syntax error, reported before any
+// duplicate.
+func appendUnquoted(dst, raw []byte) []byte {
+	s := raw[1 : len(raw)-1]
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' || i+1 >= len(s) {
+			dst = append(dst, c)
+			continue
+		}
+		i++
+		switch s[i] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, ok := hex4(s, i+1)
+			if !ok {
+				dst = append(dst, '\\', 'u')
+				continue
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				if lo, ok := hex4(s, i+3); ok && i+2 < len(s) && s[i+1] == '\\' && s[i+2] == 'u' {
+					if dec := utf16.DecodeRune(r, lo); dec != utf8.RuneError {
+						r, i = dec, i+6
+					}
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		default: // " \\ / and the malformed
+			dst = append(dst, s[i])
+		}
 	}
-	return s
+	return dst
 }
 
 // checkJSONText returns the reference's parse error for msg, or nil. params is the params

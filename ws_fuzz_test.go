@@ -377,7 +377,7 @@ func FuzzDispatch(f *testing.F) {
 		if ready {
 			ms.initialize()
 		}
-		in, _, perr := parseMessage(msg, false)
+		in, _, perr := parseMessage(msg, false, nil)
 		isRequest := perr == nil && in.ID != nil && in.Method != nil
 		ms.send(bytes.Clone(msg)) // the server may keep the slice until its next read
 		ms.send([]byte(`{"id":` + sentinelID + `,"method":"environment/status"}`))
