@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 )
@@ -48,18 +49,18 @@ type compatOptions struct {
 	enable       stringList
 	disable      stringList
 	strictConfig bool
+	// proxyPrivateIPs is --proxy-private-ips-via-upstream: accepted for wrappers, and ignored
+	// with the managed network proxy it configures (docs/protocol.md §12).
+	proxyPrivateIPs bool
 }
 
-// configOverrides is the repeatable -c key=value; a value without "=" is refused when parsed.
+// configOverrides is the repeatable -c (--config) key=value. Like the reference, any value is
+// taken, "=" or not: none is applied here.
 type configOverrides []string
 
 func (c *configOverrides) String() string { return strings.Join(*c, ",") }
 
 func (c *configOverrides) Set(s string) error {
-	key, _, ok := strings.Cut(s, "=")
-	if !ok || strings.TrimSpace(key) == "" {
-		return errors.New("want key=value")
-	}
 	*c = append(*c, s)
 	return nil
 }
@@ -90,6 +91,8 @@ func newFlagSet(o *cliOptions) *flag.FlagSet {
 	o.remote.registerFlags(fs)
 	o.limits.registerFlags(fs)
 	fs.Var(&o.compat.config, "c", "a Codex config override, `key=value` (repeatable); no key has an effect here")
+	fs.Var(&o.compat.config, "config", "the long form of -c: a `key=value` override")
+	fs.BoolVar(&o.compat.proxyPrivateIPs, "proxy-private-ips-via-upstream", os.Getenv("CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM") != "", "a setting of the reference's managed network proxy, which this server does not have: accepted and ignored")
 	fs.Var(&o.compat.enable, "enable", "`FEATURE` to enable (repeatable); no feature has an effect here")
 	fs.Var(&o.compat.disable, "disable", "`FEATURE` to disable (repeatable); no feature has an effect here")
 	fs.BoolVar(&o.compat.strictConfig, "strict-config", false, "make a -c key, --enable or --disable this server does not apply a usage error")
@@ -111,7 +114,7 @@ var flagGroups = []struct {
 		"executor-credential-stdin", "remote-ca", "identity"}},
 	{"sandbox", []string{"managed-sandbox", "linux-sandbox-pid-namespace"}},
 	{"logging", []string{"log-level", "log-format"}},
-	{"compatibility with codex exec-server", []string{"concurrent-requests", "c", "enable", "disable", "strict-config"}},
+	{"compatibility with codex exec-server", []string{"concurrent-requests", "c", "config", "enable", "disable", "strict-config", "proxy-private-ips-via-upstream"}},
 	{"information", []string{"version"}},
 }
 
@@ -124,11 +127,13 @@ const usageSynopsis = `usage:
   exec-server --version | --help
 `
 
-const usageCompatNote = `Of the flags codex exec-server takes, --executor-id is --environment-id (giving both, with
-different values, is an error) and --concurrent-requests is ignored. -c, --enable and --disable
-are accepted but change nothing: the reference reads the Codex configuration only for its
-outbound proxy policy and its CODEX_HOME, which this server has no counterpart of. Each one
-given is logged at start-up; with --strict-config it is a usage error instead.
+const usageCompatNote = `Every flag codex exec-server 0.169 takes is accepted. --concurrent-requests and
+--proxy-private-ips-via-upstream are ignored (requests never wait for each other here; there is
+no managed network proxy). -c/--config, --enable and --disable change nothing: the reference
+reads the Codex configuration only for its outbound proxy policy and its CODEX_HOME, which this
+server has no counterpart of; each one given is logged at start-up, and with --strict-config it
+is a usage error instead. --executor-id, the exec-server README's name, is --environment-id
+(giving both, with different values, is an error); 0.169 itself does not take it.
 `
 
 // writeUsage is --help: the synopsis, then the flags of fs by group, each with its default.

@@ -297,7 +297,7 @@ func (c *conn) processStart(p *startParams) (any, error) {
 		return nil, err
 	}
 	if table.isGone() { // killAll ran while this process was spawning
-		proc.kill()
+		proc.killForShutdown()
 		return nil, errInvalidRequest("session is shutting down")
 	}
 	return startResult{ProcessID: p.ProcessID, SandboxType: sandboxType}, nil

@@ -252,7 +252,20 @@ func (p *process) kill() bool {
 		p.mu.Unlock()
 		return false
 	}
-	running, sid := p.killGroupLocked(false)
+	return p.killLocked(false)
+}
+
+// killForShutdown kills p's group and the rest of its session even when p has exited: the
+// session is over, so nothing it started may outlive it (a process that finished spawning
+// after killAll ran, which found it not yet started).
+func (p *process) killForShutdown() {
+	p.mu.Lock()
+	p.killLocked(true)
+}
+
+// killLocked is kill's work (all as for killGroupLocked); it unlocks p.mu.
+func (p *process) killLocked(all bool) bool {
+	running, sid := p.killGroupLocked(all)
 	if sid > 0 && !p.phase.reaped() && reaperHoldsPid {
 		if sweep := p.table.sweeper.queue(sid); sweep != nil {
 			p.sweep, sid = sweep, 0

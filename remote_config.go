@@ -43,7 +43,7 @@ type remoteConfig struct {
 func (c *remoteConfig) registerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.remote, "remote", "", "registry base `URL`: serve through a rendezvous relay instead of listening")
 	fs.StringVar(&c.environmentID, "environment-id", "", "`ID` of the environment to register (letters, digits, _ and -)")
-	fs.StringVar(&c.executorID, "executor-id", "", "another name of --environment-id (the exec-server README's): the `ID` to register")
+	fs.StringVar(&c.executorID, "executor-id", "", "the exec-server README's name of --environment-id (0.169 itself does not take it): the `ID` to register")
 	fs.StringVar(&c.name, "name", "", "display `NAME` of this executor (logged only)")
 	fs.BoolVar(&c.bearerStdin, "registration-bearer-stdin", false, "read the registry bearer token, one line, from stdin")
 	fs.BoolVar(&c.executorCredStdin, "executor-credential-stdin", false, "read rotating registry credentials, one JSON frame per line, from stdin")
