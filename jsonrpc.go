@@ -178,7 +178,8 @@ func jsonKind(raw []byte) string {
 	return "number" // serde_json's word for a number, without its value
 }
 
-// appendResponse appends {"id":ID,"result":R} to dst.
+// appendResponse appends {"id":ID,"result":R} to dst, R encoded with encoding/json unless
+// it is already JSON.
 func appendResponse(dst []byte, id json.RawMessage, result any) ([]byte, error) {
 	var r []byte
 	switch v := result.(type) {
@@ -192,11 +193,16 @@ func appendResponse(dst []byte, id json.RawMessage, result any) ([]byte, error) 
 			return dst, err
 		}
 	}
+	return appendEnvelope(dst, id, r), nil
+}
+
+// appendEnvelope appends {"id":ID,"result":R} to dst, R being JSON already.
+func appendEnvelope(dst []byte, id json.RawMessage, r []byte) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = append(dst, id...)
 	dst = append(dst, `,"result":`...)
 	dst = append(dst, r...)
-	return append(dst, '}'), nil
+	return append(dst, '}')
 }
 
 // appendError appends {"error":{"code":C,"message":T},"id":ID} to dst.

@@ -270,7 +270,7 @@ type processSandbox struct {
 }
 
 // parseProcessSandbox decodes process/start's sandbox; nil when absent or null.
-func (c *conn) parseProcessSandbox(raw json.RawMessage, runManagedUnsandboxed bool) (*processSandbox, error) {
+func (c *call) parseProcessSandbox(raw json.RawMessage, runManagedUnsandboxed bool) (*processSandbox, error) {
 	if procParamAbsent(raw) {
 		return nil, nil
 	}
