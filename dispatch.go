@@ -112,7 +112,7 @@ func handle[P any](family, paramsName string, mode runMode, fn func(c *call, p *
 	}
 	return method{family: family, mode: mode, call: func(c *conn, raw json.RawMessage) (result, error) {
 		var p P
-		if err := decodeParamsAs(raw, paramsName, &p); err != nil {
+		if err := decodeParams(raw, paramsName, &p); err != nil {
 			return nil, err
 		}
 		if sc, ok := any(&p).(sandboxCarrier); ok {

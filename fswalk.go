@@ -43,8 +43,8 @@ type walkOptions struct {
 
 // UnmarshalJSON applies the params rules (required fields) to the nested options object.
 func (o *walkOptions) UnmarshalJSON(raw []byte) error {
-	type WalkOptions walkOptions
-	return decodeParams(raw, (*WalkOptions)(o))
+	type plain walkOptions // without this method
+	return decodeParams(raw, "WalkOptions", (*plain)(o))
 }
 
 type walkEntry struct {

@@ -164,7 +164,7 @@ func (s *fsWorkerServer) serve(ctx context.Context, id uint64, method string, pa
 		s.answerError(id, errInternal("fs sandbox worker: unknown method `%s`", method))
 		return
 	}
-	if err := decodeParams(params, op); err != nil {
+	if err := decodeParams(params, method, op); err != nil {
 		s.answerError(id, errInternal("fs sandbox worker: %s: %v", method, err))
 		return
 	}

@@ -412,7 +412,7 @@ func FuzzMethodParams(f *testing.F) {
 		var derr error
 		if pt != nil {
 			p = reflect.New(pt)
-			derr = decodeParams(raw, p.Interface())
+			derr = decodeParams(raw, pt.Name(), p.Interface())
 			if sc, ok := p.Interface().(sandboxCarrier); ok && derr == nil {
 				cp := *sc.sandboxParam() // parsed as handle does after decoding; the value itself stays as decoded
 				derr = (&conn{}).parseSandbox(&cp)
@@ -511,7 +511,7 @@ func checkDecodedParams(t *testing.T, name string, raw json.RawMessage, pt refle
 		t.Fatalf("%s %q: decoded params do not encode: %v", name, raw, err)
 	}
 	p2 := reflect.New(pt)
-	if err := decodeParams(enc, p2.Interface()); err != nil {
+	if err := decodeParams(enc, pt.Name(), p2.Interface()); err != nil {
 		t.Fatalf("%s %q: re-encoded as %s, refused: %v", name, raw, enc, err)
 	}
 	if enc2, _ := encodeParams(p2, pt); !bytes.Equal(enc, enc2) {

@@ -53,7 +53,7 @@ type httpHeader struct {
 // UnmarshalJSON applies the params rules (required fields) to each header.
 func (h *httpHeader) UnmarshalJSON(raw []byte) error {
 	type plain httpHeader // without this method
-	return decodeParamsAs(raw, "HttpHeader", (*plain)(h))
+	return decodeParams(raw, "HttpHeader", (*plain)(h))
 }
 
 // redirectPolicy is "follow" (the default) or "stop".

@@ -69,7 +69,7 @@ func parseEnvPolicy(raw json.RawMessage) (*envPolicyParams, error) {
 		return nil, nil
 	}
 	var p envPolicyParams
-	if err := decodeParams(raw, &p); err != nil {
+	if err := decodeParams(raw, "EnvPolicyParams", &p); err != nil {
 		return nil, err
 	}
 	switch p.Inherit {
