@@ -15,7 +15,7 @@ import (
 // conn is one client connection on any transport. It owns the connection-scoped state of
 // docs/protocol.md §5.2 (lifecycle, file handles, watches, HTTP streams, parsed sandboxes),
 // each a typed field made on first use and closed with the connection, and is attached to at
-// most one session.
+// most one session. Handlers never see it: they get its call context (call.go).
 type conn struct {
 	srv         *server
 	t           msgTransport
@@ -34,16 +34,14 @@ type conn struct {
 	handover    chan struct{}  // the watch asks read for a replacement reader (quick.go)
 	quick       quickWatch     // the quick later running on the reader (quick.go)
 	sandboxes   sandboxCache   // parsed sandbox objects (fs.go)
+	scope       connScope      // the typed connection-scoped state (call.go)
+	call        *call          // what handlers see of the connection (call.go)
 
 	mu          sync.Mutex
 	state       connState
 	session     *session
 	lanes       map[string]chan struct{}
-	cleanups    []func()
 	closeReason error
-	files       *fileHandles    // fs/open's handles (fshandle.go)
-	watches     *missingWatches // fs/watchMissing (fswatch.go)
-	http        *httpState      // http/request (http.go)
 }
 
 // connState is where a connection stands in the lifecycle of docs/protocol.md §4.
@@ -153,6 +151,7 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 		handover:    make(chan struct{}, 1),
 	}
 	c.out = newOutQueue(s.cfg.limits.queuedBytes)
+	c.call = newCall(c)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -263,29 +262,11 @@ func (c *conn) fail(reason error) {
 func (c *conn) finish() {
 	c.mu.Lock()
 	sess := c.session
-	cleanups := c.cleanups
-	c.cleanups = nil
 	c.mu.Unlock()
 	if sess != nil {
 		sess.detach(c)
 	}
-	for i := len(cleanups) - 1; i >= 0; i-- {
-		cleanups[i]()
-	}
-}
-
-// connScoped returns the connection-scoped state in *field (file handles, watches, HTTP
-// streams), making it with mk the first time; the cleanup mk returns runs when the connection
-// ends.
-func connScoped[T any](c *conn, field **T, mk func() (*T, func())) *T {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if *field == nil {
-		v, cleanup := mk()
-		*field = v
-		c.cleanups = append(c.cleanups, cleanup)
-	}
-	return *field
+	c.scope.close()
 }
 
 // currentSession returns the session this connection is attached to, or nil.

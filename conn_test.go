@@ -70,7 +70,7 @@ func TestConnCycles1000(t *testing.T) {
 }
 
 // testMethod registers a test-only method with no lifecycle gate.
-func testMethod(name string, call func(c *conn, params json.RawMessage) (any, error)) func(*server) {
+func testMethod(name string, call func(c *conn, params json.RawMessage) (result, error)) func(*server) {
 	return func(s *server) { s.methods[name] = method{call: call} }
 }
 
@@ -87,25 +87,25 @@ func TestConnLongPollDoesNotDelayOthers(t *testing.T) {
 		mu.Unlock()
 	}
 	ts := startTestServer(t,
-		testMethod("test/wait", func(c *conn, _ json.RawMessage) (any, error) {
-			return later{run: func(ctx context.Context) (any, error) {
+		testMethod("test/wait", func(c *conn, _ json.RawMessage) (result, error) {
+			return deferTo(async, func(ctx context.Context) (result, error) {
 				select {
 				case <-release:
-					return "released", nil
+					return jsonOf("released"), nil
 				case <-ctx.Done():
 					return nil, ctx.Err()
 				}
-			}}, nil
+			}), nil
 		}),
-		testMethod("test/lane", func(c *conn, params json.RawMessage) (any, error) {
+		testMethod("test/lane", func(c *conn, params json.RawMessage) (result, error) {
 			var name string
 			json.Unmarshal(params, &name)
-			return later{key: "same process", run: func(ctx context.Context) (any, error) {
+			return &deferred{mode: lane, key: "same process", run: func(ctx context.Context) (result, error) {
 				if name == "first" {
 					<-releaseLane
 				}
 				record(name)
-				return name, nil
+				return jsonOf(name), nil
 			}}, nil
 		}))
 	tc := ts.connect(t)
@@ -206,16 +206,16 @@ func TestConnStuckQuickRequestMovesTheReader(t *testing.T) {
 func TestConnQuickLatersEndingAtTheBudget(t *testing.T) {
 	srv := newServer(t.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer srv.shutdown()
-	srv.methods["test/spin"] = method{call: func(c *conn, params json.RawMessage) (any, error) {
+	srv.methods["test/spin"] = method{call: func(c *conn, params json.RawMessage) (result, error) {
 		var d time.Duration
 		if err := json.Unmarshal(params, &d); err != nil {
 			return nil, err
 		}
-		return later{quick: true, run: func(context.Context) (any, error) {
+		return deferTo(quick, func(context.Context) (result, error) {
 			for end := time.Now().Add(d); time.Now().Before(end); {
 			}
-			return struct{}{}, nil
-		}}, nil
+			return emptyResult{}, nil
+		}), nil
 	}}
 	mt := newMemTransport()
 	done := make(chan struct{})
@@ -249,8 +249,8 @@ func TestConnQuickLatersEndingAtTheBudget(t *testing.T) {
 func TestConnSlowClientIsClosed(t *testing.T) {
 	flooding := make(chan struct{})
 	ended := make(chan error, 1)
-	ts := startTestServer(t, func(s *server) { s.cfg.stallTimeout = 300 * time.Millisecond }, testMethod("test/flood", func(c *conn, _ json.RawMessage) (any, error) {
-		return later{run: func(ctx context.Context) (any, error) {
+	ts := startTestServer(t, func(s *server) { s.cfg.stallTimeout = 300 * time.Millisecond }, testMethod("test/flood", func(c *conn, _ json.RawMessage) (result, error) {
+		return deferTo(async, func(ctx context.Context) (result, error) {
 			note, err := appendNotification(nil, "test/flood", map[string]string{"data": strings.Repeat("x", 64<<10)})
 			if err != nil {
 				return nil, err
@@ -267,7 +267,7 @@ func TestConnSlowClientIsClosed(t *testing.T) {
 			}
 			ended <- c.reason()
 			return nil, nil
-		}}, nil
+		}), nil
 	}))
 	other := ts.connect(t)
 
@@ -311,8 +311,8 @@ func TestConnSlowClientIsClosed(t *testing.T) {
 // reading is never disconnected and receives every one of them, in order.
 func TestConnBackPressureKeepsAReadingClient(t *testing.T) {
 	const count = 768 // 768 × 64 KiB = 48 MiB
-	ts := startTestServer(t, testMethod("test/burst", func(c *conn, _ json.RawMessage) (any, error) {
-		return later{run: func(ctx context.Context) (any, error) {
+	ts := startTestServer(t, testMethod("test/burst", func(c *conn, _ json.RawMessage) (result, error) {
+		return deferTo(async, func(ctx context.Context) (result, error) {
 			for i := range count {
 				note, err := appendNotification(nil, "test/burst", map[string]any{"i": i, "data": strings.Repeat("x", 64<<10)})
 				if err != nil {
@@ -320,8 +320,8 @@ func TestConnBackPressureKeepsAReadingClient(t *testing.T) {
 				}
 				c.notify(note)
 			}
-			return "done", nil
-		}}, nil
+			return jsonOf("done"), nil
+		}), nil
 	}))
 	tc := ts.connect(t)
 	tc.mustCall("test/burst", nil)

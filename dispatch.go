@@ -2,11 +2,13 @@ package main
 
 // The dispatcher: the method table and the scheduling of handlers (docs/protocol.md §3.2).
 //
-// Every handler runs first on the connection's reader goroutine, in arrival order, so
-// requests that touch the same process keep their order. A handler that may block (a
-// long-poll read, file I/O, HTTP) returns a [later]: the dispatcher runs its remainder on a
-// goroutine of its own, after earlier work with the same key, and the reader goes on at once.
-// Responses therefore may come out of order; notifications interleave freely.
+// Every request is decoded and gated on the connection's reader goroutine, in arrival order,
+// so requests that touch the same process keep their order. Each method's table entry says
+// how its handler runs ([runMode]: inline, quick, lane, poll, async, or decided per request);
+// work that leaves the reader runs on a goroutine of its own, after earlier work with the
+// same lane key, and the reader goes on at once. Handlers see a [call], never the connection,
+// and answer a [result]. Responses therefore may come out of order; notifications
+// interleave freely.
 
 import (
 	"bytes"
@@ -27,61 +29,74 @@ const maxDeferredPerConn = 1024
 // without waitMs does.
 const maxLongPollsPerConn = 4096
 
-// later is what a handler returns when the rest of its work may block. run executes on its own
-// goroutine, after any earlier later with the same non-empty key has finished; an empty key
-// means no ordering at all. ctx is cancelled when the connection ends.
-type later struct {
-	key string
-	// quick says that run, although it may block, almost always returns at once (a stat, a
-	// small read). It then first runs on the reader itself, and gets a goroutine of its own
-	// only if it outlasts inlineBudget (conn.runQuick). A quick later has no key.
-	quick bool
-	// poll says that run is a long poll holding a token of conn.polls, which it gives back:
-	// it takes no deferred-handler slot.
-	poll bool
-	// holdsMessage says that run reads the request's bytes (fs/writeFile decodes its data
-	// straight from them): the message is released after run instead of before.
-	holdsMessage bool
-	run          func(ctx context.Context) (any, error)
+// runMode is how a method's handler runs; each entry of the method table declares one.
+// Params are decoded and the lifecycle gate applied on the reader in every mode, so
+// malformed params and the gate are answered in arrival order.
+type runMode uint8
+
+const (
+	// inline runs the handler on the reader: it must not block.
+	inline runMode = iota
+	// decides runs the handler on the reader, where it picks how the rest of its work runs
+	// and returns deferTo(mode, fn): fs path methods run quick when their sandbox leaves
+	// them free and async in the sandbox worker otherwise (fsDo); process/read answers at
+	// once when it can and long-polls otherwise; http/request reserves its requestId in
+	// arrival order, then runs async. The choice depends on the request, so the table
+	// cannot make it.
+	decides
+	// quick runs the handler on the reader too, but it may block (a stat, a small read): it
+	// gets a goroutine of its own if it outlasts inlineBudget (quick.go).
+	quick
+	// lane runs the handler on a goroutine of its own, after earlier work with the same key:
+	// the params' laneKey (fs handle methods: the handleId).
+	lane
+	// poll is a long poll: a goroutine of its own that takes no deferred-handler slot but
+	// a token of conn.polls; past maxLongPollsPerConn it answers at once with deferTo's now.
+	poll
+	// async runs the handler on a goroutine of its own, unordered.
+	async
+)
+
+// laneKeyed is the params of a lane method: the key that orders its requests.
+type laneKeyed interface{ laneKey() string }
+
+// deferred is work the dispatcher runs later, as mode says: made by handle for the modes that
+// leave the reader, and by a deciding handler through deferTo. ctx is cancelled when the
+// connection ends.
+type deferred struct {
+	mode runMode
+	key  string // lane only
+	now  result // poll only: the answer when no long poll may wait
+	run  func(ctx context.Context) (result, error)
 }
 
-// afterReplier is a result whose follow-up must reach the client after the reply itself,
-// such as the body deltas of a streamed http/request: afterReply runs once the reply is queued.
-type afterReplier interface{ afterReply() }
-
-// rawJSON is a result already encoded as JSON; it is sent as is, without a second pass over a
-// large payload.
-type rawJSON []byte
-
-// framedJSON is a large result already encoded as JSON, with room left before it for the
-// response's head ({"id":ID,"result":) and after it for the closing brace: reply writes the
-// envelope around it instead of copying it (fs/readFile's 43 MiB of base64). An id too long for
-// the room is copied the ordinary way.
-type framedJSON struct {
-	buf  []byte // framedRoom bytes of room, then the result; cap(buf) > len(buf)
-	head int    // where the result starts in buf
+// deferTo is a deciding handler's answer: run fn as mode says (quick, poll, async).
+func deferTo(mode runMode, fn func(ctx context.Context) (result, error)) *deferred {
+	return &deferred{mode: mode, run: fn}
 }
 
-// framedRoom is the room a framedJSON keeps for the response's head: ids of up to 48 bytes.
-const framedRoom = 64
-
-// frame writes the response's envelope around the result, in place.
-func (f framedJSON) frame(id json.RawMessage) ([]byte, bool) {
-	n := len(`{"id":`) + len(id) + len(`,"result":`)
-	if n > f.head || cap(f.buf) == len(f.buf) {
-		return nil, false
-	}
-	b := f.buf[f.head-n:]
-	k := copy(b, `{"id":`)
-	k += copy(b[k:], id)
-	copy(b[k:], `,"result":`)
-	return append(b, '}'), true
+// orNow sets a long poll's answer for when no more long polls may wait on the connection.
+func (d *deferred) orNow(now result) *deferred {
+	d.now = now
+	return d
 }
+
+// deferred is a result only so that handlers return one type: the dispatcher never sends it.
+func (*deferred) body() ([]byte, error) { return nil, errInternal("internal error") }
+
+func (d *deferred) response(json.RawMessage) ([]byte, error) { return d.body() }
 
 // method is one entry of a server's method table.
 type method struct {
-	family string // the gate text of docs/protocol.md §4.3; "" for methods without a gate
-	call   func(c *conn, params json.RawMessage) (any, error)
+	family string  // the gate text of docs/protocol.md §4.3; "" for methods without a gate
+	mode   runMode // how the handler runs
+	// holdsMessage says that the handler's deferred work reads the request's bytes
+	// (fs/writeFile decodes its data straight from them): the message is released after
+	// the work instead of before.
+	holdsMessage bool
+	// call decodes the params and applies the gate on the reader, then runs the handler
+	// (inline, decides) or returns the *deferred that runs it.
+	call func(c *conn, params json.RawMessage) (result, error)
 }
 
 // methodTable maps a method name to its handler. It is built once per server.
@@ -90,11 +105,14 @@ type methodTable map[string]method
 // handle builds a method whose params decode into P before the lifecycle gate is checked
 // (docs/protocol.md §3.3: malformed params get -32602 even before initialize). paramsName is
 // the reference's name for the params type, which its errors show ("expected struct
-// ReadParams").
-func handle[P any](family, paramsName string, fn func(c *conn, p *P) (any, error)) method {
-	return method{family: family, call: func(c *conn, raw json.RawMessage) (any, error) {
+// ReadParams"). fn runs as mode says.
+func handle[P any](family, paramsName string, mode runMode, fn func(c *call, p *P) (result, error)) method {
+	if _, ok := any(new(P)).(laneKeyed); mode == lane && !ok {
+		panic(fmt.Sprintf("method table: %T runs in a lane but has no laneKey", new(P)))
+	}
+	return method{family: family, mode: mode, call: func(c *conn, raw json.RawMessage) (result, error) {
 		var p P
-		if err := decodeParamsAs(raw, paramsName, &p); err != nil {
+		if err := decodeParams(raw, paramsName, &p); err != nil {
 			return nil, err
 		}
 		if sc, ok := any(&p).(sandboxCarrier); ok {
@@ -105,14 +123,27 @@ func handle[P any](family, paramsName string, fn func(c *conn, p *P) (any, error
 		if err := c.gate(family); err != nil {
 			return nil, err
 		}
-		return fn(c, &p)
+		cx := c.call
+		switch mode {
+		case inline, decides:
+			return fn(cx, &p)
+		case lane:
+			return &deferred{mode: lane, key: any(&p).(laneKeyed).laneKey(), run: func(context.Context) (result, error) { return fn(cx, &p) }}, nil
+		}
+		return deferTo(mode, func(context.Context) (result, error) { return fn(cx, &p) }), nil
 	}}
 }
 
-// handleNoParams builds a method that takes no params: absent, null or {}
+// holding marks a method whose deferred work reads the request's bytes (method.holdsMessage).
+func (m method) holding() method {
+	m.holdsMessage = true
+	return m
+}
+
+// handleNoParams builds an inline method that takes no params: absent, null or {}
 // (docs/protocol.md §3.3).
-func handleNoParams(family string, fn func(c *conn) (any, error)) method {
-	return method{family: family, call: func(c *conn, raw json.RawMessage) (any, error) {
+func handleNoParams(family string, fn func(c *call) (result, error)) method {
+	return method{family: family, call: func(c *conn, raw json.RawMessage) (result, error) {
 		if len(raw) > 0 && !json.Valid(raw) { // parseIncoming only delimits params
 			return nil, errInvalidParams("invalid JSON in params: %s", jsonSyntaxError(raw))
 		}
@@ -130,7 +161,7 @@ func handleNoParams(family string, fn func(c *conn) (any, error)) method {
 		if err := c.gate(family); err != nil {
 			return nil, err
 		}
-		return fn(c)
+		return fn(c.call)
 	}}
 }
 
@@ -141,7 +172,7 @@ func emptyObject(b []byte) bool {
 // newMethodTable gathers the methods of every concern.
 func newMethodTable() methodTable {
 	t := methodTable{
-		"initialize": handle("", "InitializeParams", (*conn).initialize),
+		"initialize": handle("", "InitializeParams", inline, (*call).initialize),
 	}
 	envMethods(t)
 	procMethods(t)
@@ -184,9 +215,9 @@ func (c *conn) handleMessage(msg message) readStep {
 	}
 	id := append(json.RawMessage(nil), in.ID...)
 	res, err := c.callSafely(m, in.Params)
-	if l, ok := res.(later); ok && err == nil {
-		held = l.quick || l.holdsMessage
-		return c.schedule(id, l, msg)
+	if d, ok := res.(*deferred); ok && err == nil {
+		held = d.mode == quick || m.holdsMessage
+		return c.schedule(id, d, m.holdsMessage, msg)
 	}
 	c.reply(id, res, err)
 	return readNext
@@ -194,7 +225,7 @@ func (c *conn) handleMessage(msg message) readStep {
 
 // callSafely runs a handler, turning a panic into an internal error so that no input can
 // bring the server down.
-func (c *conn) callSafely(m method, params json.RawMessage) (res any, err error) {
+func (c *conn) callSafely(m method, params json.RawMessage) (res result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("handler panic", "panic", r)
@@ -204,36 +235,46 @@ func (c *conn) callSafely(m method, params json.RawMessage) (res any, err error)
 	return m.call(c, params)
 }
 
-// schedule runs deferred work after earlier work with the same key, then replies; a quick
-// later runs on the reader (runQuick). msg is released once the work is done when it is
+// schedule runs deferred work after earlier work with the same key, then replies; quick
+// work runs on the reader (runQuick). msg is released once the work is done when it is
 // quick or holds the message (the caller releases it otherwise).
-func (c *conn) schedule(id json.RawMessage, l later, msg message) readStep {
+func (c *conn) schedule(id json.RawMessage, d *deferred, holds bool, msg message) readStep {
 	release := func() {}
-	if !l.poll {
+	switch d.mode {
+	case poll:
+		select {
+		case c.polls <- struct{}{}:
+		default:
+			c.reply(id, d.now, nil) // past maxLongPollsPerConn: what there is, now
+			return readNext
+		}
+		release = func() { <-c.polls }
+	default:
 		select {
 		case c.slots <- struct{}{}:
 		case <-c.ctx.Done():
-			if l.quick || l.holdsMessage {
+			if d.mode == quick || holds {
 				msg.release()
 			}
 			return readNext
 		}
 		release = func() { <-c.slots }
 	}
-	if l.quick && l.key == "" {
+	if d.mode == quick {
 		defer release()
 		defer msg.release()
-		return c.runQuick(id, l)
+		return c.runQuick(id, d)
 	}
-	if l.holdsMessage {
-		release = func() { msg.release(); <-c.slots }
+	if holds {
+		free := release
+		release = func() { msg.release(); free() }
 	}
 	var prev, done chan struct{}
-	if l.key != "" {
+	if d.mode == lane {
 		done = make(chan struct{})
 		c.mu.Lock()
-		prev = c.lanes[l.key]
-		c.lanes[l.key] = done
+		prev = c.lanes[d.key]
+		c.lanes[d.key] = done
 		c.mu.Unlock()
 	}
 	c.work.Add(1)
@@ -243,12 +284,12 @@ func (c *conn) schedule(id json.RawMessage, l later, msg message) readStep {
 		if prev != nil {
 			<-prev
 		}
-		res, err := c.runLater(l)
+		res, err := c.runDeferred(d)
 		c.reply(id, res, err) // before the lane opens: replies on one lane keep their order
 		if done != nil {
 			c.mu.Lock()
-			if c.lanes[l.key] == done {
-				delete(c.lanes, l.key)
+			if c.lanes[d.key] == done {
+				delete(c.lanes, d.key)
 			}
 			c.mu.Unlock()
 			close(done)
@@ -257,18 +298,19 @@ func (c *conn) schedule(id json.RawMessage, l later, msg message) readStep {
 	return readNext
 }
 
-func (c *conn) runLater(l later) (res any, err error) {
+// runDeferred runs deferred work, turning a panic into an internal error.
+func (c *conn) runDeferred(d *deferred) (res result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("handler panic", "panic", r)
 			res, err = nil, errInternal("internal error")
 		}
 	}()
-	return l.run(c.ctx)
+	return d.run(c.ctx)
 }
 
 // reply sends the response to a request.
-func (c *conn) reply(id json.RawMessage, res any, err error) {
+func (c *conn) reply(id json.RawMessage, res result, err error) {
 	if a, ok := res.(afterReplier); ok {
 		defer a.afterReply()
 	}
@@ -276,21 +318,10 @@ func (c *conn) reply(id json.RawMessage, res any, err error) {
 		c.sendError(id, toRPCError(err))
 		return
 	}
-	if f, ok := res.(framedJSON); ok {
-		if b, ok := f.frame(id); ok {
-			c.sendReply(b)
-			return
-		}
-		res = rawJSON(f.buf[f.head:])
+	if res == nil {
+		res = rawJSON("null")
 	}
-	size := 64
-	switch r := res.(type) { // one exact allocation for large pre-encoded results
-	case rawJSON:
-		size += len(r) + len(id)
-	case json.RawMessage:
-		size += len(r) + len(id)
-	}
-	b, merr := appendResponse(make([]byte, 0, size), id, res)
+	b, merr := res.response(id)
 	if merr != nil {
 		c.sendError(id, errInternal("encode result: %v", merr))
 		return

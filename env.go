@@ -137,21 +137,21 @@ func machineID() string {
 
 // envMethods registers the environment and discovery methods.
 func envMethods(t methodTable) {
-	t["environment/info"] = handleNoParams("environment info", func(c *conn) (any, error) {
-		return c.srv.envInfo, nil
+	t["environment/info"] = handleNoParams("environment info", func(c *call) (result, error) {
+		return jsonPtr(c.srv.envInfo), nil
 	})
-	t["environment/status"] = handleNoParams("environment status", func(c *conn) (any, error) {
-		return map[string]string{"status": "ready"}, nil
+	t["environment/status"] = handleNoParams("environment status", func(c *call) (result, error) {
+		return jsonPtr(&statusResult{"ready"}), nil // {"status":"ready"}
 	})
-	t["environmentConfig/read"] = handle("environment config", "EnvironmentConfigReadParams", (*conn).environmentConfigRead)
-	t["capabilities/discoverV2"] = handle("capability discovery", "DiscoverV2CapabilitiesRequest", func(c *conn, p *discoverV2Params) (any, error) {
+	t["environmentConfig/read"] = handle("environment config", "EnvironmentConfigReadParams", inline, (*call).environmentConfigRead)
+	t["capabilities/discoverV2"] = handle("capability discovery", "DiscoverV2CapabilitiesRequest", inline, func(c *call, p *discoverV2Params) (result, error) {
 		if _, err := paramPath(p.Cwd); err != nil {
 			return nil, err
 		}
-		return discoverV2Result{Plugins: []any{}, Skills: []any{}, Warnings: []any{}}, nil
+		return jsonOf(discoverV2Result{Plugins: []any{}, Skills: []any{}, Warnings: []any{}}), nil
 	})
-	t["capabilityRoots/discoverV1"] = handle("capability discovery", "WireCapabilityRootsDiscoverParams", func(c *conn, p *discoverRootsParams) (any, error) {
-		return map[string][]any{"roots": {}}, nil
+	t["capabilityRoots/discoverV1"] = handle("capability discovery", "WireCapabilityRootsDiscoverParams", inline, func(c *call, p *discoverRootsParams) (result, error) {
+		return jsonOf(map[string][]any{"roots": {}}), nil
 	})
 }
 
@@ -176,7 +176,7 @@ type environmentConfigResult struct {
 
 // environmentConfigRead answers what the reference answers on a host with no executor-side
 // configuration: the directories and no layers. The harness merges its own config.
-func (c *conn) environmentConfigRead(p *environmentConfigParams) (any, error) {
+func (c *call) environmentConfigRead(p *environmentConfigParams) (result, error) {
 	if _, err := paramPath(p.Cwd); err != nil {
 		return nil, err
 	}
@@ -186,13 +186,13 @@ func (c *conn) environmentConfigRead(p *environmentConfigParams) (any, error) {
 		codexHome = filepath.Join(home, ".codex")
 	}
 	host, _ := os.Hostname()
-	return environmentConfigResult{
+	return jsonOf(environmentConfigResult{
 		UserHomeDir:  dirURI(home),
 		CodexHomeDir: dirURI(codexHome),
 		Hostname:     host,
 		Config:       configLayers{Layers: []any{}},
 		Requirements: configLayers{Layers: []any{}},
-	}, nil
+	}), nil
 }
 
 type discoverV2Params struct {

@@ -68,27 +68,27 @@ const maxReadFileBytes = 512 << 20
 
 // fsMethods registers the filesystem methods.
 func fsMethods(t methodTable) {
-	t["fs/readFile"] = handle("filesystem", "WireFsReadFileParams", (*conn).fsReadFile)
-	t["fs/writeFile"] = handle("filesystem", "WireFsWriteFileParams", (*conn).fsWriteFile)
-	t["fs/createDirectory"] = handle("filesystem", "WireFsCreateDirectoryParams", (*conn).fsCreateDirectory)
-	t["fs/getMetadata"] = handle("filesystem", "WireFsGetMetadataParams", (*conn).fsGetMetadata)
-	t["fs/canonicalize"] = handle("filesystem", "WireFsCanonicalizeParams", (*conn).fsCanonicalize)
-	t["fs/readDirectory"] = handle("filesystem", "WireFsReadDirectoryParams", (*conn).fsReadDirectory)
-	t["fs/remove"] = handle("filesystem", "WireFsRemoveParams", (*conn).fsRemove)
-	t["fs/copy"] = handle("filesystem", "WireFsCopyParams", (*conn).fsCopy)
-	t["fs/open"] = handle("filesystem", "WireFsOpenParams", (*conn).fsOpen)
-	t["fs/readBlock"] = handle("filesystem", "FsReadBlockParams", (*conn).fsReadBlock)
-	t["fs/writeBlock"] = handle("filesystem", "FsWriteBlockParams", (*conn).fsWriteBlock)
-	t["fs/close"] = handle("filesystem", "FsCloseParams", (*conn).fsClose)
-	t["fs/walk"] = handle("filesystem", "WireFsWalkParams", (*conn).fsWalk)
-	t["fs/watchMissing"] = handle("filesystem", "FsWatchMissingParams", (*conn).fsWatchMissing)
+	t["fs/readFile"] = handle("filesystem", "WireFsReadFileParams", decides, (*call).fsReadFile)
+	t["fs/writeFile"] = handle("filesystem", "WireFsWriteFileParams", decides, (*call).fsWriteFile).holding()
+	t["fs/createDirectory"] = handle("filesystem", "WireFsCreateDirectoryParams", decides, (*call).fsCreateDirectory)
+	t["fs/getMetadata"] = handle("filesystem", "WireFsGetMetadataParams", decides, (*call).fsGetMetadata)
+	t["fs/canonicalize"] = handle("filesystem", "WireFsCanonicalizeParams", decides, (*call).fsCanonicalize)
+	t["fs/readDirectory"] = handle("filesystem", "WireFsReadDirectoryParams", decides, (*call).fsReadDirectory)
+	t["fs/remove"] = handle("filesystem", "WireFsRemoveParams", decides, (*call).fsRemove)
+	t["fs/copy"] = handle("filesystem", "WireFsCopyParams", decides, (*call).fsCopy)
+	t["fs/open"] = handle("filesystem", "WireFsOpenParams", lane, (*call).fsOpen)
+	t["fs/readBlock"] = handle("filesystem", "FsReadBlockParams", lane, (*call).fsReadBlock)
+	t["fs/writeBlock"] = handle("filesystem", "FsWriteBlockParams", lane, (*call).fsWriteBlock)
+	t["fs/close"] = handle("filesystem", "FsCloseParams", lane, (*call).fsClose)
+	t["fs/walk"] = handle("filesystem", "WireFsWalkParams", decides, (*call).fsWalk)
+	t["fs/watchMissing"] = handle("filesystem", "FsWatchMissingParams", async, (*call).fsWatchMissing)
 }
 
 // fsOp is one filesystem operation, its params checked and its paths normalised: the core
 // that runs here for direct access and in the sandbox worker under a sandbox (fsworker.go).
 // Its exported fields are what crosses to the worker.
 type fsOp interface {
-	run(ctx context.Context, how fsWrites) (any, error)
+	run(ctx context.Context, how fsWrites) (result, error)
 }
 
 // fsWrites is how an operation writes a file. Here a lone regular file is replaced
@@ -105,21 +105,21 @@ const (
 // fsDo answers a path method with op: run here, as a quick later, when the request's
 // sandbox leaves it free (fsConfinement), else in the sandbox worker of its profile. It is
 // generic so that the later holds op by value: direct access costs no allocation for it.
-func fsDo[O fsOp](c *conn, method string, sb sandboxParam, write bool, op O) (any, error) {
+func fsDo[O fsOp](c *call, method string, sb sandboxParam, write bool, op O) (result, error) {
 	profile := c.fsConfinement(sb, write)
 	if profile == nil {
-		return later{quick: true, run: func(ctx context.Context) (any, error) {
+		return deferTo(quick, func(ctx context.Context) (result, error) {
 			res, err := op.run(ctx, fsWritesAtomic)
 			if err != nil {
 				return nil, fsError(err)
 			}
 			return res, nil
-		}}, nil
+		}), nil
 	}
-	return later{run: func(ctx context.Context) (any, error) {
+	return deferTo(async, func(ctx context.Context) (result, error) {
 		res, _, err := c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, method, op)
 		return res, err
-	}}, nil
+	}), nil
 }
 
 // pathParams are the params of the methods that take only a path.
@@ -134,23 +134,23 @@ type readFileOp struct {
 	Limit int64  `json:"limit"`
 }
 
-func (o readFileOp) run(context.Context, fsWrites) (any, error) {
+func (o readFileOp) run(context.Context, fsWrites) (result, error) {
 	return readFileAnswer(o.Path, o.Limit)
 }
 
-func (c *conn) fsReadFile(p *pathParams) (any, error) {
+func (c *call) fsReadFile(p *pathParams) (result, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
 		return nil, err
 	}
-	return fsDo(c, "fs/readFile", p.Sandbox, false, readFileOp{Path: path, Limit: c.readFileLimit()})
+	return fsDo(c, "fs/readFile", p.Sandbox, false, readFileOp{Path: path, Limit: c.fileLimit})
 }
 
 // readFileAnswer reads a regular file of at most limit bytes into its answer,
 // {"dataBase64":"…"}: the bytes go straight into the answer's buffer and are encoded there
 // (base64Answer). A file whose size the kernel does not know in advance (/proc), or that grows
 // while it is read, is read on until EOF under the same limit, into a buffer that grows.
-func readFileAnswer(path string, limit int64) (any, error) {
+func readFileAnswer(path string, limit int64) (result, error) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -202,10 +202,10 @@ type messageLimiter interface{ maxMessageBytes() int }
 // reasonable request id included.
 const readFileAnswerOverhead = 256
 
-// readFileLimit is the largest file fs/readFile returns on this connection.
-func (c *conn) readFileLimit() int64 {
+// readFileLimit is the largest file fs/readFile returns on a connection over t.
+func readFileLimit(t msgTransport) int64 {
 	limit := int64(maxReadFileBytes)
-	if ml, ok := c.t.(messageLimiter); ok {
+	if ml, ok := t.(messageLimiter); ok {
 		limit = min(limit, int64(ml.maxMessageBytes()-readFileAnswerOverhead)/4*3)
 	}
 	return limit
@@ -254,14 +254,14 @@ type createDirectoryOp struct {
 	Recursive bool   `json:"recursive"`
 }
 
-func (o createDirectoryOp) run(context.Context, fsWrites) (any, error) {
+func (o createDirectoryOp) run(context.Context, fsWrites) (result, error) {
 	if o.Recursive {
-		return struct{}{}, mkdirAll(o.Path)
+		return emptyResult{}, mkdirAll(o.Path)
 	}
-	return struct{}{}, os.Mkdir(o.Path, 0o777)
+	return emptyResult{}, os.Mkdir(o.Path, 0o777)
 }
 
-func (c *conn) fsCreateDirectory(p *createDirectoryParams) (any, error) {
+func (c *call) fsCreateDirectory(p *createDirectoryParams) (result, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
 		return nil, err
@@ -323,7 +323,7 @@ type metadataOp struct {
 	Path string `json:"path"`
 }
 
-func (o metadataOp) run(context.Context, fsWrites) (any, error) {
+func (o metadataOp) run(context.Context, fsWrites) (result, error) {
 	fi, isLink, err := statFollowing(o.Path)
 	if err != nil {
 		return nil, err
@@ -338,7 +338,7 @@ func (o metadataOp) run(context.Context, fsWrites) (any, error) {
 	return rawJSON(m.appendJSON(make([]byte, 0, 128))), nil
 }
 
-func (c *conn) fsGetMetadata(p *pathParams) (any, error) {
+func (c *call) fsGetMetadata(p *pathParams) (result, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
 		return nil, err
@@ -371,15 +371,15 @@ type canonicalizeOp struct {
 	Path string `json:"path"`
 }
 
-func (o canonicalizeOp) run(context.Context, fsWrites) (any, error) {
+func (o canonicalizeOp) run(context.Context, fsWrites) (result, error) {
 	real, err := realPath(o.Path)
 	if err != nil {
 		return nil, err
 	}
-	return canonicalizeResult{fileURI(real)}, nil
+	return jsonOf(canonicalizeResult{fileURI(real)}), nil
 }
 
-func (c *conn) fsCanonicalize(p *pathParams) (any, error) {
+func (c *call) fsCanonicalize(p *pathParams) (result, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
 		return nil, err
@@ -414,7 +414,7 @@ type readDirectoryOp struct {
 	Path string `json:"path"`
 }
 
-func (o readDirectoryOp) run(context.Context, fsWrites) (any, error) {
+func (o readDirectoryOp) run(context.Context, fsWrites) (result, error) {
 	ents, err := readDirUnsorted(o.Path)
 	if err != nil {
 		return nil, err
@@ -427,10 +427,10 @@ func (o readDirectoryOp) run(context.Context, fsWrites) (any, error) {
 		}
 		out = append(out, dirEntry{FileName: e.Name(), IsDirectory: mode.IsDir(), IsFile: mode.IsRegular()})
 	}
-	return readDirectoryResult{out}, nil
+	return jsonOf(readDirectoryResult{out}), nil
 }
 
-func (c *conn) fsReadDirectory(p *pathParams) (any, error) {
+func (c *call) fsReadDirectory(p *pathParams) (result, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
 		return nil, err
@@ -476,23 +476,23 @@ type removeOp struct {
 	Force     bool   `json:"force"`
 }
 
-func (o removeOp) run(context.Context, fsWrites) (any, error) {
+func (o removeOp) run(context.Context, fsWrites) (result, error) {
 	fi, err := os.Lstat(o.Path)
 	switch {
 	case err != nil && errors.Is(err, syscall.ENOENT) && o.Force:
-		return struct{}{}, nil
+		return emptyResult{}, nil
 	case err != nil:
 		return nil, err
 	case !fi.IsDir():
-		return struct{}{}, syscall.Unlink(o.Path)
+		return emptyResult{}, syscall.Unlink(o.Path)
 	case o.Recursive:
-		return struct{}{}, os.RemoveAll(o.Path)
+		return emptyResult{}, os.RemoveAll(o.Path)
 	}
-	return struct{}{}, syscall.Rmdir(o.Path)
+	return emptyResult{}, syscall.Rmdir(o.Path)
 }
 
 // fsRemove: recursive and force default to true.
-func (c *conn) fsRemove(p *removeParams) (any, error) {
+func (c *call) fsRemove(p *removeParams) (result, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
 		return nil, err
@@ -585,7 +585,7 @@ func (sc *sandboxCache) parse(raw []byte) (*sandboxRequest, error) {
 // (root readable, nothing denied) is decided without resolving the profile, which costs a
 // few system calls per entry: the common workspace-write object reads at the speed of no
 // sandbox at all.
-func (c *conn) fsConfinement(sb sandboxParam, write bool) *sandboxProfile {
+func (c *call) fsConfinement(sb sandboxParam, write bool) *sandboxProfile {
 	r := sb.req
 	if r == nil || r.kind != profileManaged || r.fsType != "restricted" || c.srv.cfg.runManagedUnsandboxed {
 		return nil

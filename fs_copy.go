@@ -25,7 +25,7 @@ type copyOp struct {
 	Recursive   bool   `json:"recursive"`
 }
 
-func (o copyOp) run(ctx context.Context, how fsWrites) (any, error) {
+func (o copyOp) run(ctx context.Context, how fsWrites) (result, error) {
 	src, dst := o.Source, o.Destination
 	fi, err := os.Lstat(src)
 	if err != nil {
@@ -43,16 +43,16 @@ func (o copyOp) run(ctx context.Context, how fsWrites) (any, error) {
 		if inside {
 			return nil, errInvalidRequest("fs/copy cannot copy a directory to itself or one of its descendants")
 		}
-		return struct{}{}, copyTree(ctx, src, dst, how)
+		return emptyResult{}, copyTree(ctx, src, dst, how)
 	case fi.Mode()&os.ModeSymlink != 0:
-		return struct{}{}, copySymlink(src, dst)
+		return emptyResult{}, copySymlink(src, dst)
 	case fi.Mode().IsRegular():
-		return struct{}{}, copyFile(ctx, src, dst, how)
+		return emptyResult{}, copyFile(ctx, src, dst, how)
 	}
 	return nil, errInvalidRequest("fs/copy only supports regular files, directories, and symlinks")
 }
 
-func (c *conn) fsCopy(p *copyParams) (any, error) {
+func (c *call) fsCopy(p *copyParams) (result, error) {
 	src, err := paramPath(p.SourcePath)
 	if err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ type writeFileOp struct {
 	Data lazyBase64 `json:"dataBase64"`
 }
 
-func (o writeFileOp) run(ctx context.Context, how fsWrites) (any, error) {
+func (o writeFileOp) run(ctx context.Context, how fsWrites) (result, error) {
 	data, err := o.Data.decodeInPlace()
 	if err != nil {
 		return nil, errInvalidRequest("fs/writeFile requires valid base64 dataBase64: %s", err)
@@ -38,22 +38,18 @@ func (o writeFileOp) run(ctx context.Context, how fsWrites) (any, error) {
 		_, err := f.Write(data)
 		return err
 	})
-	return struct{}{}, err
+	return emptyResult{}, err
 }
 
-// fsWriteFile holds the message that carried the data until the file is written: the data
-// is decoded over it (here), or sent on from it (to the worker).
-func (c *conn) fsWriteFile(p *writeFileParams) (any, error) {
+// fsWriteFile's method holds the message that carried the data until the file is written
+// (method.holdsMessage): the data is decoded over it (here), or sent on from it (to the
+// worker).
+func (c *call) fsWriteFile(p *writeFileParams) (result, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
 		return nil, err
 	}
-	res, err := fsDo(c, "fs/writeFile", p.Sandbox, true, writeFileOp{Path: path, Data: p.DataBase64})
-	if l, ok := res.(later); ok {
-		l.holdsMessage = true
-		res = l
-	}
-	return res, err
+	return fsDo(c, "fs/writeFile", p.Sandbox, true, writeFileOp{Path: path, Data: p.DataBase64})
 }
 
 // writeFileContents creates or replaces the file at path with what fill writes; see the file

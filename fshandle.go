@@ -39,8 +39,9 @@ type fileHandles struct {
 	max    int // --max-open-handles
 }
 
-func (c *conn) fileHandles() *fileHandles {
-	return connScoped(c, &c.files, func() (*fileHandles, func()) {
+// fileHandles returns the connection's handles, made on first use.
+func (c *call) fileHandles() *fileHandles {
+	return scoped(c.scope, &c.scope.files, func() (*fileHandles, func()) {
 		h := &fileHandles{files: map[string]*os.File{}, max: c.srv.cfg.limits.openHandles}
 		return h, h.closeAll
 	})
@@ -96,8 +97,14 @@ func checkHandleID(id string) error {
 	return nil
 }
 
-// handleLane orders the requests on one handle.
+// handleLane orders the requests on one handle: the handle methods run in the lane of their
+// handleId (runMode lane).
 func handleLane(id string) string { return "fh/" + id }
+
+func (p *openParams) laneKey() string       { return handleLane(p.HandleID) }
+func (p *readBlockParams) laneKey() string  { return handleLane(p.HandleID) }
+func (p *writeBlockParams) laneKey() string { return handleLane(p.HandleID) }
+func (p *closeParams) laneKey() string      { return handleLane(p.HandleID) }
 
 // openMode is fs/open's mode: "read" (the default) or "replace".
 type openMode string
@@ -119,14 +126,13 @@ type openResult struct {
 	HandleID string `json:"handleId"`
 }
 
-// onHandle is the shape of the handle methods: the handle id is checked now, and op runs in
-// the handle's lane, after every earlier request on the same handle.
-func (c *conn) onHandle(id string, op func(ctx context.Context, h *fileHandles) (any, error)) (any, error) {
+// onHandle is the shape of the handle methods, which run in the handle's lane, after every
+// earlier request on the same handle: the handle id is checked, then op runs.
+func (c *call) onHandle(id string, op func(h *fileHandles) (result, error)) (result, error) {
 	if err := checkHandleID(id); err != nil {
 		return nil, err
 	}
-	h := c.fileHandles()
-	return later{key: handleLane(id), run: func(ctx context.Context) (any, error) { return op(ctx, h) }}, nil
+	return op(c.fileHandles())
 }
 
 // openOp is fs/open's core: a regular file, opened to read or (Replace) created or truncated
@@ -137,36 +143,40 @@ type openOp struct {
 }
 
 // run returns the open *os.File.
-func (o openOp) run(context.Context, fsWrites) (any, error) {
+func (o openOp) run(context.Context, fsWrites) (result, error) {
 	flag := os.O_RDONLY
 	if o.Replace {
 		flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	}
-	return openRegular(o.Path, flag, 0o666)
+	f, err := openRegular(o.Path, flag, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	return openedFile{f}, nil
 }
 
 // fsOpen opens a regular file for fs/readBlock, or with mode "replace" creates or truncates it
 // in place for fs/writeBlock.
-func (c *conn) fsOpen(p *openParams) (any, error) {
+func (c *call) fsOpen(p *openParams) (result, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
 		return nil, err
 	}
 	op := &openOp{Path: path, Replace: p.Mode != nil && *p.Mode == "replace"}
 	profile := c.fsConfinement(p.Sandbox, op.Replace)
-	return c.onHandle(p.HandleID, func(ctx context.Context, h *fileHandles) (any, error) {
+	return c.onHandle(p.HandleID, func(h *fileHandles) (result, error) {
 		if _, err := h.get(p.HandleID); err == nil {
 			return nil, errInvalidRequest("file handle `%s` already exists", p.HandleID)
 		}
 		var f *os.File
 		if profile == nil {
-			res, err := op.run(ctx, fsWritesAtomic)
+			res, err := op.run(c.ctx, fsWritesAtomic)
 			if err != nil {
 				return nil, fsError(err)
 			}
-			f = res.(*os.File)
+			f = res.(openedFile).f
 		} else {
-			_, fd, err := c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, "fs/open", op)
+			_, fd, err := c.srv.fsWorkers.call(c.ctx, c.srv.sandbox, profile, "fs/open", op)
 			if err != nil {
 				return nil, err
 			}
@@ -179,7 +189,7 @@ func (c *conn) fsOpen(p *openParams) (any, error) {
 			f.Close()
 			return nil, err
 		}
-		return openResult{p.HandleID}, nil
+		return jsonOf(openResult{p.HandleID}), nil
 	})
 }
 
@@ -190,11 +200,11 @@ type readBlockParams struct {
 }
 
 // fsReadBlock reads up to len bytes at offset; eof is true when fewer came back.
-func (c *conn) fsReadBlock(p *readBlockParams) (any, error) {
+func (c *call) fsReadBlock(p *readBlockParams) (result, error) {
 	if p.Len < 1 || p.Len > maxReadBlockBytes {
 		return nil, errInvalidRequest("file read block length must be between 1 and %d", maxReadBlockBytes)
 	}
-	return c.onHandle(p.HandleID, func(_ context.Context, h *fileHandles) (any, error) {
+	return c.onHandle(p.HandleID, func(h *fileHandles) (result, error) {
 		f, err := h.get(p.HandleID)
 		if err != nil {
 			return nil, err
@@ -222,8 +232,8 @@ type writeBlockParams struct {
 }
 
 // fsWriteBlock writes chunk at offset; a gap past the end reads back as zeros.
-func (c *conn) fsWriteBlock(p *writeBlockParams) (any, error) {
-	return c.onHandle(p.HandleID, func(_ context.Context, h *fileHandles) (any, error) {
+func (c *call) fsWriteBlock(p *writeBlockParams) (result, error) {
+	return c.onHandle(p.HandleID, func(h *fileHandles) (result, error) {
 		f, err := h.get(p.HandleID)
 		if err != nil {
 			return nil, err
@@ -234,7 +244,7 @@ func (c *conn) fsWriteBlock(p *writeBlockParams) (any, error) {
 		if _, err := f.WriteAt(p.Chunk, int64(p.Offset)); err != nil {
 			return nil, fsError(err)
 		}
-		return struct{}{}, nil
+		return emptyResult{}, nil
 	})
 }
 
@@ -243,13 +253,13 @@ type closeParams struct {
 }
 
 // fsClose closes a handle; an unknown one is not an error.
-func (c *conn) fsClose(p *closeParams) (any, error) {
-	return c.onHandle(p.HandleID, func(_ context.Context, h *fileHandles) (any, error) {
+func (c *call) fsClose(p *closeParams) (result, error) {
+	return c.onHandle(p.HandleID, func(h *fileHandles) (result, error) {
 		if f := h.remove(p.HandleID); f != nil {
 			if err := f.Close(); err != nil {
 				return nil, fsError(err)
 			}
 		}
-		return struct{}{}, nil
+		return emptyResult{}, nil
 	})
 }

@@ -43,8 +43,8 @@ type walkOptions struct {
 
 // UnmarshalJSON applies the params rules (required fields) to the nested options object.
 func (o *walkOptions) UnmarshalJSON(raw []byte) error {
-	type WalkOptions walkOptions
-	return decodeParams(raw, (*WalkOptions)(o))
+	type plain walkOptions // without this method
+	return decodeParams(raw, "WalkOptions", (*plain)(o))
 }
 
 type walkEntry struct {
@@ -63,7 +63,7 @@ type walkResult struct {
 	Truncated bool        `json:"truncated"`
 }
 
-func (c *conn) fsWalk(p *walkParams) (any, error) {
+func (c *call) fsWalk(p *walkParams) (result, error) {
 	o := p.Options
 	if o.MaxDirectories == 0 || o.MaxEntries == 0 {
 		return nil, errInvalidRequest("filesystem walk limits must be greater than zero")
@@ -85,8 +85,12 @@ type walkOp struct {
 	Options walkOptions `json:"options"`
 }
 
-func (o walkOp) run(ctx context.Context, _ fsWrites) (any, error) {
-	return walkTree(ctx, o.Path, o.Options)
+func (o walkOp) run(ctx context.Context, _ fsWrites) (result, error) {
+	res, err := walkTree(ctx, o.Path, o.Options)
+	if err != nil {
+		return nil, err
+	}
+	return jsonOf(res), nil
 }
 
 // walker is the state of one fs/walk.

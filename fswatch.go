@@ -20,7 +20,6 @@ package main
 // A path counts as missing when lstat says ENOENT or ENOTDIR; a dangling symlink exists.
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -54,7 +53,8 @@ type missingChangedParams struct {
 	WatchID uint64 `json:"watchId"`
 }
 
-func (c *conn) fsWatchMissing(p *watchMissingParams) (any, error) {
+// fsWatchMissing runs async (its table entry): adding a watch may wait on the notifier.
+func (c *call) fsWatchMissing(p *watchMissingParams) (result, error) {
 	paths := make([]string, 0, len(p.Missing))
 	for _, raw := range p.Missing {
 		path, err := paramPath(raw)
@@ -63,7 +63,7 @@ func (c *conn) fsWatchMissing(p *watchMissingParams) (any, error) {
 		}
 		paths = append(paths, path)
 	}
-	ws := connScoped(c, &c.watches, func() (*missingWatches, func()) {
+	ws := scoped(c.scope, &c.scope.watches, func() (*missingWatches, func()) {
 		ws := newMissingWatches(missingPollInterval, true, func(id uint64) {
 			if b, err := appendNotification(nil, "fs/missingChanged", missingChangedParams{id}); err == nil {
 				c.notify(b)
@@ -73,13 +73,11 @@ func (c *conn) fsWatchMissing(p *watchMissingParams) (any, error) {
 		ws.newNotifier = c.srv.inotify.view
 		return ws, ws.close
 	})
-	return later{run: func(context.Context) (any, error) {
-		watching, err := ws.add(p.WatchID, paths)
-		if err != nil {
-			return nil, err
-		}
-		return watchMissingResult{watching}, nil
-	}}, nil
+	watching, err := ws.add(p.WatchID, paths)
+	if err != nil {
+		return nil, err
+	}
+	return jsonOf(watchMissingResult{watching}), nil
 }
 
 // missingWatches is a connection's watches for missing paths.

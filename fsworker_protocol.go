@@ -35,7 +35,7 @@ import (
 
 // fsWorkerReply is a worker's answer to one request.
 type fsWorkerReply struct {
-	result any      // framedJSON, the result as the worker encoded it
+	result result   // a framedJSON: the result as the worker encoded it
 	file   *os.File // fs/open's descriptor
 	err    error    // an *rpcError
 }

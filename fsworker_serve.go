@@ -164,7 +164,7 @@ func (s *fsWorkerServer) serve(ctx context.Context, id uint64, method string, pa
 		s.answerError(id, errInternal("fs sandbox worker: unknown method `%s`", method))
 		return
 	}
-	if err := decodeParams(params, op); err != nil {
+	if err := decodeParams(params, method, op); err != nil {
 		s.answerError(id, errInternal("fs sandbox worker: %s: %v", method, err))
 		return
 	}
@@ -173,9 +173,9 @@ func (s *fsWorkerServer) serve(ctx context.Context, id uint64, method string, pa
 		s.answerError(id, toRPCError(fsError(err)))
 		return
 	}
-	if f, ok := res.(*os.File); ok {
-		err := s.sendDescriptor(id, f)
-		f.Close()
+	if o, ok := res.(openedFile); ok {
+		err := s.sendDescriptor(id, o.f)
+		o.f.Close()
 		if err != nil {
 			s.answerError(id, errInternal("fs sandbox worker: send the descriptor: %v", err))
 			return
@@ -183,17 +183,10 @@ func (s *fsWorkerServer) serve(ctx context.Context, id uint64, method string, pa
 		s.answer(id, `,"fd":true,"result":`, []byte(`{}`))
 		return
 	}
-	var body []byte
-	switch r := res.(type) {
-	case framedJSON:
-		body = r.buf[r.head:]
-	case rawJSON:
-		body = r
-	default:
-		if body, err = json.Marshal(res); err != nil {
-			s.answerError(id, errInternal("fs sandbox worker: encode the result: %v", err))
-			return
-		}
+	body, err := res.body()
+	if err != nil {
+		s.answerError(id, errInternal("fs sandbox worker: encode the result: %v", err))
+		return
 	}
 	s.answer(id, `,"result":`, body)
 }

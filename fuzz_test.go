@@ -336,34 +336,34 @@ func checkEnvelopeAgainstDecoder(t *testing.T, msg []byte, in incoming, name str
 func fuzzMethodParamTypes() map[string]reflect.Type {
 	p := func(handler any) reflect.Type { return reflect.TypeOf(handler).In(1).Elem() }
 	return map[string]reflect.Type{
-		"initialize":                 p((*conn).initialize),
+		"initialize":                 p((*call).initialize),
 		"environment/info":           nil,
 		"environment/status":         nil,
-		"environmentConfig/read":     p((*conn).environmentConfigRead),
+		"environmentConfig/read":     p((*call).environmentConfigRead),
 		"capabilities/discoverV2":    reflect.TypeFor[discoverV2Params](),
 		"capabilityRoots/discoverV1": reflect.TypeFor[discoverRootsParams](),
-		"process/start":              p((*conn).processStart),
-		"process/read":               p((*conn).processRead),
-		"process/write":              p((*conn).processWrite),
-		"process/signal":             p((*conn).processSignal),
-		"process/terminate":          p((*conn).processTerminate),
-		"process/resize":             p((*conn).processResize),
-		"process/closeStdin":         p((*conn).processCloseStdin),
-		"fs/readFile":                p((*conn).fsReadFile),
-		"fs/writeFile":               p((*conn).fsWriteFile),
-		"fs/createDirectory":         p((*conn).fsCreateDirectory),
-		"fs/getMetadata":             p((*conn).fsGetMetadata),
-		"fs/canonicalize":            p((*conn).fsCanonicalize),
-		"fs/readDirectory":           p((*conn).fsReadDirectory),
-		"fs/remove":                  p((*conn).fsRemove),
-		"fs/copy":                    p((*conn).fsCopy),
-		"fs/open":                    p((*conn).fsOpen),
-		"fs/readBlock":               p((*conn).fsReadBlock),
-		"fs/writeBlock":              p((*conn).fsWriteBlock),
-		"fs/close":                   p((*conn).fsClose),
-		"fs/walk":                    p((*conn).fsWalk),
-		"fs/watchMissing":            p((*conn).fsWatchMissing),
-		"http/request":               p((*conn).httpRequest),
+		"process/start":              p((*call).processStart),
+		"process/read":               p((*call).processRead),
+		"process/write":              p((*call).processWrite),
+		"process/signal":             p((*call).processSignal),
+		"process/terminate":          p((*call).processTerminate),
+		"process/resize":             p((*call).processResize),
+		"process/closeStdin":         p((*call).processCloseStdin),
+		"fs/readFile":                p((*call).fsReadFile),
+		"fs/writeFile":               p((*call).fsWriteFile),
+		"fs/createDirectory":         p((*call).fsCreateDirectory),
+		"fs/getMetadata":             p((*call).fsGetMetadata),
+		"fs/canonicalize":            p((*call).fsCanonicalize),
+		"fs/readDirectory":           p((*call).fsReadDirectory),
+		"fs/remove":                  p((*call).fsRemove),
+		"fs/copy":                    p((*call).fsCopy),
+		"fs/open":                    p((*call).fsOpen),
+		"fs/readBlock":               p((*call).fsReadBlock),
+		"fs/writeBlock":              p((*call).fsWriteBlock),
+		"fs/close":                   p((*call).fsClose),
+		"fs/walk":                    p((*call).fsWalk),
+		"fs/watchMissing":            p((*call).fsWatchMissing),
+		"http/request":               p((*call).httpRequest),
 	}
 }
 
@@ -442,7 +442,7 @@ func FuzzMethodParams(f *testing.F) {
 		var derr error
 		if pt != nil {
 			p = reflect.New(pt)
-			derr = decodeParams(raw, p.Interface())
+			derr = decodeParams(raw, pt.Name(), p.Interface())
 			if sc, ok := p.Interface().(sandboxCarrier); ok && derr == nil {
 				cp := *sc.sandboxParam() // parsed as handle does after decoding; the value itself stays as decoded
 				derr = (&conn{}).parseSandbox(&cp)
@@ -541,7 +541,7 @@ func checkDecodedParams(t *testing.T, name string, raw json.RawMessage, pt refle
 		t.Fatalf("%s %q: decoded params do not encode: %v", name, raw, err)
 	}
 	p2 := reflect.New(pt)
-	if err := decodeParams(enc, p2.Interface()); err != nil {
+	if err := decodeParams(enc, pt.Name(), p2.Interface()); err != nil {
 		t.Fatalf("%s %q: re-encoded as %s, refused: %v", name, raw, enc, err)
 	}
 	if enc2, _ := encodeParams(p2, pt); !bytes.Equal(enc, enc2) {

@@ -17,6 +17,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -41,7 +42,7 @@ const (
 )
 
 func httpMethods(t methodTable) {
-	t["http/request"] = handle("http", "HttpRequestParams", (*conn).httpRequest)
+	t["http/request"] = handle("http", "HttpRequestParams", decides, (*call).httpRequest)
 }
 
 type httpHeader struct {
@@ -52,7 +53,7 @@ type httpHeader struct {
 // UnmarshalJSON applies the params rules (required fields) to each header.
 func (h *httpHeader) UnmarshalJSON(raw []byte) error {
 	type plain httpHeader // without this method
-	return decodeParamsAs(raw, "HttpHeader", (*plain)(h))
+	return decodeParams(raw, "HttpHeader", (*plain)(h))
 }
 
 // redirectPolicy is "follow" (the default) or "stop".
@@ -117,8 +118,9 @@ func (s *httpState) end() {
 	s.mu.Unlock()
 }
 
-func (c *conn) httpState() *httpState {
-	return connScoped(c, &c.http, func() (*httpState, func()) {
+// httpState returns the connection's HTTP state, made on first use.
+func (c *call) httpState() *httpState {
+	return scoped(c.scope, &c.scope.http, func() (*httpState, func()) {
 		// A clone of the default transport takes proxies from the environment. Bodies go to
 		// the client as the server sent them: no transparent gzip.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -150,7 +152,7 @@ func (s *httpState) release(id string) {
 	s.mu.Unlock()
 }
 
-func (c *conn) httpRequest(p *httpRequestParams) (any, error) {
+func (c *call) httpRequest(p *httpRequestParams) (result, error) {
 	req, err := newHTTPRequest(p)
 	if err != nil {
 		return nil, err
@@ -170,7 +172,7 @@ func (c *conn) httpRequest(p *httpRequestParams) (any, error) {
 	}
 	cl := *s.client
 	cl.CheckRedirect = checkRedirect(p.RedirectPolicy == nil || *p.RedirectPolicy == "follow")
-	return later{run: func(ctx context.Context) (any, error) {
+	return deferTo(async, func(ctx context.Context) (result, error) {
 		var cancel context.CancelFunc
 		if p.TimeoutMs != nil {
 			ctx, cancel = context.WithTimeout(ctx, time.Duration(min(*p.TimeoutMs, math.MaxInt64/uint64(time.Millisecond)))*time.Millisecond)
@@ -205,8 +207,8 @@ func (c *conn) httpRequest(p *httpRequestParams) (any, error) {
 			return nil, errInternal("http/request response body exceeds %d bytes: use streamResponse to read it", maxHTTPBufferedBody)
 		}
 		res.BodyBase64 = body
-		return res, nil
-	}}, nil
+		return jsonOf(res), nil
+	}), nil
 }
 
 // newHTTPRequest checks the params and builds the request, without a context yet.
@@ -417,9 +419,19 @@ type streamedResponse struct {
 
 func (r *streamedResponse) afterReply() { r.once.Do(func() { close(r.st.replied) }) }
 
+func (r *streamedResponse) body() ([]byte, error) { return json.Marshal(&r.httpResponseResult) }
+
+func (r *streamedResponse) response(id json.RawMessage) ([]byte, error) {
+	b, err := r.body()
+	if err != nil {
+		return nil, err
+	}
+	return appendEnvelope(make([]byte, 0, 64), id, b), nil
+}
+
 // bodyStream sends one response body as bodyDelta notifications.
 type bodyStream struct {
-	c       *conn
+	c       *call
 	s       *httpState
 	id      string
 	resp    *http.Response

@@ -214,7 +214,8 @@ func jsonKind(raw []byte) string {
 	return "number" // serde_json's word for a number, without its value
 }
 
-// appendResponse appends {"id":ID,"result":R} to dst.
+// appendResponse appends {"id":ID,"result":R} to dst, R encoded with encoding/json unless
+// it is already JSON.
 func appendResponse(dst []byte, id json.RawMessage, result any) ([]byte, error) {
 	var r []byte
 	switch v := result.(type) {
@@ -228,11 +229,16 @@ func appendResponse(dst []byte, id json.RawMessage, result any) ([]byte, error) 
 			return dst, err
 		}
 	}
+	return appendEnvelope(dst, id, r), nil
+}
+
+// appendEnvelope appends {"id":ID,"result":R} to dst, R being JSON already.
+func appendEnvelope(dst []byte, id json.RawMessage, r []byte) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = append(dst, id...)
 	dst = append(dst, `,"result":`...)
 	dst = append(dst, r...)
-	return append(dst, '}'), nil
+	return append(dst, '}')
 }
 
 // appendError appends {"error":{"code":C,"message":T},"id":ID} to dst.
@@ -310,18 +316,15 @@ func paramFields(rt reflect.Type) []paramField {
 	return fields
 }
 
-// decodeParams decodes params into the struct *v with the reference's (serde's) rules: keys
-// match exactly, unknown fields are ignored, a field whose json tag lacks omitempty is
-// required, and null or non-object params are an error. Fields are decoded in document order,
-// so the first bad value is the one reported, then the first missing field. Every failure is
-// a -32602 in the reference's words.
-func decodeParams(raw json.RawMessage, v any) error {
-	return decodeParamsAs(raw, "", v)
-}
-
-// decodeParamsAs is decodeParams for a struct the reference calls name (by default, the Go
-// type's name, capitalised as a Rust type's).
-func decodeParamsAs(raw json.RawMessage, name string, v any) error {
+// decodeParams decodes params into the struct *v, which the reference calls name, with the
+// reference's (serde's) rules: keys match exactly, unknown fields are ignored, a field whose
+// json tag lacks omitempty is required, and null or non-object params are an error ("invalid
+// type: null, expected struct NAME": name is a wire text, never derived from the Go type).
+// Fields are decoded in document order, so the first bad value is the one reported, then the
+// first missing field. Every failure is a -32602 in the reference's words: an *rpcError with
+// codeInvalidParams, the one params-error type (errInvalidParams), which toRPCError sends as
+// is — a separate Go type would only be converted into it.
+func decodeParams(raw json.RawMessage, name string, v any) error {
 	rv := reflect.ValueOf(v).Elem()
 	rt := rv.Type()
 	t := bytes.TrimSpace(raw)
@@ -329,9 +332,6 @@ func decodeParamsAs(raw json.RawMessage, name string, v any) error {
 		kind := "null"
 		if len(t) > 0 {
 			kind = jsonKind(t)
-		}
-		if name == "" {
-			name = strings.TrimPrefix(wireTypeName(rt), "struct ")
 		}
 		return errInvalidParams("invalid type: %s, expected struct %s", kind, name)
 	}

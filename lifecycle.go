@@ -56,7 +56,18 @@ type initializeResult struct {
 	EnvironmentInfo *environmentInfo `json:"environmentInfo"`
 }
 
-func (c *conn) initialize(p *initializeParams) (any, error) {
+// initialize answers initialize (docs/protocol.md §4.2).
+func (c *call) initialize(p *initializeParams) (result, error) {
+	s, err := c.attach(p.ResumeSessionID)
+	if err != nil {
+		return nil, err
+	}
+	return jsonOf(initializeResult{SessionID: s.id, EnvironmentInfo: c.srv.envInfo}), nil
+}
+
+// attach is initialize's part of the lifecycle: a new session, or the detached session
+// resumeID resumed, attached to c.
+func (c *conn) attach(resumeID *string) (*session, error) {
 	c.mu.Lock()
 	st := c.state
 	c.mu.Unlock()
@@ -64,9 +75,9 @@ func (c *conn) initialize(p *initializeParams) (any, error) {
 		return nil, errInvalidRequest("initialize may only be sent once per connection")
 	}
 	var s *session
-	if p.ResumeSessionID != nil {
+	if resumeID != nil {
 		var err error
-		if s, err = c.srv.sessions.resume(*p.ResumeSessionID, c); err != nil {
+		if s, err = c.srv.sessions.resume(*resumeID, c); err != nil {
 			return nil, err
 		}
 	} else {
@@ -79,5 +90,5 @@ func (c *conn) initialize(p *initializeParams) (any, error) {
 	c.session = s
 	c.state = stateInitialized
 	c.mu.Unlock()
-	return initializeResult{SessionID: s.id, EnvironmentInfo: c.srv.envInfo}, nil
+	return s, nil
 }

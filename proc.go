@@ -65,13 +65,13 @@ const (
 
 // procMethods registers the process methods.
 func procMethods(t methodTable) {
-	t["process/start"] = handle("exec", "WireExecParams", (*conn).processStart)
-	t["process/read"] = handle("exec", "ReadParams", (*conn).processRead)
-	t["process/write"] = handle("exec", "WriteParams", (*conn).processWrite)
-	t["process/signal"] = handle("exec", "SignalParams", (*conn).processSignal)
-	t["process/terminate"] = handle("exec", "TerminateParams", (*conn).processTerminate)
-	t["process/resize"] = handle("exec", "ResizeParams", (*conn).processResize)
-	t["process/closeStdin"] = handle("exec", "CloseStdinParams", (*conn).processCloseStdin)
+	t["process/start"] = handle("exec", "WireExecParams", inline, (*call).processStart)
+	t["process/read"] = handle("exec", "ReadParams", decides, (*call).processRead)
+	t["process/write"] = handle("exec", "WriteParams", inline, (*call).processWrite)
+	t["process/signal"] = handle("exec", "SignalParams", inline, (*call).processSignal)
+	t["process/terminate"] = handle("exec", "TerminateParams", inline, (*call).processTerminate)
+	t["process/resize"] = handle("exec", "ResizeParams", inline, (*call).processResize)
+	t["process/closeStdin"] = handle("exec", "CloseStdinParams", inline, (*call).processCloseStdin)
 }
 
 // procTable is a session's processes, by client-chosen id.
@@ -204,16 +204,6 @@ func (t *procTable) sweepAll(procs []*process) {
 	t.sweeper.wait()
 }
 
-// procs returns the process table of the session this connection is attached to (the exec
-// gate guarantees one).
-func (c *conn) procs() *procTable {
-	s := c.currentSession()
-	if s == nil {
-		return nil
-	}
-	return s.procs
-}
-
 // startParams are the params of process/start (docs/protocol.md §6.4). Fields without omitempty
 // are required.
 type startParams struct {
@@ -253,7 +243,7 @@ type startResult struct {
 // processStart checks its params in the reference's order: what 0.169 rejects while
 // decoding (the cwd URI's syntax, envPolicy, sandbox), then an empty argv, then a cwd this
 // host cannot use.
-func (c *conn) processStart(p *startParams) (any, error) {
+func (c *call) processStart(p *startParams) (result, error) {
 	cwd, cwdErr := parsePath(p.Cwd)
 	if pe, ok := cwdErr.(*pathError); cwdErr != nil && (!ok || !pe.atUse) {
 		return nil, errInvalidParams("%s", cwdErr)
@@ -300,7 +290,7 @@ func (c *conn) processStart(p *startParams) (any, error) {
 		proc.killForShutdown()
 		return nil, errInvalidRequest("session is shutting down")
 	}
-	return startResult{ProcessID: p.ProcessID, SandboxType: sandboxType}, nil
+	return jsonOf(startResult{ProcessID: p.ProcessID, SandboxType: sandboxType}), nil
 }
 
 // readParams are the params of process/read (docs/protocol.md §6.5).
@@ -313,7 +303,7 @@ type readParams struct {
 
 // processRead answers at once when it can; a long poll waits on its own goroutine, so it never
 // delays the connection's other requests.
-func (c *conn) processRead(p *readParams) (any, error) {
+func (c *call) processRead(p *readParams) (result, error) {
 	proc := c.procs().get(p.ProcessID)
 	if proc == nil {
 		return nil, errInvalidRequest("unknown process id %s", p.ProcessID)
@@ -324,16 +314,10 @@ func (c *conn) processRead(p *readParams) (any, error) {
 	}
 	res, wake := proc.read(after, p.MaxBytes)
 	if wake == nil || p.WaitMs == nil || *p.WaitMs == 0 {
-		return res, nil
-	}
-	select {
-	case c.polls <- struct{}{}:
-	default:
-		return res, nil // past maxLongPollsPerConn: what there is, now
+		return rawJSON(res), nil
 	}
 	deadline := time.Now().Add(time.Duration(min(*p.WaitMs, uint64(365*24*time.Hour/time.Millisecond))) * time.Millisecond)
-	return later{poll: true, run: func(ctx context.Context) (any, error) {
-		defer func() { <-c.polls }()
+	return deferTo(poll, func(ctx context.Context) (result, error) {
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
 		for {
@@ -341,15 +325,15 @@ func (c *conn) processRead(p *readParams) (any, error) {
 			case <-wake:
 			case <-timer.C:
 				res, _ := proc.read(after, p.MaxBytes)
-				return res, nil
+				return rawJSON(res), nil
 			case <-ctx.Done():
 				return nil, errInternal("connection closed")
 			}
 			if res, wake = proc.read(after, p.MaxBytes); wake == nil {
-				return res, nil
+				return rawJSON(res), nil
 			}
 		}
-	}}, nil
+	}).orNow(rawJSON(res)), nil
 }
 
 // writeParams are the params of process/write (docs/protocol.md §6.6).
@@ -364,19 +348,19 @@ type statusResult struct {
 }
 
 // processWrite queues bytes for the child's stdin; it never waits for the child to read them.
-func (c *conn) processWrite(p *writeParams) (any, error) {
+func (c *call) processWrite(p *writeParams) (result, error) {
 	if p.WriteID == "" {
 		return nil, errInvalidParams("writeId must not be empty")
 	}
 	proc := c.procs().get(p.ProcessID)
 	if proc == nil {
-		return statusResult{"unknownProcess"}, nil
+		return jsonOf(statusResult{"unknownProcess"}), nil
 	}
 	status, err := proc.write(p.WriteID, p.Chunk)
 	if err != nil {
 		return nil, err
 	}
-	return statusResult{status}, nil
+	return jsonOf(statusResult{status}), nil
 }
 
 // signalParams are the params of process/signal (docs/protocol.md §6.8).
@@ -437,13 +421,13 @@ func enumKind(raw []byte) string {
 	return "number"
 }
 
-func (c *conn) processSignal(p *signalParams) (any, error) {
+func (c *call) processSignal(p *signalParams) (result, error) {
 	if proc := c.procs().get(p.ProcessID); proc != nil {
 		if err := proc.interrupt(); err != nil {
 			return nil, errInternal("failed to signal process: %v", err)
 		}
 	}
-	return struct{}{}, nil
+	return emptyResult{}, nil
 }
 
 // idParams are the params of the methods that take only a process id.
@@ -458,12 +442,12 @@ type terminateResult struct {
 // processTerminate kills the process group at once (docs/protocol.md §6.9): no SIGTERM, no
 // grace period. The rest of the child's session is killed in the background, right after
 // (sessionSweeper).
-func (c *conn) processTerminate(p *idParams) (any, error) {
+func (c *call) processTerminate(p *idParams) (result, error) {
 	proc := c.procs().get(p.ProcessID)
 	if proc == nil {
-		return terminateResult{false}, nil
+		return jsonOf(terminateResult{false}), nil
 	}
-	return terminateResult{proc.kill()}, nil
+	return jsonOf(terminateResult{proc.kill()}), nil
 }
 
 // resizeParams are the params of the process/resize extension.
@@ -473,7 +457,7 @@ type resizeParams struct {
 	Cols      uint16 `json:"cols"`
 }
 
-func (c *conn) processResize(p *resizeParams) (any, error) {
+func (c *call) processResize(p *resizeParams) (result, error) {
 	if p.Rows == 0 || p.Cols == 0 {
 		return nil, errInvalidParams("rows and cols must be at least 1")
 	}
@@ -487,18 +471,18 @@ func (c *conn) processResize(p *resizeParams) (any, error) {
 	if err := proc.resize(p.Rows, p.Cols); err != nil {
 		return nil, errInternal("process/resize %s: %v", p.ProcessID, err)
 	}
-	return struct{}{}, nil
+	return emptyResult{}, nil
 }
 
 // processCloseStdin closes a pipeStdin child's stdin once the queued writes are written, so
 // the child reads EOF (docs/protocol.md §6.7).
-func (c *conn) processCloseStdin(p *idParams) (any, error) {
+func (c *call) processCloseStdin(p *idParams) (result, error) {
 	proc := c.procs().get(p.ProcessID)
 	if proc == nil {
-		return statusResult{"unknownProcess"}, nil
+		return jsonOf(statusResult{"unknownProcess"}), nil
 	}
 	if proc.tty {
 		return nil, errInvalidParams("process %s has a PTY: write the terminal's EOF character (\"\\u0004\") instead", p.ProcessID)
 	}
-	return statusResult{proc.closeStdin()}, nil
+	return jsonOf(statusResult{proc.closeStdin()}), nil
 }

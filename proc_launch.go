@@ -69,7 +69,7 @@ func parseEnvPolicy(raw json.RawMessage) (*envPolicyParams, error) {
 		return nil, nil
 	}
 	var p envPolicyParams
-	if err := decodeParams(raw, &p); err != nil {
+	if err := decodeParams(raw, "EnvPolicyParams", &p); err != nil {
 		return nil, err
 	}
 	switch p.Inherit {
@@ -270,7 +270,7 @@ type processSandbox struct {
 }
 
 // parseProcessSandbox decodes process/start's sandbox; nil when absent or null.
-func (c *conn) parseProcessSandbox(raw json.RawMessage, runManagedUnsandboxed bool) (*processSandbox, error) {
+func (c *call) parseProcessSandbox(raw json.RawMessage, runManagedUnsandboxed bool) (*processSandbox, error) {
 	if procParamAbsent(raw) {
 		return nil, nil
 	}

@@ -42,11 +42,11 @@ type quickWatch struct {
 // runQuick runs a quick later on the reader and answers it. If the watch finds it still
 // running after inlineBudget, reading has moved to a new goroutine, and runQuick reports
 // readMoved: its caller stops reading.
-func (c *conn) runQuick(id json.RawMessage, l later) readStep {
+func (c *conn) runQuick(id json.RawMessage, d *deferred) readStep {
 	r := &quickRun{start: time.Now()}
 	c.quick.run.Store(r) // also orders the reader's last read before a takeover
 	c.armQuickWatch()
-	res, err := c.runLater(l)
+	res, err := c.runDeferred(d)
 	c.reply(id, res, err)
 	c.quick.run.CompareAndSwap(r, nil)
 	if r.state.CompareAndSwap(quickRunning, quickFinished) {

@@ -165,7 +165,7 @@ func TestRemoteHarnessResetTearsDownOneStream(t *testing.T) {
 }
 
 // testMethodOption adds a method to the executor's server, without a lifecycle gate.
-func testMethodOption(name string, call func(c *conn, params json.RawMessage) (any, error)) remoteOption {
+func testMethodOption(name string, call func(c *conn, params json.RawMessage) (result, error)) remoteOption {
 	return func(e *remoteEnv, _ *remoteConfig) { e.srv.methods[name] = method{call: call} }
 }
 
@@ -211,9 +211,9 @@ func TestRemoteStalledStreamDoesNotStallTheSocket(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newBlocker()
-			e := startRemote(t, nil, nil, testMethodOption("test/block", func(*conn, json.RawMessage) (any, error) {
+			e := startRemote(t, nil, nil, testMethodOption("test/block", func(*conn, json.RawMessage) (result, error) {
 				b.block() // synchronous: the stream's dispatcher itself is stuck
-				return "released", nil
+				return jsonOf("released"), nil
 			}), func(_ *remoteEnv, cfg *remoteConfig) { cfg.streamInboxBytes = tt.limit })
 			t.Cleanup(func() { close(b.release) })
 			h := e.harness()
@@ -239,11 +239,11 @@ func TestRemoteStalledStreamDoesNotStallTheSocket(t *testing.T) {
 // reconnects at once, even while a handler of an old stream ignores its cancellation.
 func TestRemoteReconnectIsNotHeldByAStuckHandler(t *testing.T) {
 	b := newBlocker()
-	e := startRemote(t, nil, nil, testMethodOption("test/stuck", func(*conn, json.RawMessage) (any, error) {
-		return later{run: func(context.Context) (any, error) {
+	e := startRemote(t, nil, nil, testMethodOption("test/stuck", func(*conn, json.RawMessage) (result, error) {
+		return deferTo(async, func(context.Context) (result, error) {
 			b.block()
 			return nil, nil
-		}}, nil
+		}), nil
 	}))
 	t.Cleanup(func() { close(b.release) })
 	h := e.harness()
@@ -289,8 +289,8 @@ func TestRemoteHarnessResetDuringALongReply(t *testing.T) {
 // an internal error.
 func TestRemoteOversizedReplyBecomesAnError(t *testing.T) {
 	big := strings.Repeat("z", noiseMaxRPCMessage)
-	e := startRemote(t, nil, nil, testMethodOption("test/huge", func(*conn, json.RawMessage) (any, error) {
-		return big, nil
+	e := startRemote(t, nil, nil, testMethodOption("test/huge", func(*conn, json.RawMessage) (result, error) {
+		return jsonOf(big), nil
 	}))
 	s := e.harness().mustOpen("s-1")
 	s.initialize()

@@ -136,7 +136,7 @@ func TestNoParamsMustBeJSON(t *testing.T) {
 func TestParamsFieldsAreJSON(t *testing.T) {
 	for _, params := range []string{"{\"path\":\"/\",\"sandbox\":\vnull}", "{\"path\":\"/\",\"sandbox\":null\u00a0}"} {
 		var p pathParams
-		if err := decodeParams(json.RawMessage(params), &p); err == nil {
+		if err := decodeParams(json.RawMessage(params), "PathParams", &p); err == nil {
 			t.Errorf("%q: decoded", params)
 		}
 	}
@@ -160,7 +160,7 @@ func TestDecodeParamsReportsInDocumentOrder(t *testing.T) {
 		{`{"a":"x","b":1,"z":[1,}`, "invalid JSON in params field `z`"},
 	} {
 		var p params
-		err := decodeParams(json.RawMessage(tt.in), &p)
+		err := decodeParams(json.RawMessage(tt.in), "Params", &p)
 		got := ""
 		if err != nil {
 			got = err.Error()

@@ -188,7 +188,7 @@ func parseSandbox(raw json.RawMessage) (*sandboxRequest, error) {
 		return nil, nil
 	}
 	var ctx sandboxContext
-	if err := decodeParamsAs(raw, "WireFileSystemSandboxContext", &ctx); err != nil {
+	if err := decodeParams(raw, "WireFileSystemSandboxContext", &ctx); err != nil {
 		return nil, err
 	}
 	switch {
@@ -252,7 +252,7 @@ func parseSandbox(raw json.RawMessage) (*sandboxRequest, error) {
 // decodePermissions decodes the permissions object.
 func (r *sandboxRequest) decodePermissions(raw json.RawMessage) error {
 	var p permissionProfile
-	if err := decodeParams(raw, &p); err != nil {
+	if err := decodeParams(raw, "PermissionProfile", &p); err != nil {
 		return err
 	}
 	if err := checkVariant(p.Type, profileManaged, profileDisabled, profileExternal); err != nil {
@@ -278,7 +278,7 @@ func (r *sandboxRequest) decodePermissions(raw json.RawMessage) error {
 		return errInvalidParams("missing field `file_system`")
 	}
 	var fs fileSystemPolicy
-	if err := decodeParams(p.FileSystem, &fs); err != nil {
+	if err := decodeParams(p.FileSystem, "FileSystemPolicy", &fs); err != nil {
 		return err
 	}
 	if err := checkVariant(fs.Type, "restricted", "unrestricted"); err != nil {
@@ -338,7 +338,7 @@ func decodeEntry(e sandboxEntry) (resolvableEntry, error) {
 		return re, errInvalidParams("missing field `path`")
 	}
 	var p sandboxPath
-	if err := decodeParams(e.Path, &p); err != nil {
+	if err := decodeParams(e.Path, "SandboxPath", &p); err != nil {
 		return re, err
 	}
 	switch p.Type {
@@ -364,7 +364,7 @@ func decodeEntry(e sandboxEntry) (resolvableEntry, error) {
 			return re, errInvalidParams("missing field `value`")
 		}
 		var sp specialPath
-		if err := decodeParams(p.Value, &sp); err != nil {
+		if err := decodeParams(p.Value, "SpecialPath", &sp); err != nil {
 			return re, err
 		}
 		if err := checkVariant(sp.Kind, "root", "minimal", "current_working_directory", "project_roots", "tmpdir", "slash_tmp", "unknown"); err != nil {
@@ -383,7 +383,7 @@ func decodeEntry(e sandboxEntry) (resolvableEntry, error) {
 // decodeLegacy maps the older SandboxPolicy onto a profile (the table at the top).
 func (r *sandboxRequest) decodeLegacy(raw json.RawMessage) error {
 	var p legacyPolicy
-	if err := decodeParams(raw, &p); err != nil {
+	if err := decodeParams(raw, "LegacyPolicy", &p); err != nil {
 		return err
 	}
 	network := false

@@ -726,8 +726,8 @@ func TestValidUTF8Prefix(t *testing.T) {
 // continuation frames, each within the limit, that reassemble to the whole reply.
 func TestWSLargeOutgoingMessageIsFragmented(t *testing.T) {
 	big := strings.Repeat("y", wsMaxFrame+wsMaxFrame/2)
-	ts := startTestServer(t, testMethod("test/big", func(c *conn, _ json.RawMessage) (any, error) {
-		return big, nil
+	ts := startTestServer(t, testMethod("test/big", func(c *conn, _ json.RawMessage) (result, error) {
+		return jsonOf(big), nil
 	}))
 	r := rawUpgrade(t, ts)
 	r.send(cText(`{"id":1,"method":"test/big"}`))
