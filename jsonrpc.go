@@ -181,7 +181,7 @@ func checkClientError(raw []byte) error {
 		return nil
 	}
 	var e clientError
-	if err := decodeParamsAs(raw, "JSONRPCErrorError", &e); err != nil {
+	if err := decodeParams(raw, "JSONRPCErrorError", &e); err != nil {
 		return errors.New(toRPCError(err).Message)
 	}
 	return nil
