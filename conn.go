@@ -320,3 +320,16 @@ func (c *conn) sendReply(b []byte) {
 		c.fail(err)
 	}
 }
+
+// peerProber is a transport that can tell, without reading, that its peer has hung up.
+type peerProber interface{ peerHungUp() bool }
+
+// peerGone reports whether the connection is ending or its peer has already hung up (the
+// kernel has its EOF or reset, which the reader has not read yet).
+func (c *conn) peerGone() bool {
+	if c.ctx.Err() != nil {
+		return true
+	}
+	p, ok := c.t.(peerProber)
+	return ok && p.peerHungUp()
+}

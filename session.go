@@ -16,11 +16,17 @@ type session struct {
 	srv   *server
 	procs *procTable
 
-	mu     sync.Mutex
-	conn   *conn       // attached connection, nil while detached
-	expiry *time.Timer // runs while detached
-	gone   bool        // expired or shut down
+	mu       sync.Mutex
+	conn     *conn         // attached connection, nil while detached
+	detached chan struct{} // closed when conn detaches
+	expiry   *time.Timer   // runs while detached
+	gone     bool          // expired or shut down
 }
+
+// resumeGrace is how long a resume waits for the attached connection to detach when that
+// connection's peer has already gone: the harness reconnects within milliseconds of a drop,
+// often before the old connection's reader has read its EOF.
+const resumeGrace = 2 * time.Second
 
 // sessionTable is the server's set of live sessions.
 type sessionTable struct {
@@ -39,7 +45,7 @@ func newUUID() string {
 
 // create makes a new session attached to c, unless --max-sessions exist.
 func (t *sessionTable) create(srv *server, c *conn) (*session, error) {
-	s := &session{id: newUUID(), srv: srv, conn: c}
+	s := &session{id: newUUID(), srv: srv, conn: c, detached: make(chan struct{})}
 	s.procs = newProcTable(s)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -61,20 +67,36 @@ func (t *sessionTable) resume(id string, c *conn) (*session, error) {
 	if s == nil {
 		return nil, errInvalidRequest("unknown session id %s", id)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.gone:
-		return nil, errInvalidRequest("unknown session id %s", id)
-	case s.conn != nil:
-		return nil, newRPCError(codeSessionAttached, "session %s is already attached to another connection", id)
+	deadline := time.NewTimer(resumeGrace)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		old, detached := s.conn, s.detached
+		switch {
+		case s.gone:
+			s.mu.Unlock()
+			return nil, errInvalidRequest("unknown session id %s", id)
+		case old == nil:
+			if s.expiry != nil {
+				s.expiry.Stop()
+				s.expiry = nil
+			}
+			s.conn, s.detached = c, make(chan struct{})
+			s.mu.Unlock()
+			return s, nil
+		}
+		s.mu.Unlock()
+		if !old.peerGone() {
+			return nil, newRPCError(codeSessionAttached, "session %s is already attached to another connection", id)
+		}
+		select { // the old connection is ending: its reader reads what is left, then detaches
+		case <-detached:
+		case <-deadline.C:
+			return nil, newRPCError(codeSessionAttached, "session %s is already attached to another connection", id)
+		case <-c.ctx.Done():
+			return nil, c.ctx.Err()
+		}
 	}
-	if s.expiry != nil {
-		s.expiry.Stop()
-		s.expiry = nil
-	}
-	s.conn = c
-	return s, nil
 }
 
 func (t *sessionTable) remove(s *session) {
@@ -104,6 +126,7 @@ func (s *session) detach(c *conn) {
 		return
 	}
 	s.conn = nil
+	close(s.detached)
 	s.expiry = time.AfterFunc(s.srv.cfg.sessionTTL, s.expire)
 }
 

@@ -205,3 +205,25 @@ func TestClientResponseEndsTheConnection(t *testing.T) {
 	}
 	b.mustCall("process/terminate", map[string]any{"processId": "kept"})
 }
+
+// TestResumeRightAfterADropIsAccepted: the harness dials again and resumes within
+// milliseconds of a network drop, often before the old connection's reader has read its EOF.
+// The resume waits for that connection to detach instead of answering -32010 (0.169 accepts
+// the first attempt too). Repeated, since the race is a matter of scheduling.
+func TestResumeRightAfterADropIsAccepted(t *testing.T) {
+	ts := startTestServer(t)
+	a := ts.connect(t)
+	a.mustCall("fs/watchMissing", map[string]any{"watchId": 1, "missing": []string{fileURI(filepath.Join(t.TempDir(), "never"))}})
+	id := a.sessionID
+	for i := range 20 {
+		a.ws.closeTCP()
+		b := ts.dial(t)
+		res, err := b.call("initialize", map[string]any{"clientName": "again", "resumeSessionId": id})
+		if err != nil {
+			t.Fatalf("resume %d right after a drop: %+v", i, err)
+		}
+		_ = res
+		b.notify("initialized", map[string]any{})
+		a = b
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -193,4 +194,20 @@ func headerHasToken(h http.Header, name, token string) bool {
 func acceptKey(key string) string {
 	h := sha1.Sum([]byte(key + wsGUID))
 	return base64.StdEncoding.EncodeToString(h[:])
+}
+
+// peerHungUp reports whether the peer has closed or reset the socket, which the reader may not
+// have read yet (peerProber); it reads nothing (tcpPeerHungUp).
+func (c *wsConn) peerHungUp() bool {
+	sc, ok := c.nc.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	hungUp := false
+	rc.Control(func(fd uintptr) { hungUp = tcpPeerHungUp(int(fd)) })
+	return hungUp
 }
