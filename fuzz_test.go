@@ -525,10 +525,12 @@ func checkDecodedParams(t *testing.T, name string, raw json.RawMessage, pt refle
 	}
 	if !fold && bytes.Equal(text, raw) {
 		q := reflect.New(pt)
-		if err := json.Unmarshal(raw, q.Interface()); err != nil {
+		err := json.Unmarshal(raw, q.Interface())
+		switch {
+		case err != nil && strings.Contains(err.Error(), "number -0 into"): // serde reads -0 as 0; encoding/json refuses it
+		case err != nil:
 			t.Fatalf("%s %q: accepted, but encoding/json says %v", name, raw, err)
-		}
-		if !reflect.DeepEqual(p.Elem().Interface(), q.Elem().Interface()) {
+		case !reflect.DeepEqual(p.Elem().Interface(), q.Elem().Interface()):
 			t.Fatalf("%s %q: decoded %+v, encoding/json %+v", name, raw, p.Elem().Interface(), q.Elem().Interface())
 		}
 	}
