@@ -173,23 +173,31 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 	c.finish()
 }
 
-// read runs the connection's reader, and a replacement each time the watch hands reading
-// over from a quick handler that outlasted inlineBudget (quick.go); it is the only one to
-// start readers. It returns once reading has ended; a reader that handed over may still be
-// finishing its handler (c.readers).
+// read runs the connection's first reader on the calling goroutine (a message is handled
+// where the transport delivered it, without a hop to another thread) and, beside it, the one
+// owner of replacement readers: each time the watch hands reading over from a quick handler
+// that outlasted inlineBudget (quick.go), the owner starts the next reader. read returns once
+// reading has ended; a reader that handed over may still be finishing its handler (c.readers).
 func (c *conn) read() {
-	for {
-		c.readers.Add(1)
-		go func() {
-			defer c.readers.Done()
-			c.readLoop()
-		}()
-		select {
-		case <-c.handover:
-		case <-c.readEnded:
-			return
+	owner := make(chan struct{})
+	go func() {
+		defer close(owner)
+		for {
+			select {
+			case <-c.handover:
+				c.readers.Add(1)
+				go func() {
+					defer c.readers.Done()
+					c.readLoop()
+				}()
+			case <-c.readEnded:
+				return
+			}
 		}
-	}
+	}()
+	c.readLoop()
+	<-c.readEnded
+	<-owner
 }
 
 // readStep is what the reader does after a message.
