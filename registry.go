@@ -345,24 +345,31 @@ func (c *registryClient) register(ctx context.Context, key *noisePublicKey) (*re
 
 // registerWithRetry registers until it succeeds, retrying transient failures for ever.
 func (c *registryClient) registerWithRetry(ctx context.Context, key *noisePublicKey, bo *backoff) (*registration, error) {
+	return retryRegistration(ctx, c.log, c.envID, bo, func() (*registration, error) { return c.register(ctx, key) })
+}
+
+// retryRegistration calls register until it succeeds, a permanent registryError, or ctx
+// ends, spacing attempts with bo: the registration loop of both transports.
+func retryRegistration[T any](ctx context.Context, log *slog.Logger, envID string, bo *backoff, register func() (T, error)) (T, error) {
+	var zero T
 	for attempt := 1; ; attempt++ {
-		c.log.Info("registering with the registry", "environment_id", c.envID, "attempt", attempt)
-		reg, err := c.register(ctx, key)
+		log.Info("registering with the registry", "environment_id", envID, "attempt", attempt)
+		reg, err := register()
 		if err == nil {
-			c.log.Info("registered", "environment_id", c.envID, "attempt", attempt)
+			log.Info("registered", "environment_id", envID, "attempt", attempt)
 			return reg, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return zero, ctx.Err()
 		}
 		var re *registryError
 		if !errors.As(err, &re) || re.permanent {
-			return nil, err
+			return zero, err
 		}
 		d := bo.next(re.retryAfter)
-		c.log.Info("registration failed; retrying", "error", err.Error(), "retry_in", d.Round(time.Millisecond))
+		log.Info("registration failed; retrying", "error", err.Error(), "retry_in", d.Round(time.Millisecond))
 		if err := sleepCtx(ctx, d); err != nil {
-			return nil, err
+			return zero, err
 		}
 	}
 }

@@ -170,26 +170,7 @@ func (x *directExecutor) dial(ctx context.Context, reg *directRegistration, atte
 
 // registerWithRetry registers until it succeeds, retrying transient failures for ever.
 func (x *directExecutor) registerWithRetry(ctx context.Context, bo *backoff) (*directRegistration, error) {
-	for attempt := 1; ; attempt++ {
-		x.log.Info("registering with the registry", "transport", remoteTransportDirect, "environment_id", x.cfg.environmentID, "attempt", attempt)
-		reg, err := x.register(ctx)
-		if err == nil {
-			x.log.Info("registered", "environment_id", x.cfg.environmentID, "attempt", attempt)
-			return reg, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		var re *registryError
-		if !errors.As(err, &re) || re.permanent {
-			return nil, err
-		}
-		d := bo.next(re.retryAfter)
-		x.log.Info("registration failed; retrying", "error", err.Error(), "retry_in", d.Round(time.Millisecond))
-		if err := sleepCtx(ctx, d); err != nil {
-			return nil, err
-		}
-	}
+	return retryRegistration(ctx, x.log, x.cfg.environmentID, bo, func() (*directRegistration, error) { return x.register(ctx) })
 }
 
 // register performs one direct registration.

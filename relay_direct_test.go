@@ -7,7 +7,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -268,19 +267,7 @@ func TestDirectEndToEnd(t *testing.T) {
 
 	var out bytes.Buffer
 	closed := false
-	note := func(r rpcReply) {
-		var p struct {
-			Chunk string `json:"chunk"`
-		}
-		json.Unmarshal(r.Params, &p)
-		switch r.Method {
-		case "process/output":
-			b, _ := base64.StdEncoding.DecodeString(p.Chunk)
-			out.Write(b)
-		case "process/closed":
-			closed = true
-		}
-	}
+	note := processNotes(&out, &closed)
 	r := c.call("process/start", map[string]any{"processId": "p1", "argv": []string{"echo", "hi"},
 		"cwd": "file://" + t.TempDir(), "env": map[string]string{"PATH": "/usr/bin:/bin"}, "tty": false}, note)
 	skipIfMissing(t, r, "process/start")

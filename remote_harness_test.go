@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -548,6 +549,23 @@ func (s *testStream) initialize() {
 		s.h.t.Fatalf("initialize result %s", res)
 	}
 	s.sendJSON(map[string]any{"method": "initialized", "params": map[string]any{}})
+}
+
+// processNotes collects process/output chunks into out and sets closed on process/closed.
+func processNotes(out *bytes.Buffer, closed *bool) func(rpcReply) {
+	return func(r rpcReply) {
+		var p struct {
+			Chunk string `json:"chunk"`
+		}
+		json.Unmarshal(r.Params, &p)
+		switch r.Method {
+		case "process/output":
+			b, _ := base64.StdEncoding.DecodeString(p.Chunk)
+			out.Write(b)
+		case "process/closed":
+			*closed = true
+		}
+	}
 }
 
 // skipIfMissing skips a test whose method another part of the server does not have yet.
