@@ -110,8 +110,10 @@ var flagGroups = []struct {
 	{"sessions and limits", []string{"session-ttl", "exited-process-retention", "max-connections",
 		"max-sessions", "max-processes-per-session", "max-open-handles", "max-watched-paths",
 		"max-http-requests", "max-queued-bytes"}},
-	{"remote mode", []string{"remote", "environment-id", "executor-id", "name", "registration-bearer-stdin",
-		"executor-credential-stdin", "remote-ca", "identity"}},
+	{"remote mode", []string{"remote", "environment-id", "executor-id", "name", "remote-transport", "remote-ca", "identity"}},
+	{"remote credentials (default: CODEX_API_KEY, else the Codex sign-in in $CODEX_HOME/auth.json)", []string{
+		"registration-bearer-stdin", "executor-credential-stdin", "chatgpt-token-stdin", "chatgpt-account-id",
+		"use-agent-identity-auth", "aws-sigv4", "aws-profile", "aws-region", "aws-service"}},
 	{"sandbox", []string{"managed-sandbox", "linux-sandbox-pid-namespace"}},
 	{"logging", []string{"log-level", "log-format"}},
 	{"compatibility with codex exec-server", []string{"concurrent-requests", "c", "config", "enable", "disable", "strict-config", "proxy-private-ips-via-upstream"}},

@@ -9,7 +9,9 @@ package main
 // "/", environment id checked against [A-Za-z0-9_-]{1,256} before it is pasted into the path:
 //
 //	POST {base}/cloud/environment/{id}/register
-//	  headers  content-type: application/json, accept: */*, authorization: Bearer <credential>
+//	  headers  content-type: application/json, accept: */*, and the credential's (docs/remote.md §8):
+//	           authorization: Bearer <token>, or the ChatGPT or Agent Identity set
+//	           (authorization, chatgpt-account-id, x-openai-fedramp)
 //	  body     {"security_profile":"noise_hybrid_ik_v1","executor_public_key":{suite,x25519_public_key,mlkem768_public_key}}
 //	  200      {"environment_id":<id>,"url":<wss:// or loopback ws://>,"security_profile":"noise_hybrid_ik_v1",
 //	            "executor_registration_id":<string, may be empty, must be present>}   other keys ignored
@@ -19,6 +21,9 @@ package main
 //	  200      {"valid":true} -> msg2; {"valid":false}, 403, 5xx, anything else -> stream reset;
 //	  401      -> msg2 carrying "codex-registry-authentication-rejected/v1", no stream
 //	errors     {"error":{"code":…,"message":…}}; never echoed for 401/403
+//
+// A 401 on either call asks the credential to recover once (a Codex sign-in refreshes its
+// token) and, if it did, sends the request once more; a second 401 is final.
 //
 // Which failures are retried, and how (unlike 0.169, a first registration that fails is
 // retried too): docs/remote.md §2.4, §9.
@@ -162,25 +167,48 @@ func newRegistryClient(cfg *remoteConfig, creds *registryCredentials, log *slog.
 
 func (c *registryClient) close() { c.http.CloseIdleConnections() }
 
-// post sends one JSON request and reads at most registryMaxResponse bytes of the answer.
+// post sends one JSON request and reads at most registryMaxResponse bytes of the answer. A 401
+// asks the credential to recover once and, if it did, sends the request once more; when it
+// cannot, the error says why (status 401), and the answer is not returned.
 func (c *registryClient) post(ctx context.Context, op string, body any, header http.Header) (*http.Response, []byte, error) {
-	bearer, err := c.creds.bearer()
-	if err != nil {
-		return nil, nil, &registryError{op: op, permanent: true, err: err}
-	}
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, nil, &registryError{op: op, permanent: true, err: err}
+	}
+	resp, data, err := c.send(ctx, op, b, header)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		return resp, data, err
+	}
+	if uerr := c.creds.onUnauthorized(ctx); uerr != nil {
+		return nil, nil, &registryError{op: op, status: resp.StatusCode, permanent: authErrorPermanent(uerr),
+			detail: "response body omitted", err: uerr}
+	}
+	c.log.Info("registry credential renewed after a 401; sending again", "op", op)
+	return c.send(ctx, op, b, header)
+}
+
+// send is one attempt of post.
+func (c *registryClient) send(ctx context.Context, op string, b []byte, extra http.Header) (*http.Response, []byte, error) {
+	auth, err := c.creds.headers(ctx)
+	if err != nil {
+		return nil, nil, &registryError{op: op, permanent: authErrorPermanent(err), err: err}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/cloud/environment/"+c.envID+"/"+op, bytes.NewReader(b))
 	if err != nil {
 		return nil, nil, &registryError{op: op, permanent: true, err: err}
 	}
-	req.Header = header
+	req.Header = extra.Clone()
+	for k, v := range auth {
+		req.Header[k] = v
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "*/*")
-	req.Header.Set("Authorization", "Bearer "+bearer)
 	req.Header["User-Agent"] = []string{""} // 0.169 sends none
+	return c.do(req, op)
+}
+
+// do sends req and reads at most registryMaxResponse bytes of the answer.
+func (c *registryClient) do(req *http.Request, op string) (*http.Response, []byte, error) {
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, nil, &registryError{op: op, err: redactURLError(err)}
@@ -194,6 +222,16 @@ func (c *registryClient) post(ctx context.Context, op string, body any, header h
 		return nil, nil, &registryError{op: op, status: resp.StatusCode, permanent: true, detail: fmt.Sprintf("response larger than %d bytes", registryMaxResponse)}
 	}
 	return resp, data, nil
+}
+
+// authErrorPermanent reports whether a credential failure needs the user: a Codex token
+// refresh that failed for a network error or a 5xx may work later; everything else is final.
+func authErrorPermanent(err error) bool {
+	var p interface{ Permanent() bool }
+	if errors.As(err, &p) {
+		return p.Permanent()
+	}
+	return true
 }
 
 // redactURLError drops the URL from a *url.Error: the message keeps the cause only.
@@ -307,24 +345,31 @@ func (c *registryClient) register(ctx context.Context, key *noisePublicKey) (*re
 
 // registerWithRetry registers until it succeeds, retrying transient failures for ever.
 func (c *registryClient) registerWithRetry(ctx context.Context, key *noisePublicKey, bo *backoff) (*registration, error) {
+	return retryRegistration(ctx, c.log, c.envID, bo, func() (*registration, error) { return c.register(ctx, key) })
+}
+
+// retryRegistration calls register until it succeeds, a permanent registryError, or ctx
+// ends, spacing attempts with bo: the registration loop of both transports.
+func retryRegistration[T any](ctx context.Context, log *slog.Logger, envID string, bo *backoff, register func() (T, error)) (T, error) {
+	var zero T
 	for attempt := 1; ; attempt++ {
-		c.log.Info("registering with the registry", "environment_id", c.envID, "attempt", attempt)
-		reg, err := c.register(ctx, key)
+		log.Info("registering with the registry", "environment_id", envID, "attempt", attempt)
+		reg, err := register()
 		if err == nil {
-			c.log.Info("registered", "environment_id", c.envID, "attempt", attempt)
+			log.Info("registered", "environment_id", envID, "attempt", attempt)
 			return reg, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return zero, ctx.Err()
 		}
 		var re *registryError
 		if !errors.As(err, &re) || re.permanent {
-			return nil, err
+			return zero, err
 		}
 		d := bo.next(re.retryAfter)
-		c.log.Info("registration failed; retrying", "error", err.Error(), "retry_in", d.Round(time.Millisecond))
+		log.Info("registration failed; retrying", "error", err.Error(), "retry_in", d.Round(time.Millisecond))
 		if err := sleepCtx(ctx, d); err != nil {
-			return nil, err
+			return zero, err
 		}
 	}
 }
@@ -347,7 +392,11 @@ func (c *registryClient) validate(ctx context.Context, registrationID, streamID 
 		Authorization  string          `json:"harness_key_authorization"`
 	}{registrationID, harness, string(authorization)}
 	resp, data, err := c.post(ctx, "validate", body, http.Header{registryStreamIDHeader: {streamID}})
-	if err != nil {
+	var re *registryError
+	switch {
+	case errors.As(err, &re) && re.status == http.StatusUnauthorized:
+		return validateCredentialsRejected, err
+	case err != nil:
 		return validateFailed, err
 	}
 	switch resp.StatusCode {

@@ -91,9 +91,17 @@ type registryRequest struct {
 	body   []byte
 }
 
-func newTestRegistry(t *testing.T) *testRegistry {
+func newTestRegistry(t *testing.T) *testRegistry { return newTestRegistryServer(t, false) }
+
+// newTestRegistryServer is newTestRegistry over HTTPS when tls is set.
+func newTestRegistryServer(t *testing.T, tls bool) *testRegistry {
 	r := &testRegistry{t: t, regID: "reg-1", registers: make(chan struct{}, 100)}
-	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	r.srv = httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
+	if tls {
+		r.srv.StartTLS()
+	} else {
+		r.srv.Start()
+	}
 	t.Cleanup(r.srv.Close)
 	return r
 }

@@ -288,7 +288,9 @@ func (st *relayStream) handshake(msg1 []byte) *noiseTransport {
 	}
 	payload, outcome, err := st.validate(r)
 	if outcome != validateAccepted && outcome != validateCredentialsRejected {
-		return st.refuse(err, outcome == validateRejected)
+		// The registry's verdict is not counted: the harness's msg1 was sound, and a
+		// registry that refuses (or cannot answer) must not pause the good handshakes too.
+		return st.refuse(err, false)
 	}
 	msg2, t, err := r.respond(payload)
 	if err != nil {
@@ -330,8 +332,8 @@ func (st *relayStream) validate(r *noiseResponder) (payload []byte, outcome vali
 	return payload, outcome, err
 }
 
-// refuse ends a handshake without msg2: the harness gets a reset, and a counted failure
-// goes against the socket's failed-handshake budget.
+// refuse ends a handshake without msg2: the harness gets a reset, and a counted failure (a
+// msg1 that is not a sound Noise message) goes against the socket's failed-handshake budget.
 func (st *relayStream) refuse(err error, counted bool) *noiseTransport {
 	st.sock.handshakeDone(counted)
 	st.teardown(err, true)

@@ -13,8 +13,8 @@ package main
 //	register            retried for ever on transient failures, fatal on permanent ones (registry.go)
 //	dial the URL        X-Request-Id: req_<32 hex>, no Authorization: the URL carries its credential;
 //	                    TCP, TLS and the upgrade bounded by one dial timeout
-//	upgrade refused     403, 404, 409 or a named rejection reason: register again at once (a new URL);
-//	                    anything else: the same URL again
+//	upgrade refused     a 4xx but 408, 425 and 429, or a named rejection reason: register again at
+//	                    once (a new URL); 408, 425, 429, 5xx and no answer: the same URL again
 //	socket dropped      the same URL again, no registration
 //	between attempts    exponential backoff with jitter, a Retry-After floor; reset by a socket that
 //	                    stayed up for stableConnection
@@ -44,6 +44,9 @@ const rendezvousDialTimeout = 10 * time.Second
 // failure (an error for main to print): a registry that refuses the credential or answers
 // nonsense, or a credential stream that ends.
 func runRemote(ctx context.Context, cfg *remoteConfig, srv *server, stdin io.Reader, log *slog.Logger) error {
+	if cfg.direct() {
+		return runDirect(ctx, cfg, srv, log)
+	}
 	id, err := remoteIdentity(cfg)
 	if err != nil {
 		return err
@@ -200,14 +203,19 @@ func rendezvousRejection(resp *http.Response) string {
 	return ""
 }
 
-// rendezvousWantsRegistration reports whether a refused upgrade calls for a fresh URL: 403,
-// 404, 409 or a named rejection reason. Other refusals retry the same URL.
+// rendezvousWantsRegistration reports whether a refused upgrade calls for a fresh URL: any 4xx
+// but 408, 425 and 429 (the URL's credential is what the rendezvous refuses: 401, 403, 404,
+// 409, an unknown 400), or a named rejection reason. 408, 425, 429 and 5xx retry the same URL.
 func rendezvousWantsRegistration(resp *http.Response) bool {
-	switch resp.StatusCode {
-	case http.StatusForbidden, http.StatusNotFound, http.StatusConflict:
+	if rendezvousRejection(resp) != "" {
 		return true
 	}
-	return rendezvousRejection(resp) != ""
+	switch s := resp.StatusCode; {
+	case s == http.StatusRequestTimeout, s == http.StatusTooEarly, s == http.StatusTooManyRequests:
+		return false
+	default:
+		return s >= 400 && s < 500
+	}
 }
 
 // scrubURL renders err without the rendezvous URL's query, which carries its credential.

@@ -263,7 +263,12 @@ func TestRendezvousRefusalsThatCallForRegistration(t *testing.T) {
 		{503, "route_unavailable", true},
 		{503, "", false},
 		{502, "something_else", false},
-		{401, "", false},
+		{401, "", true}, // the URL's credential is refused: a new one, not the same URL for ever
+		{400, "", true},
+		{400, "something_else", true},
+		{408, "", false},
+		{425, "", false},
+		{429, "", false},
 	}
 	for _, tt := range tests {
 		resp := &http.Response{StatusCode: tt.status, Header: http.Header{}}

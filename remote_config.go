@@ -1,7 +1,8 @@
 package main
 
-// Remote mode's command line (docs/remote.md §2.1, §2.4): the flags, their validation, the TLS
-// configuration for the registry and the rendezvous, and the clocks of remote mode.
+// Remote mode's command line (docs/remote.md §2.1, §2.4, §8, §10): the flags, their validation
+// (which registry credential, which transport), the TLS configuration for the registry and the
+// rendezvous, and the clocks of remote mode.
 
 import (
 	"crypto/tls"
@@ -29,11 +30,24 @@ type remoteConfig struct {
 	executorCredStdin bool   // --executor-credential-stdin
 	caFile            string // --remote-ca
 	identityFile      string // --identity
+	chatGPTTokenStdin bool   // --chatgpt-token-stdin
+	chatGPTAccountID  string // --chatgpt-account-id
+	useAgentIdentity  bool   // --use-agent-identity-auth
+	transport         string // --remote-transport: noise or direct
+	awsSigV4          bool   // --aws-sigv4
+	awsProfile        string // --aws-profile
+	awsRegion         string // --aws-region
+	awsService        string // --aws-service; "": execute-api
 
 	// Set by validate.
-	base    string // --remote without the trailing "/"
-	apiKey  string
-	rootCAs *x509.CertPool
+	base      string   // --remote without the trailing "/"
+	baseURL   *url.URL // base, parsed
+	credMode  credentialMode
+	apiKey    string // CODEX_API_KEY
+	agentJWT  string // CODEX_ACCESS_TOKEN, for --use-agent-identity-auth
+	aws       awsConfig
+	rootCAs   *x509.CertPool
+	codexHome string // $CODEX_HOME or ~/.codex, for the sign-in in auth.json
 
 	lookupEnv        func(string) (string, bool) // nil: os.LookupEnv
 	timings          *relayTimings               // nil: defaultRelayTimings()
@@ -49,6 +63,14 @@ func (c *remoteConfig) registerFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.executorCredStdin, "executor-credential-stdin", false, "read rotating registry credentials, one JSON frame per line, from stdin")
 	fs.StringVar(&c.caFile, "remote-ca", "", "PEM `FILE` of extra CA certificates for the registry and rendezvous")
 	fs.StringVar(&c.identityFile, "identity", "", "`FILE` holding the executor's Noise identity (created 0600 if missing)")
+	fs.BoolVar(&c.chatGPTTokenStdin, "chatgpt-token-stdin", false, "read a ChatGPT access token, one newline-terminated line, from stdin (a pipe; HTTPS registries only)")
+	fs.StringVar(&c.chatGPTAccountID, "chatgpt-account-id", "", "ChatGPT account `ID` of --chatgpt-token-stdin; must match the token's own (default: the token's)")
+	fs.BoolVar(&c.useAgentIdentity, "use-agent-identity-auth", false, "register with the Agent Identity JWT in CODEX_ACCESS_TOKEN")
+	fs.StringVar(&c.transport, "remote-transport", remoteTransportNoise, "remote `TRANSPORT`: noise (rendezvous relay) or direct (JSON-RPC over a SigV4-signed websocket; needs --aws-sigv4)")
+	fs.BoolVar(&c.awsSigV4, "aws-sigv4", false, "sign the direct registration and websocket upgrade with AWS SigV4 (needs --remote-transport direct)")
+	fs.StringVar(&c.awsProfile, "aws-profile", "", "AWS `PROFILE` of the SigV4 credentials (default: AWS_PROFILE, else default)")
+	fs.StringVar(&c.awsRegion, "aws-region", "", "AWS signing `REGION` (default: AWS_REGION, AWS_DEFAULT_REGION, else the profile's)")
+	fs.StringVar(&c.awsService, "aws-service", "", "AWS signing `SERVICE` (default execute-api)")
 }
 
 // mergeExecutorID makes --executor-id a second name of --environment-id: either may be given,
@@ -67,8 +89,13 @@ func (c *remoteConfig) mergeExecutorID() error {
 // enabled reports whether any remote-mode flag was given.
 func (c *remoteConfig) enabled() bool {
 	return c.remote != "" || c.environmentID != "" || c.name != "" || c.bearerStdin ||
-		c.executorCredStdin || c.caFile != "" || c.identityFile != ""
+		c.executorCredStdin || c.caFile != "" || c.identityFile != "" || c.chatGPTTokenStdin ||
+		c.chatGPTAccountID != "" || c.useAgentIdentity || (c.transport != "" && c.transport != remoteTransportNoise) ||
+		c.awsSigV4 || c.awsProfile != "" || c.awsRegion != "" || c.awsService != ""
 }
+
+// direct reports whether --remote-transport direct was chosen.
+func (c *remoteConfig) direct() bool { return c.transport == remoteTransportDirect }
 
 // validate checks the flags and picks the credential source. Errors are one line.
 func (c *remoteConfig) validate() error {
@@ -89,13 +116,12 @@ func (c *remoteConfig) validate() error {
 	if u.RawQuery != "" || u.ForceQuery {
 		return errors.New("--remote must not have a query")
 	}
-	if c.bearerStdin && c.executorCredStdin {
-		return errors.New("--registration-bearer-stdin and --executor-credential-stdin cannot be combined")
+	c.baseURL = u
+	if err := c.chooseTransport(); err != nil {
+		return err
 	}
-	if !c.bearerStdin && !c.executorCredStdin {
-		if err := c.useAPIKey(u); err != nil {
-			return err
-		}
+	if err := c.chooseCredential(u); err != nil {
+		return err
 	}
 	if c.caFile != "" {
 		return c.loadCA()

@@ -15,6 +15,15 @@ import (
 
 func noEnv(string) (string, bool) { return "", false }
 
+// envOf is a lookupEnv of name, value pairs.
+func envOf(kv ...string) func(string) (string, bool) {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
 func TestRemoteConfigValidate(t *testing.T) {
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	srv := httptest.NewTLSServer(http.NotFoundHandler())
@@ -23,6 +32,7 @@ func TestRemoteConfigValidate(t *testing.T) {
 	notPEM := filepath.Join(t.TempDir(), "x.pem")
 	os.WriteFile(notPEM, []byte("hello"), 0o600)
 	apiKey := func(string) (string, bool) { return "sk-test", true }
+	awsEnv := envOf("AWS_ACCESS_KEY_ID", "AKIDTEST", "AWS_SECRET_ACCESS_KEY", "secret/KEY", "HOME", "/nonexistent")
 
 	tests := []struct {
 		name    string
@@ -50,7 +60,23 @@ func TestRemoteConfigValidate(t *testing.T) {
 		{"env id with space", []string{"--remote", "https://r.example", "--environment-id", "a b", "--registration-bearer-stdin"}, noEnv, "only letters"},
 		{"env id too long", []string{"--remote", "https://r.example", "--environment-id", strings.Repeat("a", 257), "--registration-bearer-stdin"}, noEnv, "1 to 256"},
 		{"two stdin credentials", []string{"--remote", "https://r.example", "--environment-id", "e", "--registration-bearer-stdin", "--executor-credential-stdin"}, noEnv, "cannot be combined"},
-		{"no credential", []string{"--remote", "https://r.example", "--environment-id", "e"}, noEnv, "needs a registry credential"},
+		{"no flag: the Codex sign-in", []string{"--remote", "https://r.example", "--environment-id", "e"}, noEnv, ""},
+		{"chatgpt token", []string{"--remote", "https://r.example", "--environment-id", "e", "--chatgpt-token-stdin", "--chatgpt-account-id", "acct-1"}, noEnv, ""},
+		{"chatgpt token over loopback http", []string{"--remote", "http://127.0.0.1:9", "--environment-id", "e", "--chatgpt-token-stdin"}, noEnv, "must use HTTPS"},
+		{"chatgpt account without token", []string{"--remote", "https://r.example", "--environment-id", "e", "--chatgpt-account-id", "a"}, apiKey, "needs --chatgpt-token-stdin"},
+		{"chatgpt account invalid", []string{"--remote", "https://r.example", "--environment-id", "e", "--chatgpt-token-stdin", "--chatgpt-account-id", "a b"}, noEnv, "invalid ChatGPT account ID"},
+		{"chatgpt token and bearer", []string{"--remote", "https://r.example", "--environment-id", "e", "--chatgpt-token-stdin", "--registration-bearer-stdin"}, noEnv, "cannot be combined"},
+		{"agent identity", []string{"--remote", "https://r.example", "--environment-id", "e", "--use-agent-identity-auth"}, envOf("CODEX_ACCESS_TOKEN", "a.b.c"), ""},
+		{"agent identity without token", []string{"--remote", "https://r.example", "--environment-id", "e", "--use-agent-identity-auth"}, noEnv, "CODEX_ACCESS_TOKEN"},
+		{"agent identity and executor credentials", []string{"--remote", "https://r.example", "--environment-id", "e", "--use-agent-identity-auth", "--executor-credential-stdin"}, envOf("CODEX_ACCESS_TOKEN", "a.b.c"), "cannot be combined"},
+		{"direct", []string{"--remote", "https://r.example", "--environment-id", "e", "--remote-transport", "direct", "--aws-sigv4", "--aws-region", "eu-west-1"}, awsEnv, ""},
+		{"direct without sigv4", []string{"--remote", "https://r.example", "--environment-id", "e", "--remote-transport", "direct"}, awsEnv, "--remote-transport direct requires --aws-sigv4"},
+		{"sigv4 without direct", []string{"--remote", "https://r.example", "--environment-id", "e", "--aws-sigv4"}, awsEnv, "--aws-sigv4 requires --remote-transport direct"},
+		{"direct with executor credentials", []string{"--remote", "https://r.example", "--environment-id", "e", "--remote-transport", "direct", "--aws-sigv4", "--executor-credential-stdin"}, awsEnv, "direct transport does not support scoped executor credentials"},
+		{"direct with agent identity", []string{"--remote", "https://r.example", "--environment-id", "e", "--remote-transport", "direct", "--aws-sigv4", "--use-agent-identity-auth"}, awsEnv, "cannot be combined"},
+		{"direct without AWS keys", []string{"--remote", "https://r.example", "--environment-id", "e", "--remote-transport", "direct", "--aws-sigv4", "--aws-region", "r"}, envOf("HOME", "/nonexistent"), "--aws-sigv4"},
+		{"aws flags without sigv4", []string{"--remote", "https://r.example", "--environment-id", "e", "--aws-region", "r"}, apiKey, "need --aws-sigv4"},
+		{"unknown transport", []string{"--remote", "https://r.example", "--environment-id", "e", "--remote-transport", "carrier-pigeon"}, apiKey, "want noise or direct"},
 		{"api key to a foreign host", []string{"--remote", "https://r.example", "--environment-id", "e"}, apiKey, "only sent to HTTPS openai.com"},
 		{"api key over http to openai", []string{"--remote", "http://api.openai.com", "--environment-id", "e"}, apiKey, "must use https"},
 		{"missing CA file", []string{"--remote", "https://r.example", "--environment-id", "e", "--registration-bearer-stdin", "--remote-ca", "/nonexistent/ca.pem"}, noEnv, "--remote-ca"},

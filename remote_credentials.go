@@ -1,8 +1,10 @@
 package main
 
-// Remote mode's registry credentials (docs/remote.md §8): where the bearer comes from
-// (CODEX_API_KEY, --registration-bearer-stdin, or the rotating frames of
-// --executor-credential-stdin) and the registryCredentials that register and validate read.
+// Remote mode's registry credentials (docs/remote.md §8): which source the command line chose
+// (CODEX_API_KEY, the Codex sign-in in $CODEX_HOME/auth.json, --registration-bearer-stdin, the
+// rotating frames of --executor-credential-stdin, --chatgpt-token-stdin,
+// --use-agent-identity-auth, or AWS SigV4 for the direct transport), and the
+// registryCredentials whose headers register and validate send.
 
 import (
 	"bufio"
@@ -13,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -27,23 +30,133 @@ const (
 	credentialInitialTimeout = 30 * time.Second // wait for the first --executor-credential-stdin frame
 )
 
-// useAPIKey falls back to CODEX_API_KEY, which 0.169 sends only to OpenAI hosts or loopback.
-func (c *remoteConfig) useAPIKey(u *url.URL) error {
-	lookup := c.lookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
+// Remote transports (--remote-transport).
+const (
+	remoteTransportNoise  = "noise"  // the rendezvous relay, Noise inside (relay*.go)
+	remoteTransportDirect = "direct" // JSON-RPC over a SigV4-signed websocket (relay_direct.go)
+)
+
+// credentialMode is the registry credential the command line chose (docs/remote.md §8).
+type credentialMode int
+
+const (
+	credAPIKeyEnv      credentialMode = iota // CODEX_API_KEY
+	credCodexLogin                           // $CODEX_HOME/auth.json: API key or ChatGPT tokens
+	credBearerStdin                          // --registration-bearer-stdin
+	credExecutorFrames                       // --executor-credential-stdin
+	credChatGPTStdin                         // --chatgpt-token-stdin [--chatgpt-account-id]
+	credAgentIdentity                        // --use-agent-identity-auth + CODEX_ACCESS_TOKEN
+	credSigV4                                // --aws-sigv4 (direct transport)
+)
+
+func (c *remoteConfig) env(name string) (string, bool) {
+	if c.lookupEnv == nil {
+		return os.LookupEnv(name)
 	}
-	c.apiKey, _ = lookup("CODEX_API_KEY")
-	if c.apiKey == "" {
-		return errors.New("remote mode needs a registry credential: --registration-bearer-stdin, --executor-credential-stdin or CODEX_API_KEY")
+	return c.lookupEnv(name)
+}
+
+// chooseTransport checks --remote-transport and the flags that go with one transport only.
+func (c *remoteConfig) chooseTransport() error {
+	switch c.transport {
+	case "", remoteTransportNoise:
+		c.transport = remoteTransportNoise
+	case remoteTransportDirect:
+	default:
+		return fmt.Errorf("--remote-transport %q: want noise or direct", c.transport)
 	}
-	if !apiKeyHostAllowed(u) {
-		return fmt.Errorf("CODEX_API_KEY is only sent to HTTPS openai.com or openai.org registries or to loopback, not %s; use --registration-bearer-stdin", u.Host)
+	if !c.awsSigV4 && (c.awsProfile != "" || c.awsRegion != "" || c.awsService != "") {
+		return errors.New("--aws-profile, --aws-region and --aws-service need --aws-sigv4")
 	}
-	if err := checkBearer(c.apiKey); err != nil {
-		return fmt.Errorf("CODEX_API_KEY: %v", err)
+	switch {
+	case c.direct() && c.executorCredStdin:
+		return errors.New("direct transport does not support scoped executor credentials (--executor-credential-stdin)")
+	case c.direct() && !c.awsSigV4:
+		return errors.New("--remote-transport direct requires --aws-sigv4")
+	case !c.direct() && c.awsSigV4:
+		return errors.New("--aws-sigv4 requires --remote-transport direct")
+	case c.direct() && c.identityFile != "":
+		return errors.New("--identity is the Noise identity of the relay; --remote-transport direct has none")
 	}
 	return nil
+}
+
+// chooseCredential picks the one registry credential the flags name, else CODEX_API_KEY, else
+// the Codex sign-in, and checks what can be checked before anything is read or sent.
+func (c *remoteConfig) chooseCredential(u *url.URL) error {
+	sources := []struct {
+		on   bool
+		name string
+		mode credentialMode
+	}{
+		{c.bearerStdin, "--registration-bearer-stdin", credBearerStdin},
+		{c.executorCredStdin, "--executor-credential-stdin", credExecutorFrames},
+		{c.chatGPTTokenStdin, "--chatgpt-token-stdin", credChatGPTStdin},
+		{c.useAgentIdentity, "--use-agent-identity-auth", credAgentIdentity},
+		{c.awsSigV4, "--aws-sigv4", credSigV4},
+	}
+	var chosen []string
+	c.credMode = credCodexLogin
+	for _, s := range sources {
+		if s.on {
+			chosen = append(chosen, s.name)
+			c.credMode = s.mode
+		}
+	}
+	if len(chosen) > 1 {
+		return fmt.Errorf("%s and %s cannot be combined: give one registry credential", chosen[0], chosen[1])
+	}
+	if c.chatGPTAccountID != "" && !c.chatGPTTokenStdin {
+		return errors.New("--chatgpt-account-id needs --chatgpt-token-stdin")
+	}
+	switch c.credMode {
+	case credChatGPTStdin:
+		if err := checkChatGPTTokenRegistryURL(u); err != nil {
+			return err
+		}
+		if c.chatGPTAccountID != "" && !validChatGPTAccountID(c.chatGPTAccountID) {
+			return errors.New("--chatgpt-account-id: invalid ChatGPT account ID")
+		}
+	case credAgentIdentity:
+		jwt, err := readCodexAccessToken(c.env)
+		if err != nil {
+			return err
+		}
+		c.agentJWT = jwt
+	case credSigV4:
+		cfg, err := loadAWSConfig(c.awsProfile, c.awsRegion, c.env)
+		if err != nil {
+			return fmt.Errorf("--aws-sigv4: %w", err)
+		}
+		c.aws = cfg
+	case credCodexLogin:
+		if ok, err := c.useAPIKey(u); ok || err != nil {
+			return err
+		}
+		home, err := codexHomeDir(c.env)
+		if err != nil {
+			return err
+		}
+		c.codexHome = home
+	}
+	return nil
+}
+
+// useAPIKey takes CODEX_API_KEY when it is set, which 0.169 sends only to OpenAI hosts or
+// loopback.
+func (c *remoteConfig) useAPIKey(u *url.URL) (bool, error) {
+	c.apiKey, _ = c.env("CODEX_API_KEY")
+	if c.apiKey == "" {
+		return false, nil
+	}
+	c.credMode = credAPIKeyEnv
+	if !apiKeyHostAllowed(u) {
+		return true, fmt.Errorf("CODEX_API_KEY is only sent to HTTPS openai.com or openai.org registries or to loopback, not %s; use --registration-bearer-stdin", u.Host)
+	}
+	if err := checkBearer(c.apiKey); err != nil {
+		return true, fmt.Errorf("CODEX_API_KEY: %v", err)
+	}
+	return true, nil
 }
 
 // apiKeyHostAllowed keeps an OpenAI API key from going to arbitrary registries, as 0.169 does.
@@ -76,10 +189,15 @@ func checkBearer(tok string) error {
 	return nil
 }
 
-// registryCredentials holds the bearer used for register and validate. With
-// --executor-credential-stdin it rotates as frames arrive, and dead is closed (err set) when
-// the stream ends or a frame is invalid: 0.169 exits then, and so do we.
+// registryCredentials is the registry credential of register and validate: a bearer token
+// (CODEX_API_KEY and the stdin flags) or a registryAuth (the Codex sign-in, a ChatGPT token,
+// Agent Identity). With --executor-credential-stdin the token rotates as frames arrive, and
+// dead is closed (err set) when the stream ends or a frame is invalid: 0.169 exits then, and
+// so do we.
 type registryCredentials struct {
+	source string       // the flag or variable it came from, for errors
+	auth   registryAuth // nil: Authorization: Bearer token
+
 	mu    sync.Mutex
 	token string
 	err   error
@@ -90,6 +208,27 @@ func (rc *registryCredentials) bearer() (string, error) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return rc.token, rc.err
+}
+
+// headers implements registryAuth: the credential headers of one request.
+func (rc *registryCredentials) headers(ctx context.Context) (http.Header, error) {
+	tok, err := rc.bearer()
+	if err != nil {
+		return nil, err
+	}
+	if rc.auth != nil {
+		return rc.auth.headers(ctx)
+	}
+	return http.Header{"Authorization": {"Bearer " + tok}}, nil
+}
+
+// onUnauthorized implements registryAuth. A bearer handed over on stdin cannot be renewed
+// here; a rotating one is renewed by its writer, and the next request sends the new one.
+func (rc *registryCredentials) onUnauthorized(ctx context.Context) error {
+	if rc.auth != nil {
+		return rc.auth.onUnauthorized(ctx)
+	}
+	return fmt.Errorf("the registry rejected the %s credential", rc.source)
 }
 
 func (rc *registryCredentials) setToken(tok string) {
@@ -160,11 +299,13 @@ func readCredentialLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// startCredentials reads the credential source chosen by validate.
+// startCredentials reads the credential source chosen by validate: a line or frames from
+// stdin, the Codex sign-in from auth.json, or the Agent Identity task (a network round trip).
 func (c *remoteConfig) startCredentials(ctx context.Context, stdin io.Reader, log *slog.Logger) (*registryCredentials, error) {
 	rc := &registryCredentials{dead: make(chan struct{})}
-	switch {
-	case c.bearerStdin:
+	switch c.credMode {
+	case credBearerStdin:
+		rc.source = "--registration-bearer-stdin"
 		line, err := readCredentialLine(bufio.NewReaderSize(stdin, 4096))
 		if err != nil {
 			return nil, fmt.Errorf("--registration-bearer-stdin: reading the token: %w", err)
@@ -173,14 +314,66 @@ func (c *remoteConfig) startCredentials(ctx context.Context, stdin io.Reader, lo
 			return nil, fmt.Errorf("--registration-bearer-stdin: %w", err)
 		}
 		rc.token = string(line)
-	case c.executorCredStdin:
+	case credExecutorFrames:
+		rc.source = "--executor-credential-stdin"
 		if err := c.startCredentialFrames(ctx, stdin, rc, log); err != nil {
 			return nil, err
 		}
+	case credChatGPTStdin:
+		rc.source = "--chatgpt-token-stdin"
+		if f, ok := stdin.(*os.File); ok {
+			fi, err := f.Stat()
+			if err != nil {
+				return nil, fmt.Errorf("--chatgpt-token-stdin: %w", err)
+			}
+			if err := checkChatGPTTokenStdin(fi); err != nil {
+				return nil, err
+			}
+		}
+		tok, err := readChatGPTToken(stdin)
+		if err != nil {
+			return nil, err
+		}
+		if rc.auth, err = newChatGPTTokenAuth(tok, c.chatGPTAccountID); err != nil {
+			return nil, err
+		}
+	case credAgentIdentity:
+		rc.source = "--use-agent-identity-auth"
+		auth, err := newAgentIdentityAuth(ctx, c.agentJWT, agentIdentityOptions{client: c.authHTTPClient(), lookupEnv: c.env})
+		if err != nil {
+			return nil, fmt.Errorf("--use-agent-identity-auth: %w", err)
+		}
+		rc.auth = auth
+	case credCodexLogin:
+		rc.source = "Codex sign-in"
+		login, err := loadCodexLogin(c.codexHome, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		if login.apiKeyMode() && !apiKeyHostAllowed(c.baseURL) {
+			return nil, fmt.Errorf("the API key of the Codex sign-in is only sent to HTTPS openai.com or openai.org registries or to loopback, not %s", c.baseURL.Host)
+		}
+		rc.auth = login
+	case credSigV4:
+		return nil, errors.New("--aws-sigv4 signs the direct transport's requests; it is no registry bearer")
 	default:
+		rc.source = "CODEX_API_KEY"
 		rc.token = c.apiKey
 	}
 	return rc, nil
+}
+
+// authHTTPClient is the client of the Agent Identity start-up calls: the proxy and CAs of the
+// registry client, no redirects followed.
+func (c *remoteConfig) authHTTPClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			TLSClientConfig:     c.tlsConfig(),
+			TLSHandshakeTimeout: registryRequestTimeout,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 // startCredentialFrames starts the reader of --executor-credential-stdin and waits for its

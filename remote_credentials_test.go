@@ -53,8 +53,14 @@ func TestCredentialFrames(t *testing.T) {
 
 func testConfig(t *testing.T, remote string, extra ...string) *remoteConfig {
 	t.Helper()
+	return testConfigEnv(t, remote, noEnv, extra...)
+}
+
+// testConfigEnv is testConfig with the environment env.
+func testConfigEnv(t *testing.T, remote string, env func(string) (string, bool), extra ...string) *remoteConfig {
+	t.Helper()
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	c := &remoteConfig{lookupEnv: noEnv, timings: testRelayTimings()}
+	c := &remoteConfig{lookupEnv: env, timings: testRelayTimings()}
 	c.registerFlags(fs)
 	if err := fs.Parse(append([]string{"--remote", remote, "--environment-id", "env-test-1"}, extra...)); err != nil {
 		t.Fatal(err)

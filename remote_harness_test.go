@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -164,13 +167,39 @@ type remoteOption func(e *remoteEnv, cfg *remoteConfig)
 // startRemote runs runRemote until the test ends. stdin feeds the credential flags.
 func startRemote(t *testing.T, stdin io.Reader, flags []string, opts ...remoteOption) *remoteEnv {
 	t.Helper()
-	e := &remoteEnv{t: t, reg: newTestRegistry(t), rv: newTestRendezvous(t), done: make(chan error, 1), logs: &remoteLog{written: make(chan struct{}, 1)}}
+	return startRemoteWith(t, remoteSetup{stdin: stdin, flags: flags}, opts...)
+}
+
+// remoteSetup is what startRemoteWith needs before the configuration is validated.
+type remoteSetup struct {
+	stdin io.Reader
+	flags []string                    // nil: --registration-bearer-stdin with TOKEN
+	env   func(string) (string, bool) // nil: an empty environment
+	tls   bool                        // an HTTPS registry, trusted through --remote-ca
+}
+
+// startRemoteWith is startRemote with an environment and, optionally, an HTTPS registry.
+func startRemoteWith(t *testing.T, s remoteSetup, opts ...remoteOption) *remoteEnv {
+	t.Helper()
+	e := &remoteEnv{t: t, reg: newTestRegistryServer(t, s.tls), rv: newTestRendezvous(t), done: make(chan error, 1), logs: &remoteLog{written: make(chan struct{}, 1)}}
 	e.reg.url = e.rv.url()
+	flags, stdin := s.flags, s.stdin
 	if flags == nil {
 		flags = []string{"--registration-bearer-stdin"}
 		stdin = strings.NewReader("TOKEN\n")
 	}
-	cfg := testConfig(t, e.reg.srv.URL, flags...)
+	if s.tls {
+		ca := filepath.Join(t.TempDir(), "ca.pem")
+		if err := os.WriteFile(ca, pemCert(e.reg.srv.Certificate().Raw), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		flags = append(append([]string(nil), flags...), "--remote-ca", ca)
+	}
+	env := s.env
+	if env == nil {
+		env = noEnv
+	}
+	cfg := testConfigEnv(t, e.reg.srv.URL, env, flags...)
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := newServer(ctx, serverConfig{sessionTTL: defaultSessionTTL, retention: defaultRetention}, log)
@@ -520,6 +549,23 @@ func (s *testStream) initialize() {
 		s.h.t.Fatalf("initialize result %s", res)
 	}
 	s.sendJSON(map[string]any{"method": "initialized", "params": map[string]any{}})
+}
+
+// processNotes collects process/output chunks into out and sets closed on process/closed.
+func processNotes(out *bytes.Buffer, closed *bool) func(rpcReply) {
+	return func(r rpcReply) {
+		var p struct {
+			Chunk string `json:"chunk"`
+		}
+		json.Unmarshal(r.Params, &p)
+		switch r.Method {
+		case "process/output":
+			b, _ := base64.StdEncoding.DecodeString(p.Chunk)
+			out.Write(b)
+		case "process/closed":
+			*closed = true
+		}
+	}
 }
 
 // skipIfMissing skips a test whose method another part of the server does not have yet.

@@ -8,12 +8,14 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -297,5 +299,52 @@ func TestRemoteStalledRendezvousIsDropped(t *testing.T) {
 		t.Log("redialled")
 	case <-time.After(10 * time.Second):
 		t.Fatal("the executor never dropped the stalled socket")
+	}
+}
+
+// A 401 or a 400 without a known reason says the URL's credential is refused: the executor
+// registers again for a new URL instead of retrying the same one for ever. 429 retries it.
+func TestRemoteUpgrade401And400Reregister(t *testing.T) {
+	e := startRemote(t, nil, nil, func(e *remoteEnv, _ *remoteConfig) {
+		e.rv.refuse = []upgradeRefusal{{status: 401}, {status: 400}, {status: 429}}
+	})
+	e.harness().mustOpen("s-1").initialize()
+	if n := e.count("/register"); n != 3 {
+		t.Fatalf("%d registrations, want 3", n)
+	}
+	if n := len(e.rv.upgradeHeaders()); n != 4 {
+		t.Fatalf("%d upgrades, want 4", n)
+	}
+}
+
+// The registry refusing harnesses (valid:false, 403, 500) does not pause handshakes: only
+// unsound Noise messages count against the socket's budget.
+func TestRemoteRegistryRejectionsDoNotPauseHandshakes(t *testing.T) {
+	var accept atomic.Bool
+	var n atomic.Int32
+	e := startRemote(t, nil, nil, func(e *remoteEnv, _ *remoteConfig) {
+		e.reg.validate = func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+			switch i := n.Add(1); {
+			case accept.Load():
+				io.WriteString(w, `{"valid":true}`)
+			case i%3 == 0:
+				w.WriteHeader(403)
+			case i%3 == 1:
+				w.WriteHeader(500)
+			default:
+				io.WriteString(w, `{"valid":false}`)
+			}
+		}
+	})
+	h := e.harness()
+	for i := range 2 * relayMaxFailedHandshakes {
+		if _, err := h.open(fmt.Sprintf("refused-%d", i)); err == nil || err.Error() != "reset" {
+			t.Fatalf("open = %v, want a reset", err)
+		}
+	}
+	accept.Store(true)
+	h.mustOpen("good").initialize()
+	if strings.Contains(e.logs.String(), "pausing Noise relay handshakes") {
+		t.Fatal("registry rejections paused the handshakes")
 	}
 }

@@ -60,19 +60,7 @@ func TestRemoteProcessStartStreamsOutput(t *testing.T) {
 	s.initialize()
 	var out bytes.Buffer
 	closed := false
-	note := func(r rpcReply) {
-		var p struct {
-			Chunk string `json:"chunk"`
-		}
-		json.Unmarshal(r.Params, &p)
-		switch r.Method {
-		case "process/output":
-			b, _ := base64.StdEncoding.DecodeString(p.Chunk)
-			out.Write(b)
-		case "process/closed":
-			closed = true
-		}
-	}
+	note := processNotes(&out, &closed)
 	r := s.call("process/start", map[string]any{"processId": "p1", "argv": []string{"/bin/sh", "-c", "for i in 1 2 3; do echo line$i; done"},
 		"cwd": "file://" + t.TempDir(), "env": map[string]string{"PATH": "/usr/bin:/bin"}, "tty": false}, note)
 	skipIfMissing(t, r, "process/start")

@@ -1,0 +1,846 @@
+package main
+
+// Codex sign-in state as a registry credential: the auth.json that `codex login` writes in
+// $CODEX_HOME (default ~/.codex), the headers 0.169 derives from it for register and validate,
+// the OAuth refresh of an expired ChatGPT access token, and the --chatgpt-token-stdin mode that
+// takes a ChatGPT access token from a pipe instead. Agent Identity auth is agentidentity.go.
+//
+// auth.json, one JSON object, written pretty-printed with mode 0600:
+//
+//	member                 JSON type          use here
+//	auth_mode              string, optional   "apikey" or "chatgpt"; absent: "apikey" when
+//	                                          OPENAI_API_KEY is a string, else "chatgpt"
+//	OPENAI_API_KEY         string or null     the bearer in API-key mode
+//	tokens                 object, optional   ChatGPT mode:
+//	  id_token             string, a JWT        claims read unverified; its
+//	                                            "https://api.openai.com/auth" object may say
+//	                                            chatgpt_account_is_fedramp: true
+//	  access_token         string, a JWT        the bearer; its exp says when to refresh
+//	  refresh_token        string               traded for new tokens
+//	  account_id           string or null       sent as ChatGPT-Account-ID
+//	last_refresh           RFC 3339, optional  when the tokens were last refreshed; used only when
+//	                                          the access token has no exp (refresh after 8 days)
+//	anything else          kept               rewritten unchanged, after the members above
+//
+// Headers sent to the registry:
+//
+//	API key     Authorization: Bearer <OPENAI_API_KEY>
+//	ChatGPT     Authorization: Bearer <access_token>
+//	            ChatGPT-Account-ID: <account_id>          if known
+//	            X-OpenAI-Fedramp: true                    if the id_token claim says so
+//
+// Refresh (codex-rs/login/src/auth/manager.rs): POST https://auth.openai.com/oauth/token, or
+// $CODEX_REFRESH_TOKEN_URL_OVERRIDE, Content-Type: application/json, body
+// {"client_id":"app_EMoamEEZ73f0CkXaXp7hrann","grant_type":"refresh_token","refresh_token":…}.
+// Each of id_token, access_token and refresh_token in the answer replaces the stored one, and
+// last_refresh becomes the current time. A 401, or an error code refresh_token_expired,
+// refresh_token_reused or refresh_token_invalidated, means the sign-in is over.
+//
+// Several executors, and Codex itself, may share one auth.json, and a refresh token can be used
+// only once. A refresh therefore holds an exclusive flock on auth.json.lock beside the file, reads
+// auth.json again under it, and uses the tokens found there if another process has refreshed in
+// the meantime; only otherwise does it call the token endpoint. The new file is written to a
+// temporary file in the same directory and renamed over the old one, so a reader never sees half
+// a file.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Codex login constants (codex-rs/login/src/auth/manager.rs, storage.rs, default_client.rs).
+const (
+	codexAuthFile            = "auth.json"
+	codexAuthLockFile        = "auth.json.lock"
+	codexAuthMaxBytes        = 1 << 20
+	codexRefreshTokenURL     = "https://auth.openai.com/oauth/token"
+	codexRefreshTokenURLEnv  = "CODEX_REFRESH_TOKEN_URL_OVERRIDE"
+	codexOAuthClientID       = "app_EMoamEEZ73f0CkXaXp7hrann"
+	codexRefreshInterval     = 8 * 24 * time.Hour // without an exp claim, refresh tokens this old
+	codexRefreshTimeout      = 30 * time.Second
+	codexLockPollInterval    = 20 * time.Millisecond
+	codexOriginator          = "codex_cli_rs" // the originator header of Codex's own HTTP client
+	codexAuthModeAPIKey      = "apikey"
+	codexAuthModeChatGPT     = "chatgpt"
+	codexAuthModeAgentID     = "agentIdentity"
+	chatGPTAccountIDHeader   = "ChatGPT-Account-ID"
+	openAIFedrampHeader      = "X-OpenAI-Fedramp"
+	chatGPTAuthClaim         = "https://api.openai.com/auth"
+	chatGPTTokenMaxLine      = credentialMaxLine
+	chatGPTAccountIDMaxBytes = 256
+)
+
+// Errors a caller may test with errors.Is. Their text names the fix, never a credential.
+var (
+	errCodexNotLoggedIn    = errors.New("remote registration needs a Codex sign-in: run `codex login` (or set CODEX_API_KEY)")
+	errCodexLoginExpired   = errors.New("the Codex ChatGPT sign-in can no longer be refreshed: run `codex login` again")
+	errCodexAccountChanged = errors.New("auth.json was signed out or now belongs to another ChatGPT account: run `codex login` again")
+	errChatGPTAccountID    = errors.New("--chatgpt-account-id does not match the account in the ChatGPT token")
+)
+
+// registryAuth supplies the credential headers of register and validate requests.
+//
+// headers is called for every request; it may refresh an expired token first. onUnauthorized
+// is called when the registry answers 401: nil means a new credential is in place and the
+// request may be sent once more; a second 401 after that is final, as in Codex, which makes
+// one recovery attempt per request.
+type registryAuth interface {
+	headers(ctx context.Context) (http.Header, error)
+	onUnauthorized(ctx context.Context) error
+}
+
+// codexRefreshError is a failed token refresh. Temporary failures (network, 5xx, a malformed
+// answer) may be retried later; the others need a new `codex login`.
+type codexRefreshError struct {
+	permanent bool
+	reason    string // what went wrong, without any token
+	err       error  // errCodexLoginExpired for permanent failures, else the cause if any
+}
+
+func (e *codexRefreshError) Error() string {
+	msg := "refreshing the Codex ChatGPT token: " + e.reason
+	if e.err != nil {
+		msg += ": " + e.err.Error()
+	}
+	return msg
+}
+
+func (e *codexRefreshError) Unwrap() error { return e.err }
+
+// Permanent reports whether only a new sign-in can help.
+func (e *codexRefreshError) Permanent() bool { return e.permanent }
+
+// codexHomeDir is $CODEX_HOME, or ~/.codex when it is unset or empty, as Codex resolves it.
+func codexHomeDir(lookupEnv func(string) (string, bool)) (string, error) {
+	if dir, ok := lookupEnv("CODEX_HOME"); ok && strings.TrimSpace(dir) != "" {
+		return dir, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("locating the Codex home: %w", err)
+	}
+	return filepath.Join(home, ".codex"), nil
+}
+
+// codexAuthDoc is one reading of auth.json. members keeps every top-level member, so members
+// this code does not know survive a rewrite.
+type codexAuthDoc struct {
+	members     map[string]json.RawMessage
+	mode        string
+	apiKey      string
+	tokens      *codexTokens
+	lastRefresh time.Time // zero when absent
+}
+
+// codexTokens is the "tokens" member.
+type codexTokens struct {
+	members      map[string]json.RawMessage
+	idToken      string
+	accessToken  string
+	refreshToken string
+	accountID    string // "" when null or absent
+	fedramp      bool   // from the id_token claims
+}
+
+// The order in which Codex serializes the members it knows; others follow, sorted.
+var (
+	codexAuthMemberOrder  = []string{"auth_mode", "OPENAI_API_KEY", "tokens", "last_refresh", "agent_identity", "personal_access_token"}
+	codexTokenMemberOrder = []string{"id_token", "access_token", "refresh_token", "account_id"}
+)
+
+// parseCodexAuth reads auth.json. Errors name the member at fault but never quote its value.
+func parseCodexAuth(data []byte) (*codexAuthDoc, error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err != nil || members == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	d := &codexAuthDoc{members: members}
+	var err error
+	if d.mode, err = optionalJSONString(members, "auth_mode"); err != nil {
+		return nil, err
+	}
+	apiKeyRaw := members["OPENAI_API_KEY"]
+	if d.apiKey, err = optionalJSONString(members, "OPENAI_API_KEY"); err != nil {
+		return nil, err
+	}
+	if d.mode == "" {
+		d.mode = codexAuthModeChatGPT
+		if !jwtIsNull(apiKeyRaw) {
+			d.mode = codexAuthModeAPIKey
+		}
+	}
+	if raw := members["tokens"]; !jwtIsNull(raw) {
+		if d.tokens, err = parseCodexTokens(raw); err != nil {
+			return nil, err
+		}
+	}
+	if raw := members["last_refresh"]; !jwtIsNull(raw) {
+		s, ok := jwtString(raw)
+		t, perr := time.Parse(time.RFC3339Nano, s)
+		if !ok || perr != nil {
+			return nil, errors.New("last_refresh is not an RFC 3339 time")
+		}
+		d.lastRefresh = t
+	}
+	return d, nil
+}
+
+func parseCodexTokens(raw json.RawMessage) (*codexTokens, error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil || members == nil {
+		return nil, errors.New("tokens is not a JSON object")
+	}
+	t := &codexTokens{members: members}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"id_token", &t.idToken}, {"access_token", &t.accessToken}, {"refresh_token", &t.refreshToken}} {
+		s, ok := jwtString(members[f.name])
+		if !ok {
+			return nil, fmt.Errorf("tokens.%s is missing or not a string", f.name)
+		}
+		*f.dst = s
+	}
+	var err error
+	if t.accountID, err = optionalJSONString(members, "account_id"); err != nil {
+		return nil, fmt.Errorf("tokens.%w", err)
+	}
+	// Codex refuses to load an auth.json whose id_token is not a JWT.
+	claims, err := chatGPTClaimsOf(t.idToken)
+	if err != nil {
+		return nil, fmt.Errorf("tokens.id_token: %w", err)
+	}
+	t.fedramp = claims.fedramp
+	return t, nil
+}
+
+// optionalJSONString reads a member that may be absent, null or a string.
+func optionalJSONString(members map[string]json.RawMessage, name string) (string, error) {
+	raw := members[name]
+	if jwtIsNull(raw) {
+		return "", nil
+	}
+	s, ok := jwtString(raw)
+	if !ok {
+		return "", fmt.Errorf("%s is not a string", name)
+	}
+	return s, nil
+}
+
+// marshal renders the document as Codex does: members in its order, two-space indentation.
+func (d *codexAuthDoc) marshal() ([]byte, error) {
+	if d.tokens != nil {
+		tokens, err := orderedJSONObject(d.tokens.members, codexTokenMemberOrder)
+		if err != nil {
+			return nil, err
+		}
+		d.members["tokens"] = tokens
+	}
+	compact, err := orderedJSONObject(d.members, codexAuthMemberOrder)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, compact, "", "  "); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// orderedJSONObject writes members as one JSON object: the names in order first, then the rest
+// sorted, so the output does not depend on map iteration.
+func orderedJSONObject(members map[string]json.RawMessage, order []string) (json.RawMessage, error) {
+	names := make([]string, 0, len(members))
+	for name := range members {
+		names = append(names, name)
+	}
+	rank := func(name string) int {
+		for i, o := range order {
+			if o == name {
+				return i
+			}
+		}
+		return len(order)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		ri, rj := rank(names[i]), rank(names[j])
+		if ri != rj {
+			return ri < rj
+		}
+		return names[i] < names[j]
+	})
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, name := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		key, err := json.Marshal(name)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(key)
+		b.WriteByte(':')
+		b.Write(members[name])
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// setString sets a member to a JSON string.
+func setJSONString(members map[string]json.RawMessage, name, value string) {
+	raw, _ := json.Marshal(value) // a Go string always marshals
+	members[name] = raw
+}
+
+// formatCodexTime renders a time as Codex's chrono does for last_refresh: UTC, "Z", and 0, 3, 6
+// or 9 fractional digits, the fewest that keep the value.
+func formatCodexTime(t time.Time) string {
+	t = t.UTC()
+	ns := t.Nanosecond()
+	layout := "2006-01-02T15:04:05.000000000Z"
+	switch {
+	case ns == 0:
+		layout = "2006-01-02T15:04:05Z"
+	case ns%1e6 == 0:
+		layout = "2006-01-02T15:04:05.000Z"
+	case ns%1e3 == 0:
+		layout = "2006-01-02T15:04:05.000000Z"
+	}
+	return t.Format(layout)
+}
+
+// chatGPTClaims are the claims of a ChatGPT JWT that matter for registry headers.
+type chatGPTClaims struct {
+	accountID string // https://api.openai.com/auth → chatgpt_account_id
+	fedramp   bool   // https://api.openai.com/auth → chatgpt_account_is_fedramp
+	exp       int64
+	hasExp    bool
+}
+
+// chatGPTClaimsOf decodes a JWT's payload without verifying it, as Codex does with the tokens
+// it holds: they are the server's business, the client only reads routing hints from them.
+func chatGPTClaimsOf(token string) (chatGPTClaims, error) {
+	var c chatGPTClaims
+	parts := strings.Split(token, ".")
+	if len(parts) < 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return c, errors.New("not a JWT")
+	}
+	members, err := decodeJWTObject(parts[1])
+	if err != nil {
+		return c, errors.New("JWT payload is not a base64url JSON object")
+	}
+	c.exp, c.hasExp = jwtInt(members["exp"])
+	if raw := members[chatGPTAuthClaim]; !jwtIsNull(raw) {
+		var auth struct {
+			AccountID *string `json:"chatgpt_account_id"`
+			Fedramp   *bool   `json:"chatgpt_account_is_fedramp"`
+		}
+		if json.Unmarshal(raw, &auth) != nil {
+			return c, errors.New("JWT claim " + chatGPTAuthClaim + " is malformed")
+		}
+		if auth.AccountID != nil {
+			c.accountID = *auth.AccountID
+		}
+		c.fedramp = auth.Fedramp != nil && *auth.Fedramp
+	}
+	return c, nil
+}
+
+// chatGPTHeaders builds the headers of ChatGPT auth.
+func chatGPTHeaders(accessToken, accountID string, fedramp bool) http.Header {
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+accessToken)
+	if accountID != "" {
+		h.Set(chatGPTAccountIDHeader, accountID)
+	}
+	if fedramp {
+		h.Set(openAIFedrampHeader, "true")
+	}
+	return h
+}
+
+// codexLogin is the sign-in in auth.json, kept fresh. It is safe for concurrent use.
+type codexLogin struct {
+	path     string // auth.json
+	lockPath string // auth.json.lock
+	client   *http.Client
+	now      func() time.Time
+	tokenURL string
+
+	mu         sync.Mutex
+	doc        *codexAuthDoc // the latest reading or writing of auth.json
+	refreshErr error         // a permanent refresh failure for doc's tokens: fail without a request
+}
+
+// loadCodexLogin reads $CODEX_HOME/auth.json (codexHome "" means the default Codex home).
+// client makes the refresh requests (nil: a client with a 30 s timeout) and now is the clock
+// (nil: time.Now). Only API-key and ChatGPT sign-ins can register, as in 0.169.
+func loadCodexLogin(codexHome string, client *http.Client, now func() time.Time) (*codexLogin, error) {
+	if codexHome == "" {
+		var err error
+		if codexHome, err = codexHomeDir(os.LookupEnv); err != nil {
+			return nil, err
+		}
+	}
+	if client == nil {
+		client = &http.Client{Timeout: codexRefreshTimeout}
+	}
+	if now == nil {
+		now = time.Now
+	}
+	l := &codexLogin{
+		path:     filepath.Join(codexHome, codexAuthFile),
+		lockPath: filepath.Join(codexHome, codexAuthLockFile),
+		client:   client,
+		now:      now,
+		tokenURL: codexRefreshTokenURL,
+	}
+	if u, ok := os.LookupEnv(codexRefreshTokenURLEnv); ok && u != "" {
+		l.tokenURL = u
+	}
+	doc, err := l.read()
+	if err != nil {
+		return nil, err
+	}
+	switch doc.mode {
+	case codexAuthModeAPIKey:
+		if err := checkBearer(doc.apiKey); err != nil {
+			return nil, fmt.Errorf("%s: API-key sign-in without a usable key (%v): %w", l.path, err, errCodexNotLoggedIn)
+		}
+	case codexAuthModeChatGPT:
+		if doc.tokens == nil {
+			return nil, fmt.Errorf("%s: no ChatGPT tokens: %w", l.path, errCodexNotLoggedIn)
+		}
+	case codexAuthModeAgentID:
+		return nil, fmt.Errorf("%s holds Agent Identity auth, which registers only with --use-agent-identity-auth and CODEX_ACCESS_TOKEN", l.path)
+	default:
+		return nil, fmt.Errorf("%s: auth_mode %q cannot register; remote registration takes a ChatGPT sign-in or an API key", l.path, truncateForError(doc.mode))
+	}
+	l.doc = doc
+	return l, nil
+}
+
+// apiKeyMode reports whether the sign-in is an API key: the caller must then keep it to the
+// hosts 0.169 allows for API keys (apiKeyHostAllowed).
+func (l *codexLogin) apiKeyMode() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.doc.mode == codexAuthModeAPIKey
+}
+
+// read reads and parses auth.json.
+func (l *codexLogin) read() (*codexAuthDoc, error) {
+	f, err := os.Open(l.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no %s: %w", l.path, errCodexNotLoggedIn)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Codex sign-in: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, codexAuthMaxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading Codex sign-in: %w", err)
+	}
+	if len(data) > codexAuthMaxBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes", l.path, codexAuthMaxBytes)
+	}
+	doc, err := parseCodexAuth(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v; run `codex login` again", l.path, err)
+	}
+	return doc, nil
+}
+
+// headers returns the registry headers, refreshing an expired ChatGPT access token first.
+func (l *codexLogin) headers(ctx context.Context) (http.Header, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.doc.mode == codexAuthModeAPIKey {
+		h := http.Header{}
+		h.Set("Authorization", "Bearer "+l.doc.apiKey)
+		return h, nil
+	}
+	if l.refreshErr != nil || l.staleLocked() {
+		if err := l.refreshLocked(ctx, false); err != nil {
+			return nil, err
+		}
+	}
+	t := l.doc.tokens
+	if err := checkBearer(t.accessToken); err != nil {
+		return nil, fmt.Errorf("%s: tokens.access_token: %v; run `codex login` again", l.path, err)
+	}
+	return chatGPTHeaders(t.accessToken, t.accountID, t.fedramp), nil
+}
+
+// onUnauthorized recovers from a registry 401 the way Codex does: use the tokens another
+// process has written to auth.json meanwhile, or else refresh. An API key cannot be renewed.
+func (l *codexLogin) onUnauthorized(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.doc.mode == codexAuthModeAPIKey {
+		return errors.New("the registry rejected the API key in auth.json")
+	}
+	return l.refreshLocked(ctx, true)
+}
+
+// staleLocked reports whether the access token should be refreshed before use: its exp has
+// passed or, without exp, the last refresh is more than 8 days old.
+func (l *codexLogin) staleLocked() bool {
+	now := l.now()
+	if c, err := chatGPTClaimsOf(l.doc.tokens.accessToken); err == nil && c.hasExp {
+		return c.exp <= now.Unix()
+	}
+	return !l.doc.lastRefresh.IsZero() && l.doc.lastRefresh.Before(now.Add(-codexRefreshInterval))
+}
+
+// refreshLocked renews the ChatGPT tokens under the file lock. It first reads auth.json
+// again: tokens another process wrote there are taken instead of calling the token endpoint.
+// After a 401 (afterReject) new tokens on disk are enough; otherwise they must not be stale.
+func (l *codexLogin) refreshLocked(ctx context.Context, afterReject bool) error {
+	unlock, err := lockCodexAuth(ctx, l.lockPath)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	disk, err := l.read()
+	if err != nil {
+		return err
+	}
+	if disk.mode != codexAuthModeChatGPT || disk.tokens == nil || disk.tokens.accountID != l.doc.tokens.accountID {
+		return errCodexAccountChanged
+	}
+	if !disk.tokens.sameCredential(l.doc.tokens) {
+		l.doc, l.refreshErr = disk, nil
+		if afterReject || !l.staleLocked() {
+			return nil
+		}
+	}
+	if l.refreshErr != nil {
+		return l.refreshErr
+	}
+
+	fresh, err := l.requestRefresh(ctx, disk.tokens.refreshToken)
+	if err != nil {
+		var re *codexRefreshError
+		if errors.As(err, &re) && re.permanent {
+			l.doc, l.refreshErr = disk, err
+		}
+		return err
+	}
+	t := disk.tokens
+	if fresh.IDToken != nil {
+		setJSONString(t.members, "id_token", *fresh.IDToken)
+		t.idToken = *fresh.IDToken
+		claims, _ := chatGPTClaimsOf(t.idToken) // checked in requestRefresh
+		t.fedramp = claims.fedramp
+	}
+	if fresh.AccessToken != nil {
+		setJSONString(t.members, "access_token", *fresh.AccessToken)
+		t.accessToken = *fresh.AccessToken
+	}
+	if fresh.RefreshToken != nil {
+		setJSONString(t.members, "refresh_token", *fresh.RefreshToken)
+		t.refreshToken = *fresh.RefreshToken
+	}
+	disk.lastRefresh = l.now().UTC()
+	setJSONString(disk.members, "last_refresh", formatCodexTime(disk.lastRefresh))
+	data, err := disk.marshal()
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", l.path, err)
+	}
+	if err := writeFileAtomic(l.path, data, 0o600); err != nil {
+		// The token endpoint has already used up the old refresh token, so keep the new tokens
+		// in memory even though the next process will have to sign in again.
+		l.doc, l.refreshErr = disk, nil
+		return fmt.Errorf("saving refreshed Codex tokens: %w", err)
+	}
+	l.doc, l.refreshErr = disk, nil
+	return nil
+}
+
+// sameCredential reports whether two readings hold the same tokens.
+func (t *codexTokens) sameCredential(o *codexTokens) bool {
+	return t.accessToken == o.accessToken && t.refreshToken == o.refreshToken && t.idToken == o.idToken
+}
+
+// codexRefreshAnswer is the token endpoint's answer; absent members keep the stored values.
+type codexRefreshAnswer struct {
+	IDToken      *string `json:"id_token"`
+	AccessToken  *string `json:"access_token"`
+	RefreshToken *string `json:"refresh_token"`
+}
+
+// requestRefresh trades a refresh token for new tokens.
+func (l *codexLogin) requestRefresh(ctx context.Context, refreshToken string) (*codexRefreshAnswer, error) {
+	body, err := json.Marshal(struct {
+		ClientID     string `json:"client_id"`
+		GrantType    string `json:"grant_type"`
+		RefreshToken string `json:"refresh_token"`
+	}{codexOAuthClientID, "refresh_token", refreshToken})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.tokenURL, bytes.NewReader(body))
+	if err != nil {
+		return nil, &codexRefreshError{reason: "bad token endpoint URL", err: redactURLError(err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("originator", codexOriginator)
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return nil, &codexRefreshError{reason: "token endpoint unreachable", err: redactURLError(err)}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, registryMaxResponse))
+	if err != nil {
+		return nil, &codexRefreshError{reason: "reading the token endpoint's answer", err: redactURLError(err)}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, classifyRefreshFailure(resp.StatusCode, data)
+	}
+	var ans codexRefreshAnswer
+	if json.Unmarshal(data, &ans) != nil {
+		return nil, &codexRefreshError{reason: fmt.Sprintf("HTTP %d with a body that is not the expected JSON", resp.StatusCode)}
+	}
+	for name, v := range map[string]*string{"id_token": ans.IDToken, "access_token": ans.AccessToken, "refresh_token": ans.RefreshToken} {
+		if v != nil && checkBearer(*v) != nil {
+			return nil, &codexRefreshError{reason: "the answer's " + name + " is empty or has control characters"}
+		}
+	}
+	if ans.IDToken != nil {
+		if _, err := chatGPTClaimsOf(*ans.IDToken); err != nil {
+			return nil, &codexRefreshError{reason: "the answer's id_token", err: err}
+		}
+	}
+	return &ans, nil
+}
+
+// classifyRefreshFailure turns a non-2xx answer into an error. The error code is read from
+// {"error":{"code":…}}, {"error":"…"} or {"code":…}; 401 or a refresh-token code is final.
+func classifyRefreshFailure(status int, body []byte) error {
+	var v struct {
+		Error json.RawMessage `json:"error"`
+		Code  json.RawMessage `json:"code"`
+	}
+	var code string
+	if json.Unmarshal(body, &v) == nil {
+		var obj struct {
+			Code json.RawMessage `json:"code"`
+		}
+		if s, ok := jwtString(v.Error); ok {
+			code = s
+		} else if json.Unmarshal(v.Error, &obj) == nil {
+			code, _ = jwtString(obj.Code)
+		}
+		if code == "" {
+			code, _ = jwtString(v.Code)
+		}
+	}
+	var why string
+	switch strings.ToLower(code) {
+	case "refresh_token_expired":
+		why = "the refresh token has expired"
+	case "refresh_token_reused":
+		why = "the refresh token was already used"
+	case "refresh_token_invalidated":
+		why = "the refresh token was revoked"
+	}
+	switch {
+	case why != "":
+		return &codexRefreshError{permanent: true, reason: why, err: errCodexLoginExpired}
+	case status == http.StatusUnauthorized:
+		return &codexRefreshError{permanent: true, reason: "HTTP 401", err: errCodexLoginExpired}
+	case code != "":
+		return &codexRefreshError{reason: fmt.Sprintf("HTTP %d: %s", status, truncateForError(code))}
+	}
+	return &codexRefreshError{reason: fmt.Sprintf("HTTP %d", status)}
+}
+
+// truncateForError bounds text from a file or a server before it goes into an error message.
+func truncateForError(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return s
+}
+
+// lockCodexAuth takes an exclusive flock on path, creating it, and returns its release. It
+// polls so that ctx can end the wait.
+func lockCodexAuth(ctx context.Context, path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the Codex sign-in lock: %w", err)
+	}
+	fd := int(f.Fd())
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() {
+				unix.Flock(fd, unix.LOCK_UN)
+				f.Close()
+			}, nil
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		t := time.NewTimer(codexLockPollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			f.Close()
+			return nil, fmt.Errorf("waiting for the Codex sign-in lock: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// writeFileAtomic replaces path with data through replaceAtomically (fs.go): a temporary file in
+// the same directory, synced here, then renamed over the old one. A symlinked path is followed
+// so the link survives; a file with other hard links is refused, since the rename would split
+// them.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return err
+	}
+	old, err := os.Stat(target)
+	if err != nil {
+		return err
+	}
+	if st, ok := old.Sys().(*syscall.Stat_t); ok && uint64(st.Nlink) > 1 {
+		return fmt.Errorf("%s has other hard links; not replacing it", target)
+	}
+	err = replaceAtomically(target, old, &perm, func(f *os.File) error {
+		if _, err := f.Write(data); err != nil {
+			return err
+		}
+		return f.Sync()
+	})
+	if err != nil {
+		return fmt.Errorf("replacing %s: %w", target, err)
+	}
+	if d, err := os.Open(filepath.Dir(target)); err == nil { // make the rename durable; best effort
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// chatGPTTokenAuth is --chatgpt-token-stdin: a ChatGPT access token handed over by a parent
+// process. It cannot be refreshed; a 401 is final.
+type chatGPTTokenAuth struct {
+	header http.Header
+}
+
+// newChatGPTTokenAuth checks a ChatGPT access token and the --chatgpt-account-id that goes
+// with it (accountID may be ""). As in 0.169 the token must be a JWT; the account comes from
+// the flag or from the token's claim, and when both are present they must agree.
+func newChatGPTTokenAuth(token, accountID string) (*chatGPTTokenAuth, error) {
+	if checkBearer(token) != nil || strings.ContainsAny(token, " \t") {
+		return nil, errors.New("--chatgpt-token-stdin: invalid ChatGPT access token")
+	}
+	claims, err := chatGPTClaimsOf(token)
+	if err != nil {
+		return nil, fmt.Errorf("--chatgpt-token-stdin: invalid ChatGPT access token: %v", err)
+	}
+	if accountID != "" && !validChatGPTAccountID(accountID) {
+		return nil, errors.New("--chatgpt-account-id: invalid ChatGPT account ID")
+	}
+	switch {
+	case accountID == "" && claims.accountID == "":
+		return nil, errors.New("--chatgpt-token-stdin: the token names no ChatGPT account; pass --chatgpt-account-id")
+	case accountID == "":
+		if !validChatGPTAccountID(claims.accountID) {
+			return nil, errors.New("--chatgpt-token-stdin: the token's ChatGPT account ID is invalid")
+		}
+		accountID = claims.accountID
+	case claims.accountID != "" && claims.accountID != accountID:
+		return nil, errChatGPTAccountID
+	}
+	return &chatGPTTokenAuth{header: chatGPTHeaders(token, accountID, claims.fedramp)}, nil
+}
+
+// validChatGPTAccountID accepts what can travel in a header without quoting surprises.
+func validChatGPTAccountID(id string) bool {
+	if id == "" || len(id) > chatGPTAccountIDMaxBytes {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= 0x20 || id[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *chatGPTTokenAuth) headers(context.Context) (http.Header, error) {
+	return a.header.Clone(), nil
+}
+
+func (a *chatGPTTokenAuth) onUnauthorized(context.Context) error {
+	return errors.New("the registry rejected the --chatgpt-token-stdin token, which cannot be refreshed")
+}
+
+// readChatGPTToken reads the --chatgpt-token-stdin line: at most 16 KiB and, as 0.169 insists,
+// ending in a newline. stdin must be a pipe or a socket (checkChatGPTTokenStdin).
+func readChatGPTToken(r io.Reader) (string, error) {
+	br := bufio.NewReaderSize(r, 4096)
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > chatGPTTokenMaxLine+1 {
+			return "", fmt.Errorf("--chatgpt-token-stdin: token line longer than %d bytes", chatGPTTokenMaxLine)
+		}
+		if err == nil {
+			return string(bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))), nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return "", errors.New("--chatgpt-token-stdin: expected one newline-terminated ChatGPT access token")
+		}
+	}
+}
+
+// checkChatGPTTokenStdin refuses a terminal or a regular file on stdin, as 0.169 does: the
+// token must come from the parent process, not be typed in or left lying in a file.
+func checkChatGPTTokenStdin(fi os.FileInfo) error {
+	if fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
+		return errors.New("--chatgpt-token-stdin: stdin must be a pipe or a socket")
+	}
+	return nil
+}
+
+// checkChatGPTTokenRegistryURL refuses plain HTTP, even on loopback, as 0.169 does for
+// --chatgpt-token-stdin.
+func checkChatGPTTokenRegistryURL(u *url.URL) error {
+	if u.Scheme != "https" {
+		return fmt.Errorf("--chatgpt-token-stdin: the registry URL must use HTTPS, not %s", u.Scheme)
+	}
+	return nil
+}
