@@ -48,110 +48,165 @@ func loadAWSConfig(profile, region string, env func(string) (string, bool)) (aws
 		v, _ := env(k)
 		return strings.TrimSpace(v)
 	}
-	explicitProfile := profile != ""
-	if profile == "" {
-		profile = get("AWS_PROFILE")
+	profile, explicitProfile := awsProfileName(profile, get)
+	credPath, confPath := awsFilePaths(get)
+	prof, err := readAWSProfile(profile, credPath, confPath)
+	if err != nil {
+		return awsConfig{}, err
 	}
-	if profile == "" {
-		profile = "default"
-	}
-	cfg := awsConfig{Profile: profile, Region: region}
+	cfg := awsConfig{Profile: profile, Region: awsRegion(region, get, prof.region)}
 
+	// --aws-profile names the profile to use; the environment's keys do not override it.
+	if !explicitProfile {
+		c, ok, err := awsEnvCredentials(get)
+		if err != nil {
+			return awsConfig{}, err
+		}
+		if ok {
+			cfg.Credentials = c
+			cfg.CredentialSource = "environment (AWS_ACCESS_KEY_ID)"
+			return cfg, cfg.needRegion()
+		}
+	}
+
+	c, err := prof.credentials(explicitProfile, describeAWSFiles(credPath, confPath))
+	if err != nil {
+		return awsConfig{}, err
+	}
+	cfg.Credentials = c
+	cfg.CredentialSource = "profile " + profile
+	return cfg, cfg.needRegion()
+}
+
+// awsProfileName is the profile to use: the flag's, else AWS_PROFILE, else
+// "default"; explicit is whether the flag gave it.
+func awsProfileName(flag string, get func(string) string) (name string, explicit bool) {
+	name = flag
+	if name == "" {
+		name = get("AWS_PROFILE")
+	}
+	if name == "" {
+		name = "default"
+	}
+	return name, flag != ""
+}
+
+// awsFilePaths are the shared credentials and config files: the variables'
+// paths, else those under the home directory. Without a home directory there
+// are no default files ("" each); the environment's keys may still do.
+func awsFilePaths(get func(string) string) (credPath, confPath string) {
 	home := get("HOME")
 	if home == "" {
 		home = get("USERPROFILE")
 	}
-	// Without a home directory there are no default files; the environment's keys may still do.
-	credPath, confPath := get("AWS_SHARED_CREDENTIALS_FILE"), get("AWS_CONFIG_FILE")
+	credPath, confPath = get("AWS_SHARED_CREDENTIALS_FILE"), get("AWS_CONFIG_FILE")
 	if credPath == "" && home != "" {
 		credPath = filepath.Join(home, ".aws", "credentials")
 	}
 	if confPath == "" && home != "" {
 		confPath = filepath.Join(home, ".aws", "config")
 	}
+	return credPath, confPath
+}
+
+// awsProfile is one profile as the shared files give it.
+type awsProfile struct {
+	name     string
+	settings map[string]string // the credentials file's keys over the config file's
+	found    bool              // whether either file has the profile
+	region   string            // the region of the config file's section
+}
+
+// readAWSProfile reads the profile's sections of the two files: [NAME] of
+// the credentials file, [profile NAME] of the config file ([default] for
+// default when there is no [profile default]).
+func readAWSProfile(name, credPath, confPath string) (awsProfile, error) {
 	credFile, err := readAWSINI(credPath)
 	if err != nil {
-		return awsConfig{}, err
+		return awsProfile{}, err
 	}
 	confFile, err := readAWSINI(confPath)
 	if err != nil {
-		return awsConfig{}, err
+		return awsProfile{}, err
 	}
-	confSection := "profile " + profile
-	if _, ok := confFile[confSection]; !ok && profile == "default" {
+	confSection := "profile " + name
+	if _, ok := confFile[confSection]; !ok && name == "default" {
 		confSection = "default"
 	}
+	p := awsProfile{name: name, settings: map[string]string{}, region: confFile[confSection]["region"]}
 	// The credentials file wins over the config file, key by key.
-	merged := map[string]string{}
-	found := false
-	for _, sec := range []map[string]string{confFile[confSection], credFile[profile]} {
+	for _, sec := range []map[string]string{confFile[confSection], credFile[name]} {
 		if sec != nil {
-			found = true
+			p.found = true
 		}
 		for k, v := range sec {
-			merged[k] = v
+			p.settings[k] = v
 		}
 	}
+	return p, nil
+}
 
-	if cfg.Region == "" {
-		cfg.Region = get("AWS_REGION")
+// awsRegion is the flag's region, else AWS_REGION, else AWS_DEFAULT_REGION,
+// else the profile's.
+func awsRegion(flag string, get func(string) string, profileRegion string) string {
+	for _, r := range []string{flag, get("AWS_REGION"), get("AWS_DEFAULT_REGION")} {
+		if r != "" {
+			return r
+		}
 	}
-	if cfg.Region == "" {
-		cfg.Region = get("AWS_DEFAULT_REGION")
-	}
-	if cfg.Region == "" {
-		cfg.Region = confFile[confSection]["region"]
-	}
+	return profileRegion
+}
 
+// awsEnvCredentials are the environment's keys; ok is false when neither
+// key variable is set, and only one of them set is an error.
+func awsEnvCredentials(get func(string) string) (c awsCredentials, ok bool, err error) {
 	akid, secret := get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")
 	switch {
-	case explicitProfile:
-		// --aws-profile names the profile to use; the environment's keys do not override it.
 	case akid != "" && secret != "":
-		cfg.Credentials = awsCredentials{AccessKeyID: akid, SecretAccessKey: secret, SessionToken: get("AWS_SESSION_TOKEN")}
-		cfg.CredentialSource = "environment (AWS_ACCESS_KEY_ID)"
-		return cfg, cfg.needRegion()
+		return awsCredentials{AccessKeyID: akid, SecretAccessKey: secret, SessionToken: get("AWS_SESSION_TOKEN")}, true, nil
 	case akid != "":
-		return awsConfig{}, errors.New("aws credentials: AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not")
+		return awsCredentials{}, false, errors.New("aws credentials: AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not")
 	case secret != "":
-		return awsConfig{}, errors.New("aws credentials: AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not")
+		return awsCredentials{}, false, errors.New("aws credentials: AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not")
 	}
+	return awsCredentials{}, false, nil
+}
 
-	where := describeAWSFiles(credPath, confPath)
-	if !found {
-		if profile == "default" && !explicitProfile {
-			return awsConfig{}, fmt.Errorf("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or add a [default] profile to %s", where)
+// credentials are the profile's static keys. where describes the files for
+// messages; explicit is whether --aws-profile named the profile.
+func (p awsProfile) credentials(explicit bool, where string) (awsCredentials, error) {
+	if !p.found {
+		if p.name == "default" && !explicit {
+			return awsCredentials{}, fmt.Errorf("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or add a [default] profile to %s", where)
 		}
-		return awsConfig{}, fmt.Errorf("aws profile %q not found in %s", profile, where)
+		return awsCredentials{}, fmt.Errorf("aws profile %q not found in %s", p.name, where)
 	}
 	// role_arn applies even over static keys in the same profile (they would be its source).
-	if _, ok := merged["role_arn"]; ok {
-		return awsConfig{}, fmt.Errorf("aws profile %q: role_arn (assume role) is not supported; use static keys", profile)
+	if _, ok := p.settings["role_arn"]; ok {
+		return awsCredentials{}, fmt.Errorf("aws profile %q: role_arn (assume role) is not supported; use static keys", p.name)
 	}
 	c := awsCredentials{
-		AccessKeyID:     merged["aws_access_key_id"],
-		SecretAccessKey: merged["aws_secret_access_key"],
-		SessionToken:    merged["aws_session_token"],
+		AccessKeyID:     p.settings["aws_access_key_id"],
+		SecretAccessKey: p.settings["aws_secret_access_key"],
+		SessionToken:    p.settings["aws_session_token"],
 	}
-	if c.AccessKeyID == "" || c.SecretAccessKey == "" {
-		// Keys that pick a source other than static keys; an SDK would use them here.
-		for _, k := range []string{
-			"credential_process", "credential_source", "web_identity_token_file",
-			"sso_session", "sso_start_url", "sso_account_id", "sso_role_name", "sso_region",
-		} {
-			if _, ok := merged[k]; ok {
-				return awsConfig{}, fmt.Errorf("aws profile %q: %s is not supported; use static keys (aws_access_key_id, aws_secret_access_key)", profile, k)
-			}
-		}
-		missing := "aws_access_key_id"
-		if c.AccessKeyID != "" {
-			missing = "aws_secret_access_key"
-		}
-		return awsConfig{}, fmt.Errorf("aws profile %q has no %s in %s", profile, missing, where)
+	if c.AccessKeyID != "" && c.SecretAccessKey != "" {
+		return c, nil
 	}
-	cfg.Credentials = c
-	cfg.CredentialSource = "profile " + profile
-	return cfg, cfg.needRegion()
+	// Keys that pick a source other than static keys; an SDK would use them here.
+	for _, k := range []string{
+		"credential_process", "credential_source", "web_identity_token_file",
+		"sso_session", "sso_start_url", "sso_account_id", "sso_role_name", "sso_region",
+	} {
+		if _, ok := p.settings[k]; ok {
+			return awsCredentials{}, fmt.Errorf("aws profile %q: %s is not supported; use static keys (aws_access_key_id, aws_secret_access_key)", p.name, k)
+		}
+	}
+	missing := "aws_access_key_id"
+	if c.AccessKeyID != "" {
+		missing = "aws_secret_access_key"
+	}
+	return awsCredentials{}, fmt.Errorf("aws profile %q has no %s in %s", p.name, missing, where)
 }
 
 func (c awsConfig) needRegion() error {
