@@ -110,28 +110,35 @@ func handle[P any](family, paramsName string, mode runMode, fn func(c *call, p *
 	if _, ok := any(new(P)).(laneKeyed); mode == lane && !ok {
 		panic(fmt.Sprintf("method table: %T runs in a lane but has no laneKey", new(P)))
 	}
+	run := func(cx *call, p any) (result, error) { return fn(cx, p.(*P)) }
 	return method{family: family, mode: mode, call: func(c *conn, raw json.RawMessage) (result, error) {
-		var p P
-		if err := decodeParams(raw, paramsName, &p); err != nil {
-			return nil, err
-		}
-		if sc, ok := any(&p).(sandboxCarrier); ok {
-			if err := c.parseSandbox(sc.sandboxParam()); err != nil {
-				return nil, err
-			}
-		}
-		if err := c.gate(family); err != nil {
-			return nil, err
-		}
-		cx := c.call
-		switch mode {
-		case inline, decides:
-			return fn(cx, &p)
-		case lane:
-			return &deferred{mode: lane, key: any(&p).(laneKeyed).laneKey(), run: func(context.Context) (result, error) { return fn(cx, &p) }}, nil
-		}
-		return deferTo(mode, func(context.Context) (result, error) { return fn(cx, &p) }), nil
+		return c.dispatchParams(raw, paramsName, family, mode, new(P), run)
 	}}
+}
+
+// dispatchParams is the part of every method built by handle that does not depend on its
+// params' type, kept out of the generic function so that each instantiation stays a few
+// bytes: decode p, parse its sandbox, apply the gate, then run now or defer by mode.
+func (c *conn) dispatchParams(raw json.RawMessage, paramsName, family string, mode runMode, p any, run func(*call, any) (result, error)) (result, error) {
+	if err := decodeParams(raw, paramsName, p); err != nil {
+		return nil, err
+	}
+	if sc, ok := p.(sandboxCarrier); ok {
+		if err := c.parseSandbox(sc.sandboxParam()); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.gate(family); err != nil {
+		return nil, err
+	}
+	cx := c.call
+	switch mode {
+	case inline, decides:
+		return run(cx, p)
+	case lane:
+		return &deferred{mode: lane, key: p.(laneKeyed).laneKey(), run: func(context.Context) (result, error) { return run(cx, p) }}, nil
+	}
+	return deferTo(mode, func(context.Context) (result, error) { return run(cx, p) }), nil
 }
 
 // holding marks a method whose deferred work reads the request's bytes (method.holdsMessage).
