@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // conn is one client connection on any transport. It owns the connection-scoped state of
@@ -159,12 +160,14 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 	}()
 	stop := context.AfterFunc(ctx, func() { t.closeWith(causeOf(c.endCause())) })
 	c.startQuickWatch()
-	c.read()
+	// Once reading is done the transport needs no unblocking, and what is queued still goes
+	// out before the transport closes (stdio's stdout outlives stdin's EOF); the cancel
+	// gives up what handlers still wait on.
+	c.read(func() {
+		stop()
+		cancel()
+	})
 	c.stopQuickWatch()
-	// Reading is done: the transport needs no unblocking, and what is queued still goes
-	// out before the transport closes (stdio's stdout outlives stdin's EOF).
-	stop()
-	cancel()
 	c.readers.Wait() // readers that handed over, finishing their quick handler
 	c.work.Wait()
 	c.out.close()
@@ -176,9 +179,12 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 // read runs the connection's first reader on the calling goroutine (a message is handled
 // where the transport delivered it, without a hop to another thread) and, beside it, the one
 // owner of replacement readers: each time the watch hands reading over from a quick handler
-// that outlasted inlineBudget (quick.go), the owner starts the next reader. read returns once
-// reading has ended; a reader that handed over may still be finishing its handler (c.readers).
-func (c *conn) read() {
+// that outlasted inlineBudget (quick.go), the owner starts the next reader. When reading ends
+// the owner calls ended at once: a handler still stalled on the first reader (a write to a
+// FIFO nobody reads) must see the connection end, not hold its end back. read returns once
+// its own reader is done; a reader that handed over may still be finishing its handler
+// (c.readers).
+func (c *conn) read(ended func()) {
 	owner := make(chan struct{})
 	go func() {
 		defer close(owner)
@@ -191,12 +197,12 @@ func (c *conn) read() {
 					c.readLoop()
 				}()
 			case <-c.readEnded:
+				ended()
 				return
 			}
 		}
 	}()
 	c.readLoop()
-	<-c.readEnded
 	<-owner
 }
 
@@ -335,9 +341,31 @@ type peerProber interface{ peerHungUp() bool }
 // peerGone reports whether the connection is ending or its peer has already hung up (the
 // kernel has its EOF or reset, which the reader has not read yet).
 func (c *conn) peerGone() bool {
+	select {
+	case <-c.readEnded:
+		return true
+	default:
+	}
 	if c.ctx.Err() != nil {
 		return true
 	}
 	p, ok := c.t.(peerProber)
 	return ok && p.peerHungUp()
+}
+
+// peerGoneWithin asks peerGone again, every millisecond, for up to d: a client's close can
+// reach this side a moment after its next connection's first message does (the client's own
+// reader may still hold the socket when it closes it).
+func (c *conn) peerGoneWithin(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !c.peerGone() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-c.readEnded:
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return true
 }

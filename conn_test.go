@@ -344,3 +344,36 @@ func TestConnBackPressureKeepsAReadingClient(t *testing.T) {
 	}
 	tc.mustCall("environment/status", nil) // still connected
 }
+
+// TestConnEndsWhileTheFirstReaderIsStalled: a quick fs/writeFile stalls on the connection's
+// first reader (a FIFO whose reader never reads), reading is handed over, then the client
+// hangs up. The connection must end at once — the cancel gives up the stalled write — and its
+// session detach, rather than wait for a write that only the connection's end can stop.
+func TestConnEndsWhileTheFirstReaderIsStalled(t *testing.T) {
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	root := t.TempDir()
+	fifo := filepath.Join(root, "fifo")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	s := serverSession(ts, tc.sessionID)
+	s.mu.Lock()
+	detached := s.detached
+	s.mu.Unlock()
+	data := bytes.Repeat([]byte("stuck "), 200<<10) // more than the FIFO holds
+	tc.start("fs/writeFile", map[string]string{"path": fileURI(fifo), "dataBase64": base64.StdEncoding.EncodeToString(data)})
+	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 30_000)  // the write has begun
+	tc.mustCall("fs/getMetadata", map[string]string{"path": fileURI(root)}) // answered: reading moved on
+	tc.close()
+	select {
+	case <-detached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session is still attached after the client hung up: the stalled write held the connection's end back")
+	}
+}

@@ -31,12 +31,12 @@ package main
 //	managed, restricted, anything else                        the worker for the resolved
 //	                                                          profile; the kernel decides
 //
-// Scheduling: every method that touches the disk returns a later. Direct path methods are
-// quick laters: they run on the connection's reader, and get a goroutine of their own only if
-// they outlast inlineBudget (quick.go); sandboxed ones wait for the worker on a goroutine of
-// their own. Handle methods run in order per handle (key "fh/"+handleId), so a pipelined
-// open, writeBlock…, close keeps its order. Nothing here blocks on a FIFO or opens a device to
-// read it: a file is checked with stat before it is opened (O_NONBLOCK) and with fstat after.
+// Scheduling (dispatch.go's table): a direct path method runs in quick mode, on the
+// connection's reader, and gets a goroutine of its own only if it outlasts inlineBudget
+// (quick.go); a sandboxed one waits for the worker on a goroutine of its own. Handle methods
+// run in their handle's lane, so a pipelined open, writeBlock…, close keeps its order.
+// Nothing here blocks on a FIFO or opens a device to read it: a file is checked with stat
+// before it is opened (O_NONBLOCK) and with fstat after.
 //
 // Writes (fs/writeFile, and each file fs/copy creates) replace a lone regular file atomically
 // and write in place wherever a rename would change what other names see (docs/protocol.md

@@ -1,13 +1,13 @@
 package main
 
-// Quick laters: fs methods run on the connection's reader goroutine itself. A stat answered
-// there costs no goroutine and no wake-up of another thread, which is most of its price. A
-// file system can still block (a stalled network mount, a FIFO whose reader stalls), so a
-// watch per connection hands reading over once the running later has outlasted
-// inlineBudget: it asks conn.read, the only one to start readers, for a replacement, and
-// the old reader ends with its later.
+// Quick mode (docs/protocol.md §3.4): fs methods run on the connection's reader goroutine
+// itself. A stat answered there costs no goroutine and no wake-up of another thread, which is
+// most of its price. A file system can still block (a stalled network mount, a FIFO whose
+// reader stalls), so a watch per connection hands reading over once the running work has
+// outlasted inlineBudget: it asks conn.read's owner, the only one to start readers, for a
+// replacement, and the old reader ends with its work.
 //
-// The watch is one timer per connection, armed while quick laters keep coming and asleep
+// The watch is one timer per connection, armed while quick work keeps coming and asleep
 // otherwise. A timer armed for each request would have the runtime wake another thread each
 // time (a new timer is earlier than the poller's sleep), in the middle of the round trip.
 

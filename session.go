@@ -28,6 +28,10 @@ type session struct {
 // often before the old connection's reader has read its EOF.
 const resumeGrace = 2 * time.Second
 
+// resumeProbe is how long a resume keeps asking whether the attached connection's peer has
+// hung up before it answers -32010 (conn.peerGoneWithin).
+const resumeProbe = 20 * time.Millisecond
+
 // sessionTable is the server's set of live sessions.
 type sessionTable struct {
 	mu   sync.Mutex
@@ -86,7 +90,7 @@ func (t *sessionTable) resume(id string, c *conn) (*session, error) {
 			return s, nil
 		}
 		s.mu.Unlock()
-		if !old.peerGone() {
+		if !old.peerGoneWithin(resumeProbe) {
 			return nil, newRPCError(codeSessionAttached, "session %s is already attached to another connection", id)
 		}
 		select { // the old connection is ending: its reader reads what is left, then detaches

@@ -12,11 +12,17 @@ func tcpPeerHungUp(fd int) bool {
 	if err != nil {
 		return false
 	}
-	return info.State == tcpCloseWait || info.State == tcpClose
+	switch info.State {
+	case tcpCloseWait, tcpClose, tcpLastAck, tcpTimeWait:
+		return true
+	}
+	return false
 }
 
 // TCP states of include/net/tcp_states.h.
 const (
+	tcpTimeWait  = 6
 	tcpClose     = 7
 	tcpCloseWait = 8
+	tcpLastAck   = 9
 )
