@@ -353,15 +353,7 @@ func TestConnEndsWhileTheFirstReaderIsStalled(t *testing.T) {
 	ts := startTestServer(t)
 	tc := ts.connect(t)
 	root := t.TempDir()
-	fifo := filepath.Join(root, "fifo")
-	if err := unix.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fd, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
+	fifo, fd := stalledFIFO(t, root)
 	s := serverSession(ts, tc.sessionID)
 	s.mu.Lock()
 	detached := s.detached
@@ -376,4 +368,20 @@ func TestConnEndsWhileTheFirstReaderIsStalled(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the session is still attached after the client hung up: the stalled write held the connection's end back")
 	}
+}
+
+// stalledFIFO makes a FIFO in dir with a reader that does not read (closed with the test): a
+// write of more than the pipe holds blocks until the writer gives up.
+func stalledFIFO(t *testing.T, dir string) (string, int) {
+	t.Helper()
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fifo, fd
 }
