@@ -244,7 +244,7 @@ func fetchAgentIdentityJWKS(ctx context.Context, client *http.Client, jwksURL st
 	if err != nil {
 		return nil, fmt.Errorf("Agent Identity JWKS URL: %w", redactURLError(err))
 	}
-	req.Header.Set("originator", codexOriginator)
+	setCodexClientHeaders(req)
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("fetching the Agent Identity JWKS: %w", redactURLError(err))
@@ -368,7 +368,7 @@ func (a *agentIdentityAuth) registerTaskOnce(ctx context.Context, client *http.C
 		return "", false, fmt.Errorf("Agent task registration URL: %w", redactURLError(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("originator", codexOriginator)
+	setCodexClientHeaders(req)
 	resp, err := client.Do(req)
 	if err != nil {
 		return "", ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded),

@@ -55,6 +55,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -400,7 +401,7 @@ func loadCodexLogin(codexHome string, client *http.Client, now func() time.Time)
 		}
 	}
 	if client == nil {
-		client = &http.Client{Timeout: codexRefreshTimeout}
+		client = &http.Client{Timeout: codexRefreshTimeout, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableCompression: true}}
 	}
 	if now == nil {
 		now = time.Now
@@ -538,7 +539,11 @@ func (l *codexLogin) refreshLocked(ctx context.Context, afterReject bool) error 
 		return l.refreshErr
 	}
 
-	fresh, err := l.requestRefresh(ctx, disk.tokens.refreshToken)
+	reason := "proactive_expiry"
+	if afterReject {
+		reason = "unauthorized_recovery"
+	}
+	fresh, err := l.requestRefresh(ctx, disk.tokens.refreshToken, reason)
 	if err != nil {
 		var re *codexRefreshError
 		if errors.As(err, &re) && re.permanent {
@@ -590,12 +595,15 @@ type codexRefreshAnswer struct {
 }
 
 // requestRefresh trades a refresh token for new tokens.
-func (l *codexLogin) requestRefresh(ctx context.Context, refreshToken string) (*codexRefreshAnswer, error) {
+// reason is Codex's refresh_reason: proactive_expiry for a token past its exp,
+// unauthorized_recovery after a 401.
+func (l *codexLogin) requestRefresh(ctx context.Context, refreshToken, reason string) (*codexRefreshAnswer, error) {
 	body, err := json.Marshal(struct {
-		ClientID     string `json:"client_id"`
-		GrantType    string `json:"grant_type"`
-		RefreshToken string `json:"refresh_token"`
-	}{codexOAuthClientID, "refresh_token", refreshToken})
+		ClientID      string `json:"client_id"`
+		GrantType     string `json:"grant_type"`
+		RefreshReason string `json:"refresh_reason"`
+		RefreshToken  string `json:"refresh_token"`
+	}{codexOAuthClientID, "refresh_token", reason, refreshToken})
 	if err != nil {
 		return nil, err
 	}
@@ -604,7 +612,7 @@ func (l *codexLogin) requestRefresh(ctx context.Context, refreshToken string) (*
 		return nil, &codexRefreshError{reason: "bad token endpoint URL", err: redactURLError(err)}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("originator", codexOriginator)
+	setCodexClientHeaders(req)
 	resp, err := l.client.Do(req)
 	if err != nil {
 		return nil, &codexRefreshError{reason: "token endpoint unreachable", err: redactURLError(err)}
@@ -843,4 +851,60 @@ func checkChatGPTTokenRegistryURL(u *url.URL) error {
 		return fmt.Errorf("--chatgpt-token-stdin: the registry URL must use HTTPS, not %s", u.Scheme)
 	}
 	return nil
+}
+
+// setCodexClientHeaders gives a request to an OpenAI auth endpoint (token refresh, Agent
+// Identity) the headers Codex's own HTTP client sends: originator, Accept */* and its user
+// agent. (No Accept-Encoding: the clients that send these disable compression.)
+func setCodexClientHeaders(req *http.Request) {
+	req.Header.Set("originator", codexOriginator)
+	req.Header.Set("Accept", "*/*")
+	req.Header.Set("User-Agent", codexUserAgent())
+}
+
+// codexUserAgent is Codex's user agent, "codex_cli_rs/VERSION (OS OS_VERSION; ARCH) TERMINAL",
+// with this server's protocol version, this host's system and "unknown" for the terminal (a
+// service has none).
+func codexUserAgent() string {
+	return codexOriginator + "/" + executorVersion + " (" + osDescription() + "; " + machineArch() + ") unknown"
+}
+
+// osDescription is the system as Codex's user agent names it ("Debian 12"): the distribution's
+// ID, capitalised, and its VERSION_ID from /etc/os-release; "Mac OS" on darwin.
+func osDescription() string {
+	if runtime.GOOS == "darwin" {
+		return "Mac OS"
+	}
+	b, err := os.ReadFile("/etc/os-release")
+	if err != nil {
+		return "Linux"
+	}
+	var id, version string
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		v = strings.Trim(v, `"'`)
+		switch k {
+		case "ID":
+			id = v
+		case "VERSION_ID":
+			version = v
+		}
+	}
+	if id == "" {
+		return "Linux"
+	}
+	name := strings.ToUpper(id[:1]) + id[1:]
+	if version == "" {
+		return name
+	}
+	return name + " " + version
+}
+
+// machineArch is the machine's architecture as uname(2) names it (x86_64, aarch64).
+func machineArch() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return runtime.GOARCH
+	}
+	return unix.ByteSliceToString(u.Machine[:])
 }

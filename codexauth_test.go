@@ -86,13 +86,15 @@ func newTokenEndpoint(t *testing.T) *tokenEndpoint {
 	te := &tokenEndpoint{}
 	te.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := te.requests.Add(1)
-		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" || r.Header.Get("Originator") != codexOriginator {
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" || r.Header.Get("Originator") != codexOriginator ||
+			r.Header.Get("Accept") != "*/*" || !strings.HasPrefix(r.Header.Get("User-Agent"), codexOriginator+"/"+executorVersion+" (") || r.Header.Get("Accept-Encoding") != "" {
 			http.Error(w, "bad request line or headers", http.StatusBadRequest)
 			return
 		}
 		raw, _ := io.ReadAll(r.Body)
 		var req map[string]string
-		if json.Unmarshal(raw, &req) != nil || len(req) != 3 || req["client_id"] != codexOAuthClientID || req["grant_type"] != "refresh_token" {
+		if json.Unmarshal(raw, &req) != nil || len(req) != 4 || req["client_id"] != codexOAuthClientID || req["grant_type"] != "refresh_token" ||
+			req["refresh_reason"] != "proactive_expiry" && req["refresh_reason"] != "unauthorized_recovery" {
 			http.Error(w, "bad body "+string(raw), http.StatusBadRequest)
 			return
 		}

@@ -185,6 +185,7 @@ func (x *directExecutor) register(ctx context.Context) (*directRegistration, err
 	if err := x.sign(req, body); err != nil {
 		return nil, &registryError{op: op, permanent: true, err: err}
 	}
+	req.Header.Set("Accept", "*/*")         // unsigned, as 0.169 sends it
 	req.Header["User-Agent"] = []string{""} // unsigned; none is sent
 	resp, data, err := x.reg.do(req, op)
 	if err != nil {

@@ -346,7 +346,9 @@ func (c *remoteConfig) startCredentials(ctx context.Context, stdin io.Reader, lo
 		rc.auth = auth
 	case credCodexLogin:
 		rc.source = "Codex sign-in"
-		login, err := loadCodexLogin(c.codexHome, nil, nil)
+		client := c.authHTTPClient()
+		client.Timeout = codexRefreshTimeout
+		login, err := loadCodexLogin(c.codexHome, client, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -371,6 +373,7 @@ func (c *remoteConfig) authHTTPClient() *http.Client {
 			Proxy:               http.ProxyFromEnvironment,
 			TLSClientConfig:     c.tlsConfig(),
 			TLSHandshakeTimeout: registryRequestTimeout,
+			DisableCompression:  true, // no Accept-Encoding: gzip, as Codex sends none
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
