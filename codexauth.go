@@ -869,8 +869,9 @@ func codexUserAgent() string {
 	return codexOriginator + "/" + executorVersion + " (" + osDescription() + "; " + machineArch() + ") unknown"
 }
 
-// osDescription is the system as Codex's user agent names it ("Debian 12"): the distribution's
-// ID, capitalised, and its VERSION_ID from /etc/os-release; "Mac OS" on darwin.
+// osDescription is the system as Codex's user agent names it ("Debian 12.11"): the
+// distribution's ID, capitalised, and its VERSION_ID from /etc/os-release (Debian's point
+// release from /etc/debian_version); "Mac OS" on darwin.
 func osDescription() string {
 	if runtime.GOOS == "darwin" {
 		return "Mac OS"
@@ -892,6 +893,11 @@ func osDescription() string {
 	}
 	if id == "" {
 		return "Linux"
+	}
+	if id == "debian" { // Debian's point release, as Codex's os_info reads it
+		if b, err := os.ReadFile("/etc/debian_version"); err == nil {
+			version = strings.TrimSpace(string(b))
+		}
 	}
 	name := strings.ToUpper(id[:1]) + id[1:]
 	if version == "" {
