@@ -47,21 +47,8 @@ func TestForwardProcessOutputAndClose(t *testing.T) {
 	if serverSession(target, sid) == nil {
 		t.Fatalf("session %q is not the target's", sid)
 	}
-	var out bytes.Buffer
-	closed := false
-	note := processNotes(&out, &closed)
-	r := s.call("process/start", map[string]any{"processId": "p1", "argv": []string{"/bin/sh", "-c", "echo hi"},
-		"cwd": "file://" + t.TempDir(), "env": map[string]string{"PATH": "/usr/bin:/bin"}, "tty": false}, note)
-	if r.Error != nil {
-		t.Fatalf("process/start: %s", r.Error.Message)
-	}
-	for !closed {
-		var n rpcReply
-		json.Unmarshal(s.recv(), &n)
-		note(n)
-	}
-	if out.String() != "hi\n" {
-		t.Fatalf("output %q", out.String())
+	if out := s.runScript("echo hi"); out != "hi\n" {
+		t.Fatalf("output %q", out)
 	}
 
 	// The harness resets the stream: the bridge closes its websocket, and the target
