@@ -110,6 +110,7 @@ var flagGroups = []struct {
 	{"sessions and limits", []string{"session-ttl", "exited-process-retention", "max-connections",
 		"max-sessions", "max-processes-per-session", "max-open-handles", "max-watched-paths",
 		"max-http-requests", "max-queued-bytes"}},
+	{"forward", []string{"connect", "connect-token-file"}},
 	{"remote mode", []string{"remote", "environment-id", "executor-id", "name", "remote-transport", "remote-ca", "identity"}},
 	{"remote credentials (default: CODEX_API_KEY, else the Codex sign-in in $CODEX_HOME/auth.json)", []string{
 		"registration-bearer-stdin", "executor-credential-stdin", "chatgpt-token-stdin", "chatgpt-account-id",
@@ -124,6 +125,10 @@ const usageSynopsis = `usage:
   exec-server [--listen ws://IP:PORT] [flags]            serve a websocket (default ws://127.0.0.1:0)
   exec-server --listen stdio [flags]                     serve one connection on stdin and stdout
   exec-server --remote URL --environment-id ID [flags]   serve through a rendezvous relay
+  exec-server forward --remote URL --environment-id ID --connect ws://HOST:PORT [flags]
+                                                         register an existing websocket exec-server
+                                                         as a remote environment
+                                                         (exec-server forward --help)
   exec-server sandbox [flags] -- CMD ARGS...             run one command under a sandbox
                                                          (exec-server sandbox --help)
   exec-server --version | --help
@@ -138,10 +143,31 @@ is a usage error instead. --executor-id, the exec-server README's name, is --env
 (giving both, with different values, is an error); 0.169 itself does not take it.
 `
 
-// writeUsage is --help: the synopsis, then the flags of fs by group, each with its default.
-func writeUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprint(w, usageSynopsis)
+// forwardUsage is the synopsis of `exec-server forward --help`.
+const forwardUsage = `usage: exec-server forward --remote URL --environment-id ID --connect ws://HOST:PORT [flags]
+
+Register an existing websocket exec-server as a remote environment: each relay stream, once its
+Noise handshake is done, is bridged to a websocket of its own to --connect (docs/remote.md §11).
+The direct transport does not support forwarding.
+`
+
+// forwardGroup reports whether a flag group matters to `exec-server forward`.
+func forwardGroup(title string) bool {
+	return title == "forward" || title == "logging" || strings.HasPrefix(title, "remote ")
+}
+
+// writeUsage is --help: the synopsis, then the flags of fs by group, each with its default
+// (for `exec-server forward --help`, only the groups that matter to it).
+func writeUsage(w io.Writer, fs *flag.FlagSet, forward bool) {
+	if forward {
+		fmt.Fprint(w, forwardUsage)
+	} else {
+		fmt.Fprint(w, usageSynopsis)
+	}
 	for _, g := range flagGroups {
+		if forward && !forwardGroup(g.title) || !forward && g.title == "forward" {
+			continue
+		}
 		fmt.Fprintf(w, "\n%s:\n", g.title)
 		for _, name := range g.names {
 			if f := fs.Lookup(name); f != nil {
@@ -149,7 +175,9 @@ func writeUsage(w io.Writer, fs *flag.FlagSet) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "\n%s", usageCompatNote)
+	if !forward {
+		fmt.Fprintf(w, "\n%s", usageCompatNote)
+	}
 }
 
 // writeFlagUsage writes one flag as flag.PrintDefaults does, but with -- before long names,
@@ -203,7 +231,13 @@ const usageHint = "; run exec-server --help"
 // *usageError of one line.
 func parseFlags(args []string, o *cliOptions) (*flag.FlagSet, error) {
 	fs := newFlagSet(o)
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err == nil && fs.Arg(0) == "forward" { // the subcommand takes every flag, and its own
+		o.remote.forward = &forwardConfig{}
+		o.remote.forward.registerFlags(fs)
+		err = fs.Parse(fs.Args()[1:])
+	}
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return fs, err
 		}

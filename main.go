@@ -129,7 +129,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs, err := parseFlags(args, &o)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		writeUsage(stdout, fs)
+		writeUsage(stdout, fs, o.remote.forward != nil)
 		return 0
 	case err != nil:
 		return exitStatus(stderr, err)
@@ -185,7 +185,9 @@ func serve(o *cliOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 
 	switch {
 	case o.remote.enabled():
-		logSandbox(o, sbx, log)
+		if o.remote.forward == nil { // forward serves nothing here
+			logSandbox(o, sbx, log)
+		}
 		if o.exitOnStdinClose {
 			return &usageError{"--exit-on-stdin-close cannot be combined with remote credentials read from stdin"}
 		}

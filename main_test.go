@@ -231,6 +231,7 @@ func TestHelpPrintsUsageOnStdout(t *testing.T) {
 // --help; a name in flagGroups that is no flag is a typo.
 func TestHelpNamesEveryFlag(t *testing.T) {
 	fs := newFlagSet(&cliOptions{})
+	new(forwardConfig).registerFlags(fs) // `exec-server forward` adds its own
 	grouped := map[string]int{}
 	for _, g := range flagGroups {
 		for _, name := range g.names {
@@ -241,7 +242,8 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 		}
 	}
 	var help bytes.Buffer
-	writeUsage(&help, fs)
+	writeUsage(&help, fs, false)
+	writeUsage(&help, fs, true)
 	fs.VisitAll(func(f *flag.Flag) {
 		switch grouped[f.Name] {
 		case 0:

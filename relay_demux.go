@@ -11,7 +11,8 @@ package main
 //	                stream, so one stuck stream cannot stall the others or the pongs behind them
 //	stream table    stream_id -> stream; ≤ relayMaxActiveStreams, handshaking ones included
 //	handshake       a goroutine per stream: Noise msg1, registry /validate (≤ 32 pending), msg2,
-//	                then srv.serveConn over the stream, exactly as for a local websocket
+//	                then srv.serveConn over the stream, exactly as for a local websocket (or,
+//	                with `exec-server forward`, a bridge to the target's websocket: forward.go)
 //	stream queue    decoded messages wait in the stream's own queue (relayInbox), bounded in
 //	                bytes; a stream past the bound is reset, the others carry on
 //	failures        relayMaxFailedHandshakes bad handshakes pause handshakes on the socket (~10 s)
@@ -265,9 +266,7 @@ func (st *relayStream) run(msg1 []byte) {
 	s := st.sock
 	log := st.log()
 	log.Info("relay stream open")
-	s.x.srv.conns.Add(1)
-	defer s.x.srv.conns.Done()
-	s.x.srv.serveConn(st, fmt.Sprintf("failed to parse JSON-RPC message from exec-server relay stream %d", st.instance))
+	s.x.serveStream(st, fmt.Sprintf("failed to parse JSON-RPC message from exec-server relay stream %d", st.instance))
 	log.Info("relay stream closed")
 }
 
@@ -381,6 +380,9 @@ func (st *relayStream) next() (message, error) {
 	}
 	return message{}, io.EOF
 }
+
+// ended is closed when the stream is torn down (forward.go watches it).
+func (st *relayStream) ended() <-chan struct{} { return st.done }
 
 // peer implements msgTransport: the stream's internal id, unique while the executor runs.
 func (st *relayStream) peer() string { return strconv.FormatUint(st.instance, 10) }

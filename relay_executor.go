@@ -40,9 +40,9 @@ import (
 // executor for ever.
 const rendezvousDialTimeout = 10 * time.Second
 
-// runRemote serves srv through the rendezvous relay until ctx ends (nil) or a permanent
-// failure (an error for main to print): a registry that refuses the credential or answers
-// nonsense, or a credential stream that ends.
+// runRemote serves srv (with cfg.forward: the target exec-server) through the rendezvous relay
+// until ctx ends (nil) or a permanent failure (an error for main to print): a registry that
+// refuses the credential or answers nonsense, or a credential stream that ends.
 func runRemote(ctx context.Context, cfg *remoteConfig, srv *server, stdin io.Reader, log *slog.Logger) error {
 	if cfg.direct() {
 		return runDirect(ctx, cfg, srv, log)
@@ -69,7 +69,7 @@ func runRemote(ctx context.Context, cfg *remoteConfig, srv *server, stdin io.Rea
 	reg := newRegistryClient(cfg, creds, log)
 	defer reg.close()
 	x := &relayExecutor{timings: cfg.relayTimings(), inboxLimit: cfg.streamInboxLimit(), id: id, registry: reg,
-		srv: srv, log: log, tls: cfg.tlsConfig()}
+		serveStream: cfg.forward.streamServer(ctx, srv, cfg, log), log: log, tls: cfg.tlsConfig()}
 	log.Info("remote mode", "registry", cfg.base, "environment_id", cfg.environmentID, "name", cfg.name)
 	err = x.run(ctx)
 	if _, cerr := creds.bearer(); cerr != nil {
@@ -93,9 +93,11 @@ type relayExecutor struct {
 	inboxLimit int // bytes a stream may leave waiting for its dispatcher
 	id         *noiseIdentity
 	registry   *registryClient
-	srv        *server
-	log        *slog.Logger
-	tls        *tls.Config
+	// serveStream serves one stream once its handshake is done: srv.serveStream, or the
+	// bridge of `exec-server forward` (forward.go).
+	serveStream func(t msgTransport, parsePrefix string)
+	log         *slog.Logger
+	tls         *tls.Config
 
 	// streams counts the goroutines of every stream of every socket. A socket does not wait
 	// for its streams when it ends, so that a handler stuck in a system call (a hung NFS

@@ -24,20 +24,21 @@ const registryMaxEnvironmentID = 256
 type remoteConfig struct {
 	remote            string // --remote: registry base URL
 	environmentID     string
-	executorID        string // --executor-id: the SEED name of --environment-id (mergeExecutorID)
-	name              string // --name: logged only; 0.169 does not send it either
-	bearerStdin       bool   // --registration-bearer-stdin
-	executorCredStdin bool   // --executor-credential-stdin
-	caFile            string // --remote-ca
-	identityFile      string // --identity
-	chatGPTTokenStdin bool   // --chatgpt-token-stdin
-	chatGPTAccountID  string // --chatgpt-account-id
-	useAgentIdentity  bool   // --use-agent-identity-auth
-	transport         string // --remote-transport: noise or direct
-	awsSigV4          bool   // --aws-sigv4
-	awsProfile        string // --aws-profile
-	awsRegion         string // --aws-region
-	awsService        string // --aws-service; "": execute-api
+	executorID        string         // --executor-id: the SEED name of --environment-id (mergeExecutorID)
+	name              string         // --name: logged only; 0.169 does not send it either
+	bearerStdin       bool           // --registration-bearer-stdin
+	executorCredStdin bool           // --executor-credential-stdin
+	caFile            string         // --remote-ca
+	identityFile      string         // --identity
+	chatGPTTokenStdin bool           // --chatgpt-token-stdin
+	chatGPTAccountID  string         // --chatgpt-account-id
+	useAgentIdentity  bool           // --use-agent-identity-auth
+	transport         string         // --remote-transport: noise or direct
+	awsSigV4          bool           // --aws-sigv4
+	awsProfile        string         // --aws-profile
+	awsRegion         string         // --aws-region
+	awsService        string         // --aws-service; "": execute-api
+	forward           *forwardConfig // `exec-server forward`; nil: serve streams here
 
 	// Set by validate.
 	base      string   // --remote without the trailing "/"
@@ -91,7 +92,7 @@ func (c *remoteConfig) enabled() bool {
 	return c.remote != "" || c.environmentID != "" || c.name != "" || c.bearerStdin ||
 		c.executorCredStdin || c.caFile != "" || c.identityFile != "" || c.chatGPTTokenStdin ||
 		c.chatGPTAccountID != "" || c.useAgentIdentity || (c.transport != "" && c.transport != remoteTransportNoise) ||
-		c.awsSigV4 || c.awsProfile != "" || c.awsRegion != "" || c.awsService != ""
+		c.awsSigV4 || c.awsProfile != "" || c.awsRegion != "" || c.awsService != "" || c.forward != nil
 }
 
 // direct reports whether --remote-transport direct was chosen.
@@ -118,6 +119,9 @@ func (c *remoteConfig) validate() error {
 	}
 	c.baseURL = u
 	if err := c.chooseTransport(); err != nil {
+		return err
+	}
+	if err := c.forward.validate(); err != nil {
 		return err
 	}
 	if err := c.chooseCredential(u); err != nil {

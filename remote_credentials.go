@@ -77,6 +77,8 @@ func (c *remoteConfig) chooseTransport() error {
 		return errors.New("--aws-sigv4 requires --remote-transport direct")
 	case c.direct() && c.identityFile != "":
 		return errors.New("--identity is the Noise identity of the relay; --remote-transport direct has none")
+	case c.direct() && c.forward != nil:
+		return errors.New("direct exec-server transport does not support forwarding")
 	}
 	return nil
 }

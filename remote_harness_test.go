@@ -551,6 +551,28 @@ func (s *testStream) initialize() {
 	s.sendJSON(map[string]any{"method": "initialized", "params": map[string]any{}})
 }
 
+// runScript runs sh -c script as process p1 of the stream's session and returns its output
+// once process/closed has arrived.
+func (s *testStream) runScript(script string) string {
+	t := s.h.t
+	t.Helper()
+	var out bytes.Buffer
+	closed := false
+	note := processNotes(&out, &closed)
+	r := s.call("process/start", map[string]any{"processId": "p1", "argv": []string{"/bin/sh", "-c", script},
+		"cwd": "file://" + t.TempDir(), "env": map[string]string{"PATH": "/usr/bin:/bin"}, "tty": false}, note)
+	skipIfMissing(t, r, "process/start")
+	if r.Error != nil {
+		t.Fatalf("process/start: %s", r.Error.Message)
+	}
+	for !closed {
+		var n rpcReply
+		json.Unmarshal(s.recv(), &n)
+		note(n)
+	}
+	return out.String()
+}
+
 // processNotes collects process/output chunks into out and sets closed on process/closed.
 func processNotes(out *bytes.Buffer, closed *bool) func(rpcReply) {
 	return func(r rpcReply) {

@@ -58,22 +58,8 @@ func TestRemoteProcessStartStreamsOutput(t *testing.T) {
 	e := startRemote(t, nil, nil)
 	s := e.harness().mustOpen("s-proc")
 	s.initialize()
-	var out bytes.Buffer
-	closed := false
-	note := processNotes(&out, &closed)
-	r := s.call("process/start", map[string]any{"processId": "p1", "argv": []string{"/bin/sh", "-c", "for i in 1 2 3; do echo line$i; done"},
-		"cwd": "file://" + t.TempDir(), "env": map[string]string{"PATH": "/usr/bin:/bin"}, "tty": false}, note)
-	skipIfMissing(t, r, "process/start")
-	if r.Error != nil {
-		t.Fatalf("process/start: %s", r.Error.Message)
-	}
-	for !closed {
-		var n rpcReply
-		json.Unmarshal(s.recv(), &n)
-		note(n)
-	}
-	if out.String() != "line1\nline2\nline3\n" {
-		t.Fatalf("output %q", out.String())
+	if out := s.runScript("for i in 1 2 3; do echo line$i; done"); out != "line1\nline2\nline3\n" {
+		t.Fatalf("output %q", out)
 	}
 }
 
