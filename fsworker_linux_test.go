@@ -159,7 +159,6 @@ func TestFSSandboxWorkerLifecycle(t *testing.T) {
 	}
 
 	// Idle: the worker goes by itself.
-	time.Sleep(idle)
 	for _, pid := range first {
 		waitPidGone(t, pid)
 	}
@@ -173,7 +172,13 @@ func TestFSSandboxWorkerLifecycle(t *testing.T) {
 	reader, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	fsMust(t, err)
 	stuck := tc.start("fs/writeFile", map[string]any{"path": fileURI(fifo), "dataBase64": base64.StdEncoding.EncodeToString(make([]byte, 1<<20)), "sandbox": sb})
-	time.Sleep(100 * time.Millisecond) // the write fills the FIFO and waits
+	// Killed only once the write has filled the FIFO: it is then blocked inside the worker.
+	pipeSize, err := unix.FcntlInt(reader.Fd(), unix.F_GETPIPE_SZ, 0)
+	fsMust(t, err)
+	waitFor(t, "the worker's write to fill the FIFO", func() bool {
+		n, err := unix.IoctlGetInt(int(reader.Fd()), unix.TIOCINQ)
+		return err == nil && n >= pipeSize
+	})
 	pids := fsWorkerPids(t, ts.srv)
 	if len(pids) != 2 {
 		t.Fatalf("worker processes %v", pids)
