@@ -4,8 +4,10 @@ package main
 // reference executor and ours start with identical inputs against one loopback registry that
 // records every request (method, path, headers, body). Each runs until the registry has seen
 // its rendezvous (or direct) websocket upgrade, and then the recorded requests are masked
-// (clock, randomness, version) and compared kind by kind. Validate is not driven: it needs a
-// Noise harness handshake, which the remote checks cover with the real app-server.
+// (clock, randomness, version) and compared kind by kind. In every Noise mode each executor
+// then also gets a real harness (`codex app-server`), whose handshake through the rendezvous
+// makes the executor send validate; the handshake must complete and the validate request is
+// compared too (credvalidate.go). The direct mode has no Noise and so no validate.
 
 import (
 	"context"
@@ -51,28 +53,42 @@ type recordedRequest struct {
 	Body   []byte
 }
 
+// credHarnessToken is the bearer the harness sends to /connect in the validate step.
+const credHarnessToken = "realcodex-cred-harness-token"
+
 // credRegistry answers register (noise and direct), the websocket upgrades, the OAuth token
-// endpoint and the Agent Identity JWKS and task endpoints, and records every request.
+// endpoint and the Agent Identity JWKS and task endpoints, and records every request an
+// executor sends. For the validate step it also answers the harness's /connect, forwards
+// frames between the harness and the executor (noiseRelay), and answers /validate; the
+// harness's own requests are kept apart from the executor's.
 type credRegistry struct {
-	log  *eventLog
-	url  string // http(s)://127.0.0.1:P
-	ws   string // ws(s)://127.0.0.1:P
-	ln   net.Listener
-	srv  *http.Server
-	jwks []byte // answer of …/agent-identities/jwks
+	log   *eventLog
+	url   string // http(s)://127.0.0.1:P
+	ws    string // ws(s)://127.0.0.1:P
+	ln    net.Listener
+	srv   *http.Server
+	noise *noiseRelay
+	jwks  []byte // answer of …/agent-identities/jwks
 	// refreshed is the token answer of /oauth/token.
 	refreshed map[string]string
 
 	mu       sync.Mutex
-	reqs     []recordedRequest
-	upgrades int
-	upgraded chan struct{} // closed and replaced on each upgrade
+	rec      credRecord
+	upgraded chan struct{} // closed and replaced on each executor upgrade
+}
+
+// credRecord is what the registry saw of one executor and its harness.
+type credRecord struct {
+	reqs             []recordedRequest // the executor's requests
+	harness          []string          // the harness's requests, "METHOD path status"
+	upgrades         int               // executor websocket upgrades
+	validateProblems []string          // what noiseRelay.validateProblems found in the executor's validates
 }
 
 func startCredRegistry(log *eventLog, cert *tls.Certificate) (*credRegistry, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("credentials registry listen: %w", err)
 	}
 	r := &credRegistry{log: log, ln: ln, upgraded: make(chan struct{})}
 	r.url, r.ws = "http://"+ln.Addr().String(), "ws://"+ln.Addr().String()
@@ -80,6 +96,11 @@ func startCredRegistry(log *eventLog, cert *tls.Certificate) (*credRegistry, err
 	if cert != nil {
 		r.url, r.ws = "https://"+ln.Addr().String(), "wss://"+ln.Addr().String()
 		r.srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}}
+	}
+	// A fixed authorization per connect, numbered from 1 for each executor, so that the
+	// validate bodies of the reference and ours can be compared as they are.
+	r.noise = newNoiseRelay(log, credEnvID, r.ws, func(n int) string { return fmt.Sprintf("hka-realcodex-%d", n) })
+	if cert != nil {
 		go r.srv.ServeTLS(ln, "", "")
 	} else {
 		go r.srv.Serve(ln)
@@ -87,15 +108,19 @@ func startCredRegistry(log *eventLog, cert *tls.Certificate) (*credRegistry, err
 	return r, nil
 }
 
-func (r *credRegistry) Close() { r.srv.Close() }
+func (r *credRegistry) Close() {
+	r.srv.Close()
+	r.noise.Close()
+}
 
-// Take returns the requests recorded so far and starts a new record.
-func (r *credRegistry) Take() []recordedRequest {
+// Take returns what was recorded so far and starts a new record; the Noise state (the key
+// registered, the authorizations issued) starts afresh too.
+func (r *credRegistry) Take() credRecord {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := r.reqs
-	r.reqs = nil
-	r.upgrades = 0
+	out := r.rec
+	r.rec = credRecord{}
+	r.noise.forget()
 	return out
 }
 
@@ -104,7 +129,7 @@ func (r *credRegistry) WaitUpgrade(d time.Duration, exited func() bool) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		r.mu.Lock()
-		n, ch := r.upgrades, r.upgraded
+		n, ch := r.rec.upgrades, r.upgraded
 		r.mu.Unlock()
 		if n > 0 {
 			return true
@@ -120,43 +145,70 @@ func (r *credRegistry) WaitUpgrade(d time.Duration, exited func() bool) bool {
 	return false
 }
 
+// fromHarness reports whether a request is the harness's rather than the executor's.
+func fromHarness(req *http.Request) bool {
+	switch {
+	case req.Method == "POST" && req.URL.Path == "/cloud/environment/"+credEnvID+"/connect":
+		return true
+	case req.Method == "GET" && req.URL.Path == "/relay":
+		return req.URL.Query().Get("role") == "harness"
+	}
+	return false
+}
+
 func (r *credRegistry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
+	if fromHarness(req) {
+		r.log.Printf("cred-registry: harness %s %s body=%s", req.Method, req.URL.RequestURI(), clip(string(body), 200))
+		r.serveHarness(w, req, body)
+		return
+	}
 	r.mu.Lock()
-	r.reqs = append(r.reqs, recordedRequest{Method: req.Method, Path: req.URL.RequestURI(), Header: req.Header.Clone(), Body: body})
+	r.rec.reqs = append(r.rec.reqs, recordedRequest{Method: req.Method, Path: req.URL.RequestURI(), Header: req.Header.Clone(), Body: body})
 	r.mu.Unlock()
 	r.log.Printf("cred-registry: %s %s body=%s", req.Method, req.URL.RequestURI(), clip(string(body), 200))
 	p := req.URL.Path
 	base := "/cloud/environment/" + credEnvID
 	switch {
 	case req.Method == "POST" && p == base+"/register":
+		var v struct {
+			ExecutorPublicKey json.RawMessage `json:"executor_public_key"`
+		}
+		if json.Unmarshal(body, &v) == nil && len(v.ExecutorPublicKey) > 0 {
+			r.noise.setExecutorKey(v.ExecutorPublicKey)
+		}
 		writeJSON(w, 200, map[string]string{
 			"environment_id": credEnvID, "url": r.ws + "/relay?role=environment",
 			"security_profile": securityProfile, "executor_registration_id": registrationID,
 		})
+	case req.Method == "POST" && p == base+"/validate":
+		problems := r.noise.validateProblems(req.Header, body)
+		if len(problems) > 0 {
+			r.log.Printf("cred-registry: validate problems: %v", problems)
+			r.mu.Lock()
+			r.rec.validateProblems = append(r.rec.validateProblems, problems...)
+			r.mu.Unlock()
+		}
+		writeJSON(w, 200, map[string]bool{"valid": len(problems) == 0})
 	case req.Method == "POST" && p == base+"/direct/register":
 		writeJSON(w, 200, map[string]string{
 			"environment_id": credEnvID, "transport": "direct_jsonrpc_v1",
 			"registration_id": "dreg-1", "url": r.ws + "/direct",
 		})
-	case req.Method == "GET" && (p == "/relay" || p == "/direct"):
+	case req.Method == "GET" && p == "/relay":
+		r.noise.acceptRelay(w, req, func(string, error) { r.countUpgrade() })
+	case req.Method == "GET" && p == "/direct":
 		c, err := upgrader.Upgrade(w, req, nil)
-		r.mu.Lock()
-		r.upgrades++
-		close(r.upgraded)
-		r.upgraded = make(chan struct{})
-		r.mu.Unlock()
+		r.countUpgrade()
 		if err != nil {
 			return
 		}
-		go func() {
-			defer c.Close()
-			for {
-				if _, _, err := c.ReadMessage(); err != nil {
-					return
-				}
+		defer c.Close()
+		for {
+			if _, _, err := c.ReadMessage(); err != nil {
+				return
 			}
-		}()
+		}
 	case req.Method == "POST" && p == "/oauth/token":
 		writeJSON(w, 200, r.refreshed)
 	case req.Method == "GET" && strings.HasSuffix(p, "/agent-identities/jwks"):
@@ -167,6 +219,51 @@ func (r *credRegistry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	default:
 		writeJSON(w, 404, map[string]any{"error": map[string]string{"code": "not_found", "message": "no such endpoint"}})
 	}
+}
+
+// countUpgrade records an executor websocket upgrade and wakes WaitUpgrade.
+func (r *credRegistry) countUpgrade() {
+	r.mu.Lock()
+	r.rec.upgrades++
+	close(r.upgraded)
+	r.upgraded = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// serveHarness answers the harness's /connect (with its bearer checked) and its rendezvous
+// socket, and notes each request in the record.
+func (r *credRegistry) serveHarness(w http.ResponseWriter, req *http.Request, body []byte) {
+	note := func(status string) {
+		r.mu.Lock()
+		r.rec.harness = append(r.rec.harness, req.Method+" "+req.URL.RequestURI()+" "+status)
+		r.mu.Unlock()
+	}
+	if req.Method == "GET" {
+		r.noise.acceptRelay(w, req, func(_ string, err error) {
+			if err != nil {
+				note("upgrade failed: " + err.Error())
+			} else {
+				note("upgraded")
+			}
+		})
+		return
+	}
+	var v struct {
+		HarnessPublicKey json.RawMessage `json:"harness_public_key"`
+	}
+	if json.Unmarshal(body, &v) != nil || len(v.HarnessPublicKey) == 0 || !bearerIs(req, credHarnessToken) {
+		note("401")
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]string{"code": "unauthorized", "message": "bad connect"}})
+		return
+	}
+	bundle, ok := r.noise.connectBundle(v.HarnessPublicKey)
+	if !ok {
+		note("404 (no executor registered)")
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]string{"code": "not_registered", "message": "no executor"}})
+		return
+	}
+	note("200")
+	writeJSON(w, http.StatusOK, bundle)
 }
 
 // credMode is one credential mode: how both executors are started.
@@ -337,16 +434,16 @@ func credModes(now time.Time) ([]credMode, error) {
 
 // credRun is what one executor left behind.
 type credRun struct {
-	reqs     []recordedRequest
-	upgraded bool
-	authJSON []byte
-	authMode os.FileMode
-	log      string
+	credRecord
+	upgraded  bool
+	handshake credHandshake // Noise modes: the validate step's harness handshake
+	authJSON  []byte
+	authMode  os.FileMode
+	log       string
 }
 
 func runCredentials(ctx context.Context, cfg config, log *eventLog, m modeRun) []stepResult {
 	var out []stepResult
-	out = append(out, stepResult{Name: "validate (not driven: it needs a Noise harness handshake; the remote checks cover it)", Skip: true})
 	modes, err := credModes(time.Now().Truncate(time.Second))
 	if err != nil {
 		return append(out, stepResult{Name: "fixtures", Detail: err.Error()})
@@ -355,12 +452,15 @@ func runCredentials(ctx context.Context, cfg config, log *eventLog, m modeRun) [
 		if ctx.Err() != nil {
 			break
 		}
-		out = append(out, runCredMode(cfg, log, filepath.Join(m.dir, "credentials", fmt.Sprintf("%d", i+1)), mode)...)
+		out = append(out, runCredMode(ctx, cfg, log, filepath.Join(m.dir, "credentials", fmt.Sprintf("%d", i+1)), mode)...)
 	}
 	return out
 }
 
-func runCredMode(cfg config, log *eventLog, dir string, mode credMode) []stepResult {
+// runCredMode runs the reference and then ours in one credential mode against one recording
+// registry. In a Noise mode each executor, once it holds its rendezvous socket, gets a real
+// harness whose handshake makes it send validate (credvalidate.go).
+func runCredMode(ctx context.Context, cfg config, log *eventLog, dir string, mode credMode) []stepResult {
 	name := mode.name
 	fail := func(err error) []stepResult { return []stepResult{{Name: name, Detail: err.Error()}} }
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -419,9 +519,20 @@ func runCredMode(cfg config, log *eventLog, dir string, mode credMode) []stepRes
 			return fail(err)
 		}
 		cr := &credRun{upgraded: reg.WaitUpgrade(20*time.Second, exe.Exited)}
+		if cr.upgraded && !mode.direct {
+			harnessCA := ""
+			if mode.tls {
+				harnessCA = caPath
+			}
+			cr.handshake = handshakeThrough(ctx, cfg, log, tdir, "cred/"+target, reg, harnessCA)
+		}
 		time.Sleep(300 * time.Millisecond) // let a request racing the upgrade land
 		exe.Stop()
-		cr.reqs = reg.Take()
+		cr.credRecord = reg.Take()
+		validates, _ := splitValidates(cr.reqs)
+		for _, v := range validates {
+			log.Printf("credentials %s: validate as compared: %s", target, strings.Join(maskRequest(v), " | "))
+		}
 		if b, err := os.ReadFile(logPath); err == nil {
 			cr.log = string(b)
 		}
@@ -432,38 +543,53 @@ func runCredMode(cfg config, log *eventLog, dir string, mode credMode) []stepRes
 		runs[target] = cr
 	}
 	ref, ours := runs["ref"], runs["ours"]
-	r := stepResult{Name: name + ": auth-relevant requests are the reference's"}
-	switch {
-	case !ref.upgraded && !ours.upgraded:
-		r.Skip = true
-		r.Detail = "neither executor reached the websocket upgrade\nreference log: " + logTail(ref.log) + "\nours log: " + logTail(ours.log)
-		if d := compareRecorded(ref.reqs, ours.reqs); d != "" {
-			r.Skip = false
-			r.Detail += "\n" + d
-		}
-		return []stepResult{r}
-	case !ref.upgraded:
-		r.Skip = true
-		r.Detail = "the reference did not reach the websocket upgrade, ours did: " + logTail(ref.log)
-		if len(ref.reqs) > 0 {
-			r.Skip = false
-			r.Detail += "\n" + compareRecorded(ref.reqs, ours.reqs)
-		}
-		return []stepResult{r}
-	case !ours.upgraded:
-		r.Detail = "ours did not reach the websocket upgrade: " + logTail(ours.log) + "\n" + compareRecorded(ref.reqs, ours.reqs)
-		return []stepResult{r}
+	out := []stepResult{compareCredRuns(name, mode.direct, ref, ours)}
+	if mode.direct {
+		out = append(out, stepResult{Name: name + ": validate: not applicable (the direct transport has no Noise handshake, so an executor sends no validate)", Skip: true})
+	} else {
+		out = append(out, validateResults(name, ref, ours)...)
 	}
-	d := compareRecorded(ref.reqs, ours.reqs)
-	r.OK, r.Detail = d == "", d
-	out := []stepResult{r}
-	if mode.authJSON {
+	if mode.authJSON && ref.upgraded && ours.upgraded {
 		a := stepResult{Name: name + ": auth.json afterwards is the reference's (fields, format, mode)"}
 		d := compareAuthJSON(ref.authJSON, ref.authMode, ours.authJSON, ours.authMode)
 		a.OK, a.Detail = d == "", d
 		out = append(out, a)
 	}
 	return out
+}
+
+// compareCredRuns is a mode's first step: the executors' requests other than validate
+// (which validateResults compares) are the reference's. In the direct mode every request is
+// compared, so that a validate there shows as a difference.
+func compareCredRuns(name string, direct bool, ref, ours *credRun) stepResult {
+	refReqs, oursReqs := ref.reqs, ours.reqs
+	if !direct {
+		_, refReqs = splitValidates(refReqs)
+		_, oursReqs = splitValidates(oursReqs)
+	}
+	r := stepResult{Name: name + ": auth-relevant requests are the reference's"}
+	switch {
+	case !ref.upgraded && !ours.upgraded:
+		r.Skip = true
+		r.Detail = "neither executor reached the websocket upgrade\nreference log: " + logTail(ref.log) + "\nours log: " + logTail(ours.log)
+		if d := compareRecorded(refReqs, oursReqs); d != "" {
+			r.Skip = false
+			r.Detail += "\n" + d
+		}
+	case !ref.upgraded:
+		r.Skip = true
+		r.Detail = "the reference did not reach the websocket upgrade, ours did: " + logTail(ref.log)
+		if len(refReqs) > 0 {
+			r.Skip = false
+			r.Detail += "\n" + compareRecorded(refReqs, oursReqs)
+		}
+	case !ours.upgraded:
+		r.Detail = "ours did not reach the websocket upgrade: " + logTail(ours.log) + "\n" + compareRecorded(refReqs, oursReqs)
+	default:
+		d := compareRecorded(refReqs, oursReqs)
+		r.OK, r.Detail = d == "", d
+	}
+	return r
 }
 
 func logTail(s string) string {
@@ -498,6 +624,8 @@ func maskHeader(name, v string) string {
 		return "<trace>"
 	case "Sec-Websocket-Key":
 		return "<random>"
+	case "X-Codex-Noise-Stream-Id":
+		return maskStreamID(v)
 	case "User-Agent":
 		return versionPattern.ReplaceAllString(v, "<version>")
 	case "Host":

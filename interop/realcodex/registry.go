@@ -10,6 +10,10 @@ package main
 //
 // The rendezvous never looks inside payloads: it only reads stream_id (and logs the frame
 // kind), which is all a rendezvous sees (docs/remote.md §1).
+//
+// The Noise parts (the key registered, the connect bundles, the validate check and the
+// forwarding) live in noiseRelay, which the credentials check's registry (credentials.go)
+// shares; testRegistry adds the bearers and the statistics the remote checks assert on.
 
 import (
 	"bytes"
@@ -38,6 +42,369 @@ const (
 	resetHarnessGone = "harness_disconnected"
 )
 
+// noiseRelay is what a loopback Noise registry needs beyond its bearers: the executor key as
+// registered, the connect bundles it hands to harnesses, the check of what the executor
+// forwards to /validate, and the forwarding rendezvous. Its owner serves HTTP, checks
+// credentials and keeps its own records, and calls in here for the Noise parts.
+type noiseRelay struct {
+	log   *eventLog
+	envID string
+	ws    string // ws(s)://127.0.0.1:P, the base of the relay URLs
+	// authorization returns the n-th (from 1) harness_key_authorization since the last forget.
+	authorization func(n int) string
+	// onExecutorFrame and onHarnessFrame, if set, see every decoded frame before it is
+	// forwarded; size is the websocket message's. They are called without mu held.
+	onExecutorFrame func(f relayFrame, size int)
+	onHarnessFrame  func(f relayFrame)
+
+	mu              sync.Mutex
+	executorKey     json.RawMessage            // as registered
+	issued          map[string]json.RawMessage // harness_key_authorization -> harness_public_key
+	nIssued         int
+	handshakes      map[string]bool // stream ids a harness opened with a handshake frame
+	executor        *relaySocket
+	executorSockets int
+	harnessSockets  int
+	executorUp      chan struct{}           // closed when the first executor socket is up
+	executorNew     chan struct{}           // closed and replaced whenever an executor socket comes up
+	streams         map[string]*relaySocket // stream id -> harness socket
+}
+
+func newNoiseRelay(log *eventLog, envID, ws string, authorization func(int) string) *noiseRelay {
+	return &noiseRelay{
+		log: log, envID: envID, ws: ws, authorization: authorization,
+		issued:      map[string]json.RawMessage{},
+		handshakes:  map[string]bool{},
+		streams:     map[string]*relaySocket{},
+		executorUp:  make(chan struct{}),
+		executorNew: make(chan struct{}),
+	}
+}
+
+// relaySocket serialises writes to one websocket.
+type relaySocket struct {
+	name string
+	mu   sync.Mutex
+	c    *websocket.Conn
+}
+
+func (s *relaySocket) write(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	return s.c.WriteMessage(websocket.BinaryMessage, b)
+}
+
+// setExecutorKey keeps the key of an accepted register; /connect hands it to harnesses.
+func (n *noiseRelay) setExecutorKey(key json.RawMessage) {
+	n.mu.Lock()
+	n.executorKey = key
+	n.mu.Unlock()
+}
+
+// forget drops the registered key and the authorizations issued, and numbers them from 1
+// again, so that one registry serves several executors in turn from the same state.
+func (n *noiseRelay) forget() {
+	n.mu.Lock()
+	n.executorKey = nil
+	n.issued = map[string]json.RawMessage{}
+	n.nIssued = 0
+	n.mu.Unlock()
+}
+
+// connectBundle issues an authorization for harnessKey and returns the /connect answer: the
+// executor's key and registration, and the harness's relay URL. ok is false while no
+// executor has registered.
+func (n *noiseRelay) connectBundle(harnessKey json.RawMessage) (bundle map[string]any, ok bool) {
+	n.mu.Lock()
+	n.nIssued++
+	auth := n.authorization(n.nIssued)
+	n.issued[auth] = harnessKey
+	key := n.executorKey
+	n.mu.Unlock()
+	if key == nil {
+		return nil, false
+	}
+	return map[string]any{
+		"environment_id":            n.envID,
+		"url":                       n.ws + "/relay?role=harness",
+		"security_profile":          securityProfile,
+		"executor_registration_id":  registrationID,
+		"executor_public_key":       key,
+		"harness_key_authorization": auth,
+	}, true
+}
+
+// validateProblems checks what an executor forwards to /validate (docs/remote.md §2.3)
+// against what the rendezvous and /connect saw: the stream id header names a stream a harness
+// opened with message 1, the registration is register's, and the authorization was issued for
+// exactly that harness key. The credential headers are the caller's business.
+func (n *noiseRelay) validateProblems(h http.Header, body []byte) []string {
+	var v struct {
+		ExecutorRegistrationID  string          `json:"executor_registration_id"`
+		HarnessPublicKey        json.RawMessage `json:"harness_public_key"`
+		HarnessKeyAuthorization string          `json:"harness_key_authorization"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return []string{"body: " + err.Error()}
+	}
+	var problems []string
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch id := h.Get("X-Codex-Noise-Stream-Id"); {
+	case id == "":
+		problems = append(problems, "missing X-Codex-Noise-Stream-Id")
+	case !n.handshakes[id]:
+		problems = append(problems, fmt.Sprintf("X-Codex-Noise-Stream-Id %q names no stream a harness opened", clip(id, 60)))
+	}
+	if v.ExecutorRegistrationID != registrationID {
+		problems = append(problems, "executor_registration_id "+v.ExecutorRegistrationID)
+	}
+	if want, ok := n.issued[v.HarnessKeyAuthorization]; !ok {
+		problems = append(problems, "unknown harness_key_authorization "+clip(v.HarnessKeyAuthorization, 40))
+	} else if !jsonEqual(want, v.HarnessPublicKey) {
+		problems = append(problems, "harness_public_key differs from the one sent to /connect")
+	}
+	return problems
+}
+
+// Close closes every rendezvous socket: http.Server.Close leaves hijacked connections open.
+func (n *noiseRelay) Close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.executor != nil {
+		n.executor.c.Close()
+	}
+	for _, h := range n.streams {
+		h.c.Close()
+	}
+}
+
+// DropHarnessSockets closes every harness socket without a close frame; the rendezvous then
+// resets their streams towards the executor, as it does for any harness that goes away.
+func (n *noiseRelay) DropHarnessSockets() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, h := range n.streams {
+		h.c.NetConn().Close()
+	}
+	n.log.Printf("rendezvous: dropped all harness sockets")
+}
+
+// DropExecutorSocket closes the executor's socket without a close frame, and every harness
+// socket with it (their streams lived on the executor's socket). The executor is expected to
+// reconnect to the same URL; harness frames wait for it.
+func (n *noiseRelay) DropExecutorSocket() {
+	n.mu.Lock()
+	if n.executor != nil {
+		n.executor.c.NetConn().Close()
+		n.executor = nil
+	}
+	for _, h := range n.streams {
+		h.c.NetConn().Close()
+	}
+	n.mu.Unlock()
+	n.log.Printf("rendezvous: dropped the executor socket and all harness sockets")
+}
+
+// WaitExecutor waits until the first executor rendezvous socket is connected.
+func (n *noiseRelay) WaitExecutor(d time.Duration) bool {
+	select {
+	case <-n.executorUp:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// waitExecutorSocket returns the current executor socket, waiting up to d for one.
+func (n *noiseRelay) waitExecutorSocket(d time.Duration) *relaySocket {
+	deadline := time.After(d)
+	for {
+		n.mu.Lock()
+		exec, next := n.executor, n.executorNew
+		n.mu.Unlock()
+		if exec != nil {
+			return exec
+		}
+		select {
+		case <-next:
+		case <-deadline:
+			return nil
+		}
+	}
+}
+
+// sockets returns how many executor and harness sockets have connected.
+func (n *noiseRelay) sockets() (executor, harness int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.executorSockets, n.harnessSockets
+}
+
+var upgrader = websocket.Upgrader{
+	ReadBufferSize:  64 << 10,
+	WriteBufferSize: 64 << 10,
+	CheckOrigin:     func(*http.Request) bool { return true },
+}
+
+// acceptRelay upgrades GET /relay?role=environment|harness and serves the socket until it
+// closes, in the caller's goroutine (the HTTP handler's). upgraded, if set, is called with the
+// role once the upgrade has been answered, err being the upgrade's error. Another role is
+// refused as a rendezvous refuses it.
+func (n *noiseRelay) acceptRelay(w http.ResponseWriter, req *http.Request, upgraded func(role string, err error)) {
+	role := req.URL.Query().Get("role")
+	if role != "environment" && role != "harness" {
+		w.Header().Set("X-Codex-Rendezvous-Rejection-Reason", "invalid_role")
+		w.WriteHeader(http.StatusForbidden)
+		return
+	}
+	var hdr []string
+	for k, v := range req.Header {
+		if k != "Sec-Websocket-Key" {
+			hdr = append(hdr, k+"="+strings.Join(v, ","))
+		}
+	}
+	sort.Strings(hdr)
+	c, err := upgrader.Upgrade(w, req, nil)
+	if upgraded != nil {
+		upgraded(role, err)
+	}
+	if err != nil {
+		n.log.Printf("rendezvous: %s upgrade failed: %v", role, err)
+		return
+	}
+	c.SetReadLimit(maxRelayMessage)
+	n.log.Printf("rendezvous: %s socket from %s headers %v", role, req.RemoteAddr, hdr)
+	if role == "environment" {
+		n.serveExecutor(c)
+	} else {
+		n.serveHarness(c)
+	}
+}
+
+// serveExecutor makes c the executor socket and forwards its frames to the harness socket of
+// each frame's stream, until c closes.
+func (n *noiseRelay) serveExecutor(c *websocket.Conn) {
+	sock := &relaySocket{name: "executor", c: c}
+	n.mu.Lock()
+	n.executorSockets++
+	if n.executorSockets == 1 {
+		close(n.executorUp)
+	}
+	n.executor = sock
+	close(n.executorNew)
+	n.executorNew = make(chan struct{})
+	n.mu.Unlock()
+	c.SetPingHandler(func(p string) error {
+		n.log.Printf("rendezvous: executor ping %q", p)
+		sock.mu.Lock()
+		defer sock.mu.Unlock()
+		return c.WriteControl(websocket.PongMessage, []byte(p), time.Now().Add(5*time.Second))
+	})
+	defer func() {
+		c.Close()
+		n.mu.Lock()
+		if n.executor == sock {
+			n.executor = nil
+		}
+		n.mu.Unlock()
+	}()
+	for {
+		typ, msg, err := c.ReadMessage()
+		if err != nil {
+			n.log.Printf("rendezvous: executor socket closed: %v", err)
+			return
+		}
+		if typ != websocket.BinaryMessage {
+			n.log.Printf("rendezvous: executor sent non-binary message %q", clip(string(msg), 80))
+			continue
+		}
+		f, err := parseRelayFrame(msg)
+		if err != nil {
+			n.log.Printf("rendezvous: executor frame undecodable: %v", err)
+			continue
+		}
+		n.log.Printf("relay executor->harness %d bytes: %s", len(msg), f)
+		if n.onExecutorFrame != nil {
+			n.onExecutorFrame(f, len(msg))
+		}
+		n.mu.Lock()
+		h := n.streams[f.StreamID]
+		n.mu.Unlock()
+		if h == nil {
+			n.log.Printf("rendezvous: no harness for stream %q; dropped", f.StreamID)
+			continue
+		}
+		if err := h.write(msg); err != nil {
+			n.log.Printf("rendezvous: write to harness: %v", err)
+		}
+	}
+}
+
+// serveHarness routes the streams c opens to it and forwards its frames to the executor
+// socket, waiting for one if there is none. When c closes, its streams are reset towards the
+// executor.
+func (n *noiseRelay) serveHarness(c *websocket.Conn) {
+	sock := &relaySocket{name: "harness", c: c}
+	n.mu.Lock()
+	n.harnessSockets++
+	n.mu.Unlock()
+	owned := map[string]bool{}
+	defer func() {
+		c.Close()
+		n.mu.Lock()
+		exec := n.executor
+		for id := range owned {
+			if n.streams[id] == sock {
+				delete(n.streams, id)
+			}
+		}
+		n.mu.Unlock()
+		for id := range owned {
+			if exec != nil {
+				n.log.Printf("relay rendezvous->executor: reset stream=%q reason=%q", id, resetHarnessGone)
+				exec.write(appendRelayReset(nil, id, resetHarnessGone))
+			}
+		}
+	}()
+	for {
+		typ, msg, err := c.ReadMessage()
+		if err != nil {
+			n.log.Printf("rendezvous: harness socket closed: %v", err)
+			return
+		}
+		if typ != websocket.BinaryMessage {
+			n.log.Printf("rendezvous: harness sent non-binary message %q", clip(string(msg), 80))
+			continue
+		}
+		f, err := parseRelayFrame(msg)
+		if err != nil {
+			n.log.Printf("rendezvous: harness frame undecodable: %v", err)
+			continue
+		}
+		n.log.Printf("relay harness->executor %d bytes: %s", len(msg), f)
+		if n.onHarnessFrame != nil {
+			n.onHarnessFrame(f)
+		}
+		n.mu.Lock()
+		n.streams[f.StreamID] = sock
+		owned[f.StreamID] = true
+		if f.Kind == "handshake" {
+			n.handshakes[f.StreamID] = true
+		}
+		n.mu.Unlock()
+		exec := n.waitExecutorSocket(15 * time.Second)
+		if exec == nil {
+			n.log.Printf("rendezvous: no executor socket; dropped")
+			continue
+		}
+		if err := exec.write(msg); err != nil {
+			n.log.Printf("rendezvous: write to executor: %v", err)
+		}
+	}
+}
+
 // registryStats are the facts the remote check asserts on.
 type registryStats struct {
 	Registers        int
@@ -58,7 +425,8 @@ type registryStats struct {
 	RequestID        string              // X-Request-Id of the executor's last upgrade
 }
 
-// testRegistry is the registry and rendezvous. All state is guarded by mu.
+// testRegistry is the remote checks' registry and rendezvous: a noiseRelay behind fixed
+// bearers, with statistics. The statistics are guarded by mu.
 type testRegistry struct {
 	log           *eventLog
 	envID         string
@@ -66,31 +434,12 @@ type testRegistry struct {
 	harnessToken  string // bearer expected on connect
 	url           string // http://127.0.0.1:PORT
 
-	ln  net.Listener
-	srv *http.Server
+	ln    net.Listener
+	srv   *http.Server
+	noise *noiseRelay
 
-	mu          sync.Mutex
-	stats       registryStats
-	executorKey json.RawMessage            // as registered
-	issued      map[string]json.RawMessage // harness_key_authorization -> harness_public_key
-	executor    *relaySocket
-	executorUp  chan struct{}           // closed when the first executor socket is up
-	executorNew chan struct{}           // closed and replaced whenever an executor socket comes up
-	streams     map[string]*relaySocket // stream id -> harness socket
-}
-
-// relaySocket serialises writes to one websocket.
-type relaySocket struct {
-	name string
-	mu   sync.Mutex
-	c    *websocket.Conn
-}
-
-func (s *relaySocket) write(b []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	return s.c.WriteMessage(websocket.BinaryMessage, b)
+	mu    sync.Mutex
+	stats registryStats
 }
 
 func startTestRegistry(log *eventLog, envID, executorToken, harnessToken string) (*testRegistry, error) {
@@ -101,10 +450,8 @@ func startTestRegistry(log *eventLog, envID, executorToken, harnessToken string)
 	r := &testRegistry{
 		log: log, envID: envID, executorToken: executorToken, harnessToken: harnessToken,
 		url: "http://" + ln.Addr().String(), ln: ln,
-		issued:      map[string]json.RawMessage{},
-		streams:     map[string]*relaySocket{},
-		executorUp:  make(chan struct{}),
-		executorNew: make(chan struct{}),
+		// A random authorization: the executor can only echo the one it was given.
+		noise: newNoiseRelay(log, envID, "ws://"+ln.Addr().String(), func(int) string { return "hka-" + randomHex(16) }),
 		stats: registryStats{
 			FramesToExecutor: map[string]int{},
 			FramesToHarness:  map[string]int{},
@@ -112,6 +459,8 @@ func startTestRegistry(log *eventLog, envID, executorToken, harnessToken string)
 			nextSeq:          map[string]uint64{},
 		},
 	}
+	r.noise.onExecutorFrame = r.executorFrame
+	r.noise.onHarnessFrame = r.harnessFrame
 	mux := http.NewServeMux()
 	base := "/cloud/environment/" + envID
 	mux.HandleFunc("POST "+base+"/register", r.register)
@@ -129,66 +478,25 @@ func startTestRegistry(log *eventLog, envID, executorToken, harnessToken string)
 
 func (r *testRegistry) Close() {
 	r.srv.Close()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.executor != nil {
-		r.executor.c.Close()
-	}
-	for _, h := range r.streams {
-		h.c.Close()
-	}
+	r.noise.Close()
 }
 
-// DropHarnessSockets closes every harness socket without a close frame; the rendezvous then
-// resets their streams towards the executor, as it does for any harness that goes away.
-func (r *testRegistry) DropHarnessSockets() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, h := range r.streams {
-		h.c.NetConn().Close()
-	}
-	r.log.Printf("rendezvous: dropped all harness sockets")
-}
+// DropHarnessSockets: see noiseRelay.DropHarnessSockets.
+func (r *testRegistry) DropHarnessSockets() { r.noise.DropHarnessSockets() }
 
-// DropExecutorSocket closes the executor's socket without a close frame, and every harness
-// socket with it (their streams lived on the executor's socket). The executor is expected to
-// reconnect to the same URL; harness frames wait for it.
-func (r *testRegistry) DropExecutorSocket() {
-	r.mu.Lock()
-	if r.executor != nil {
-		r.executor.c.NetConn().Close()
-		r.executor = nil
-	}
-	for _, h := range r.streams {
-		h.c.NetConn().Close()
-	}
-	r.mu.Unlock()
-	r.log.Printf("rendezvous: dropped the executor socket and all harness sockets")
-}
+// DropExecutorSocket: see noiseRelay.DropExecutorSocket.
+func (r *testRegistry) DropExecutorSocket() { r.noise.DropExecutorSocket() }
 
-// waitExecutorSocket returns the current executor socket, waiting up to d for one.
-func (r *testRegistry) waitExecutorSocket(d time.Duration) *relaySocket {
-	deadline := time.After(d)
-	for {
-		r.mu.Lock()
-		exec, next := r.executor, r.executorNew
-		r.mu.Unlock()
-		if exec != nil {
-			return exec
-		}
-		select {
-		case <-next:
-		case <-deadline:
-			return nil
-		}
-	}
-}
+// WaitExecutor waits until the executor's rendezvous socket is connected.
+func (r *testRegistry) WaitExecutor(d time.Duration) bool { return r.noise.WaitExecutor(d) }
 
 // Stats returns a copy of the counters.
 func (r *testRegistry) Stats() registryStats {
+	executorSockets, harnessSockets := r.noise.sockets()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stats
+	s.ExecutorSockets, s.HarnessSockets = executorSockets, harnessSockets
 	s.FramesToExecutor = copyCounts(s.FramesToExecutor)
 	s.FramesToHarness = copyCounts(s.FramesToHarness)
 	s.ValidateProblems = append([]string(nil), s.ValidateProblems...)
@@ -210,13 +518,24 @@ func copyCounts(m map[string]int) map[string]int {
 	return c
 }
 
-// WaitExecutor waits until the executor's rendezvous socket is connected.
-func (r *testRegistry) WaitExecutor(d time.Duration) bool {
-	select {
-	case <-r.executorUp:
-		return true
-	case <-time.After(d):
-		return false
+// executorFrame counts an executor frame and checks it against 0.169.
+func (r *testRegistry) executorFrame(f relayFrame, size int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stats.FramesToHarness[f.Kind]++
+	r.checkExecutorFrame(f, size)
+	if f.Kind == "reset" {
+		r.stats.Resets = append(r.stats.Resets, "executor->harness "+f.StreamID+" "+f.Reason)
+	}
+}
+
+// harnessFrame counts a harness frame.
+func (r *testRegistry) harnessFrame(f relayFrame) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stats.FramesToExecutor[f.Kind]++
+	if f.Kind == "reset" {
+		r.stats.Resets = append(r.stats.Resets, "harness->executor "+f.StreamID+" "+f.Reason)
 	}
 }
 
@@ -320,11 +639,11 @@ func (r *testRegistry) register(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	r.stats.Registers++
 	r.stats.RegisterBody = raw
-	r.executorKey = body.ExecutorPublicKey
 	r.mu.Unlock()
+	r.noise.setExecutorKey(body.ExecutorPublicKey)
 	writeJSON(w, http.StatusOK, map[string]string{
 		"environment_id":           r.envID,
-		"url":                      "ws://" + r.ln.Addr().String() + "/relay?role=environment",
+		"url":                      r.noise.ws + "/relay?role=environment",
 		"security_profile":         securityProfile,
 		"executor_registration_id": registrationID,
 	})
@@ -339,55 +658,28 @@ func (r *testRegistry) connect(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]string{"code": "unauthorized", "message": "bad connect"}})
 		return
 	}
-	auth := "hka-" + randomHex(16)
 	r.mu.Lock()
 	r.stats.Connects++
-	r.issued[auth] = body.HarnessPublicKey
-	key := r.executorKey
 	r.mu.Unlock()
-	if key == nil {
+	bundle, ok := r.noise.connectBundle(body.HarnessPublicKey)
+	if !ok {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]string{"code": "not_registered", "message": "no executor"}})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"environment_id":            r.envID,
-		"url":                       "ws://" + r.ln.Addr().String() + "/relay?role=harness",
-		"security_profile":          securityProfile,
-		"executor_registration_id":  registrationID,
-		"executor_public_key":       key,
-		"harness_key_authorization": auth,
-	})
+	writeJSON(w, http.StatusOK, bundle)
 }
 
 func (r *testRegistry) validate(w http.ResponseWriter, req *http.Request) {
-	var body struct {
-		ExecutorRegistrationID  string          `json:"executor_registration_id"`
-		HarnessPublicKey        json.RawMessage `json:"harness_public_key"`
-		HarnessKeyAuthorization string          `json:"harness_key_authorization"`
-	}
-	_, err := r.readJSON(req, &body)
+	var v any
+	raw, err := r.readJSON(req, &v)
 	var problems []string
-	switch {
-	case err != nil:
+	if err != nil {
 		problems = append(problems, "body: "+err.Error())
-	default:
+	} else {
 		if !bearerIs(req, r.executorToken) {
 			problems = append(problems, "bearer "+req.Header.Get("Authorization"))
 		}
-		if req.Header.Get("X-Codex-Noise-Stream-Id") == "" {
-			problems = append(problems, "missing X-Codex-Noise-Stream-Id")
-		}
-		if body.ExecutorRegistrationID != registrationID {
-			problems = append(problems, "executor_registration_id "+body.ExecutorRegistrationID)
-		}
-		r.mu.Lock()
-		want, ok := r.issued[body.HarnessKeyAuthorization]
-		r.mu.Unlock()
-		if !ok {
-			problems = append(problems, "unknown harness_key_authorization "+clip(body.HarnessKeyAuthorization, 40))
-		} else if !jsonEqual(want, body.HarnessPublicKey) {
-			problems = append(problems, "harness_public_key differs from the one sent to /connect")
-		}
+		problems = append(problems, r.noise.validateProblems(req.Header, raw)...)
 	}
 	r.mu.Lock()
 	r.stats.Validates++
@@ -402,161 +694,15 @@ func (r *testRegistry) validate(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]bool{"valid": len(problems) == 0})
 }
 
-var upgrader = websocket.Upgrader{
-	ReadBufferSize:  64 << 10,
-	WriteBufferSize: 64 << 10,
-	CheckOrigin:     func(*http.Request) bool { return true },
-}
-
 func (r *testRegistry) relay(w http.ResponseWriter, req *http.Request) {
-	role := req.URL.Query().Get("role")
-	if role != "environment" && role != "harness" {
-		w.Header().Set("X-Codex-Rendezvous-Rejection-Reason", "invalid_role")
-		w.WriteHeader(http.StatusForbidden)
-		return
-	}
-	var hdr []string
-	for k, v := range req.Header {
-		if k != "Sec-Websocket-Key" {
-			hdr = append(hdr, k+"="+strings.Join(v, ","))
+	r.noise.acceptRelay(w, req, func(role string, _ error) {
+		r.recordHeaders("upgrade-"+role, req.Header)
+		if role == "environment" {
+			r.mu.Lock()
+			r.stats.RequestID = req.Header.Get("X-Request-Id")
+			r.mu.Unlock()
 		}
-	}
-	sort.Strings(hdr)
-	r.recordHeaders("upgrade-"+role, req.Header)
-	if role == "environment" {
-		r.mu.Lock()
-		r.stats.RequestID = req.Header.Get("X-Request-Id")
-		r.mu.Unlock()
-	}
-	c, err := upgrader.Upgrade(w, req, nil)
-	if err != nil {
-		r.log.Printf("rendezvous: %s upgrade failed: %v", role, err)
-		return
-	}
-	c.SetReadLimit(maxRelayMessage)
-	r.log.Printf("rendezvous: %s socket from %s headers %v", role, req.RemoteAddr, hdr)
-	if role == "environment" {
-		r.serveExecutor(c)
-	} else {
-		r.serveHarness(c)
-	}
-}
-
-func (r *testRegistry) serveExecutor(c *websocket.Conn) {
-	sock := &relaySocket{name: "executor", c: c}
-	r.mu.Lock()
-	r.stats.ExecutorSockets++
-	if r.stats.ExecutorSockets == 1 {
-		close(r.executorUp)
-	}
-	r.executor = sock
-	close(r.executorNew)
-	r.executorNew = make(chan struct{})
-	r.mu.Unlock()
-	c.SetPingHandler(func(p string) error {
-		r.log.Printf("rendezvous: executor ping %q", p)
-		sock.mu.Lock()
-		defer sock.mu.Unlock()
-		return c.WriteControl(websocket.PongMessage, []byte(p), time.Now().Add(5*time.Second))
 	})
-	defer func() {
-		c.Close()
-		r.mu.Lock()
-		if r.executor == sock {
-			r.executor = nil
-		}
-		r.mu.Unlock()
-	}()
-	for {
-		typ, msg, err := c.ReadMessage()
-		if err != nil {
-			r.log.Printf("rendezvous: executor socket closed: %v", err)
-			return
-		}
-		if typ != websocket.BinaryMessage {
-			r.log.Printf("rendezvous: executor sent non-binary message %q", clip(string(msg), 80))
-			continue
-		}
-		f, err := parseRelayFrame(msg)
-		if err != nil {
-			r.log.Printf("rendezvous: executor frame undecodable: %v", err)
-			continue
-		}
-		r.log.Printf("relay executor->harness %d bytes: %s", len(msg), f)
-		r.mu.Lock()
-		r.stats.FramesToHarness[f.Kind]++
-		r.checkExecutorFrame(f, len(msg))
-		if f.Kind == "reset" {
-			r.stats.Resets = append(r.stats.Resets, "executor->harness "+f.StreamID+" "+f.Reason)
-		}
-		h := r.streams[f.StreamID]
-		r.mu.Unlock()
-		if h == nil {
-			r.log.Printf("rendezvous: no harness for stream %q; dropped", f.StreamID)
-			continue
-		}
-		if err := h.write(msg); err != nil {
-			r.log.Printf("rendezvous: write to harness: %v", err)
-		}
-	}
-}
-
-func (r *testRegistry) serveHarness(c *websocket.Conn) {
-	sock := &relaySocket{name: "harness", c: c}
-	r.mu.Lock()
-	r.stats.HarnessSockets++
-	r.mu.Unlock()
-	owned := map[string]bool{}
-	defer func() {
-		c.Close()
-		r.mu.Lock()
-		exec := r.executor
-		for id := range owned {
-			if r.streams[id] == sock {
-				delete(r.streams, id)
-			}
-		}
-		r.mu.Unlock()
-		for id := range owned {
-			if exec != nil {
-				r.log.Printf("relay rendezvous->executor: reset stream=%q reason=%q", id, resetHarnessGone)
-				exec.write(appendRelayReset(nil, id, resetHarnessGone))
-			}
-		}
-	}()
-	for {
-		typ, msg, err := c.ReadMessage()
-		if err != nil {
-			r.log.Printf("rendezvous: harness socket closed: %v", err)
-			return
-		}
-		if typ != websocket.BinaryMessage {
-			r.log.Printf("rendezvous: harness sent non-binary message %q", clip(string(msg), 80))
-			continue
-		}
-		f, err := parseRelayFrame(msg)
-		if err != nil {
-			r.log.Printf("rendezvous: harness frame undecodable: %v", err)
-			continue
-		}
-		r.log.Printf("relay harness->executor %d bytes: %s", len(msg), f)
-		r.mu.Lock()
-		r.stats.FramesToExecutor[f.Kind]++
-		if f.Kind == "reset" {
-			r.stats.Resets = append(r.stats.Resets, "harness->executor "+f.StreamID+" "+f.Reason)
-		}
-		r.streams[f.StreamID] = sock
-		owned[f.StreamID] = true
-		r.mu.Unlock()
-		exec := r.waitExecutorSocket(15 * time.Second)
-		if exec == nil {
-			r.log.Printf("rendezvous: no executor socket; dropped")
-			continue
-		}
-		if err := exec.write(msg); err != nil {
-			r.log.Printf("rendezvous: write to executor: %v", err)
-		}
-	}
 }
 
 func randomHex(n int) string {
