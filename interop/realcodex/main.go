@@ -28,7 +28,7 @@ type config struct {
 	modes   []string // sandbox modes to run the checks under, in order (-s)
 }
 
-const allChecks = "local-ref,local-ours,diff,remote-ref,remote-ours,credentials"
+const allChecks = "local-ref,local-ours,diff,remote-ref,remote-ours,credentials,forward"
 
 // The sandbox modes of -s, as config.toml's sandbox_mode and thread/start's sandbox spell them.
 const (
@@ -45,7 +45,8 @@ func main() {
 	flag.StringVar(&cfg.codex, "codex", "", "reference codex 0.169 binary (required)")
 	flag.StringVar(&cfg.ours, "ours", "", "our exec-server binary (required)")
 	flag.StringVar(&cfg.workdir, "workdir", "", "scratch directory, outside /tmp when a sandbox mode is run (default: a new directory under ~/.cache/realcodex)")
-	flag.StringVar(&checks, "checks", allChecks, "comma-separated checks: local-ref, local-ours, diff (needs both local runs), remote-ref, remote-ours, credentials; local and remote name both of their pair")
+	flag.StringVar(&checks, "checks", allChecks, "comma-separated checks: local-ref, local-ours, diff (needs both local runs), remote-ref, remote-ours, credentials, "+
+		"forward-ref, forward-ours, forward-control, forward-upgrade (needs forward-ref and forward-control); local and remote name both of their pair, forward all four")
 	flag.BoolVar(&cfg.agent, "agent", true, "also run an agent turn against the loopback mock model")
 	flag.BoolVar(&cfg.verbose, "v", false, "copy the event log to stderr")
 	flag.StringVar(&modes, "s", modeFull, "sandbox mode(s) of the thread, comma-separated: danger-full-access, workspace-write, read-only, or all; every check runs under each")
@@ -65,7 +66,14 @@ func main() {
 			cfg.checks[c+"-ref"], cfg.checks[c+"-ours"] = true, true
 		case "diff":
 			cfg.checks["diff"], cfg.checks["local-ref"], cfg.checks["local-ours"] = true, true, true
-		case "local-ref", "local-ours", "remote-ref", "remote-ours", "credentials":
+		case "forward":
+			for _, fc := range forwardChecks {
+				cfg.checks[fc.name] = true
+			}
+			cfg.checks["forward-upgrade"] = true
+		case "forward-upgrade":
+			cfg.checks[c], cfg.checks["forward-ref"], cfg.checks["forward-control"] = true, true, true
+		case "local-ref", "local-ours", "remote-ref", "remote-ours", "credentials", "forward-ref", "forward-ours", "forward-control":
 			cfg.checks[c] = true
 		default:
 			fatal(fmt.Errorf("unknown check %q", c))
@@ -232,6 +240,17 @@ func run(cfg config) int {
 			if cfg.checks["remote-"+target] {
 				report(m.label("remote/"+target), runRemote(ctx, cfg, log, m, target))
 			}
+		}
+		forwards := map[string]*forwardRun{}
+		for _, fc := range forwardChecks {
+			if cfg.checks[fc.name] && ctx.Err() == nil {
+				fr := runForward(ctx, cfg, log, m, fc)
+				forwards[fc.name] = fr
+				report(m.label(fc.name), fr.results)
+			}
+		}
+		if cfg.checks["forward-upgrade"] {
+			report(m.label("forward-upgrade"), compareUpgrades(forwards["forward-ref"], forwards["forward-control"]))
 		}
 		if cfg.checks["credentials"] && m.mode == cfg.modes[0] {
 			report("credentials", runCredentials(ctx, cfg, log, m))

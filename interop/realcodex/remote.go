@@ -81,7 +81,7 @@ func runRemote(ctx context.Context, cfg config, log *eventLog, m modeRun, target
 			},
 		}
 	})...)
-	out = append(out, relayResults(reg.Stats())...)
+	out = append(out, relayResults(reg.Stats(), 0)...)
 	out = append(out, headerResult(reg.Stats()))
 	if exe.Exited() {
 		out = append(out, stepResult{Name: "executor still running after the scenario", Detail: "exited; see " + logPath})
@@ -126,8 +126,10 @@ func registerResult(st registryStats) stepResult {
 	return r
 }
 
-// relayResults asserts on what the rendezvous saw.
-func relayResults(st registryStats) []stepResult {
+// relayResults asserts on what the rendezvous saw. The executor must reset exactly
+// wantResets streams: none for an executor serving them itself, and for a forward one for each
+// target websocket that was dropped under it (docs/remote.md §11).
+func relayResults(st registryStats, wantResets int) []stepResult {
 	counts := fmt.Sprintf("harness->executor %v, executor->harness %v, resets %v, validates %d ok %d, problems %v",
 		st.FramesToExecutor, st.FramesToHarness, st.Resets, st.Validates, st.ValidatesOK, st.ValidateProblems)
 	var executorResets []string
@@ -141,10 +143,34 @@ func relayResults(st registryStats) []stepResult {
 		{Name: "executor validated the harness key with the registry", OK: st.Validates > 0 && st.ValidatesOK == st.Validates, Detail: counts},
 		{Name: "Noise handshake completed (msg2 and data in both directions)",
 			OK: st.FramesToHarness["handshake"] > 0 && st.FramesToHarness["data"] > 0 && st.FramesToExecutor["data"] > 0, Detail: counts},
-		{Name: "executor sent no reset", OK: len(executorResets) == 0, Detail: counts},
+		resetResult(executorResets, wantResets, counts),
 		{Name: "executor frames follow 0.169 (version 1, no acks, seq 0,1,2… per stream, one segment, ≤ 60 KiB records, 3424-byte msg2)",
 			OK: len(st.FrameProblems) == 0, Detail: strings.Join(append(st.FrameProblems, fmt.Sprintf("largest data record %d bytes", st.MaxDataPayload)), "\n")},
 	}
+}
+
+// resetResult checks the executor's resets (each "executor->harness STREAM REASON"): they
+// must end exactly want streams, each with the reason 0.169 gives every reset it sends
+// (noise_relay_protocol_error). Streams, not frames, are counted: harness frames already in
+// flight on a stream the executor reset are each answered with another reset (data for an
+// unknown stream, docs/remote.md §4), and how many there are is a matter of timing.
+func resetResult(resets []string, want int, counts string) stepResult {
+	r := stepResult{Name: "executor sent no reset", Detail: counts}
+	if want > 0 {
+		r.Name = fmt.Sprintf("forward reset the %d stream(s) whose target websocket dropped, and no other (noise_relay_protocol_error)", want)
+	}
+	streams := map[string]bool{}
+	r.OK = true
+	for _, x := range resets {
+		f := strings.Fields(x)
+		if len(f) != 3 || f[2] != "noise_relay_protocol_error" {
+			r.OK = false
+			continue
+		}
+		streams[f[1]] = true
+	}
+	r.OK = r.OK && len(streams) == want
+	return r
 }
 
 // executorHeaders are the header names 0.169's executor sends (docs/remote.md §2.1, §3), as Go's

@@ -3,9 +3,11 @@ package main
 // A logging websocket proxy: the harness connects here, each accepted socket is paired with a
 // fresh socket to the upstream exec-server, and every message both ways is copied unchanged
 // and recorded. It is how the local check sees what the real harness sends and what each
-// exec-server answers.
+// exec-server answers, and how the forward checks see what each forward sends its target,
+// down to the bytes of its upgrade request.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -32,7 +34,8 @@ type wsProxy struct {
 	log      *eventLog
 	name     string
 	upstream string
-	ln       net.Listener
+	pass     []string // request headers copied to the upstream upgrade (e.g. Authorization)
+	ln       *headListener
 	srv      *http.Server
 	start    time.Time
 
@@ -40,18 +43,23 @@ type wsProxy struct {
 	conns    int
 	msgs     []wireMessage
 	upgrades []string // request line and headers of each upgrade, as the harness sent them
+	heads    [][]byte // each upgrade request's head (request line and headers) byte for byte
 	closes   []string
 	live     []*websocket.Conn
 }
 
-func startWSProxy(log *eventLog, name, upstream string) (*wsProxy, error) {
+// startWSProxy listens on a loopback port and forwards each websocket to upstream. The
+// request headers named in pass are copied to the upstream upgrade (the rest belong to the
+// client's hop); the upstream's refusal of an upgrade is answered with its status.
+func startWSProxy(log *eventLog, name, upstream string, pass ...string) (*wsProxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("proxy listen: %w", err)
 	}
-	p := &wsProxy{log: log, name: name, upstream: upstream, ln: ln, start: time.Now()}
+	hl := &headListener{Listener: ln, heads: map[string][]byte{}}
+	p := &wsProxy{log: log, name: name, upstream: upstream, pass: pass, ln: hl, start: time.Now()}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
-	go p.srv.Serve(ln)
+	go p.srv.Serve(hl) // ends when Close closes the listener
 	return p, nil
 }
 
@@ -68,15 +76,18 @@ func (p *wsProxy) Close() {
 }
 
 // DropAll closes every live connection on both sides without a close frame, the way a
-// network failure would.
-func (p *wsProxy) DropAll() {
+// network failure would, and returns how many proxied connections (client and upstream
+// socket pairs) it dropped.
+func (p *wsProxy) DropAll() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.live {
 		c.NetConn().Close()
 	}
+	n := len(p.live) / 2
 	p.live = nil
-	p.log.Printf("%s proxy: dropped all connections", p.name)
+	p.log.Printf("%s proxy: dropped all %d connections", p.name, n)
+	return n
 }
 
 // Messages returns a copy of the recorded traffic.
@@ -93,6 +104,15 @@ func (p *wsProxy) Upgrades() []string {
 	return append([]string(nil), p.upgrades...)
 }
 
+// Heads returns the head of each upgrade request received, refused upstream or not, byte for
+// byte as the client sent it: the request line and the header lines in the client's order and
+// spelling, which net/http's parsed Header loses.
+func (p *wsProxy) Heads() [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([][]byte(nil), p.heads...)
+}
+
 func (p *wsProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	var hdr []string
 	for k, v := range req.Header {
@@ -105,7 +125,18 @@ func (p *wsProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "websocket only", http.StatusBadRequest)
 		return
 	}
-	up, resp, err := websocket.DefaultDialer.Dial(p.upstream+req.URL.RequestURI(), nil)
+	if head := p.ln.take(req.RemoteAddr); head != nil {
+		p.mu.Lock()
+		p.heads = append(p.heads, head)
+		p.mu.Unlock()
+	}
+	upHeader := http.Header{}
+	for _, k := range p.pass {
+		if v := req.Header.Values(k); len(v) > 0 {
+			upHeader[http.CanonicalHeaderKey(k)] = v
+		}
+	}
+	up, resp, err := websocket.DefaultDialer.Dial(p.upstream+req.URL.RequestURI(), upHeader)
 	if err != nil {
 		status := http.StatusBadGateway
 		if resp != nil {
@@ -136,6 +167,20 @@ func (p *wsProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	c.Close()
 	up.Close()
 	<-done
+	p.forget(c, up)
+}
+
+// forget removes an ended pair from the live connections, so DropAll counts only live ones.
+func (p *wsProxy) forget(c, up *websocket.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	live := p.live[:0]
+	for _, x := range p.live {
+		if x != c && x != up {
+			live = append(live, x)
+		}
+	}
+	p.live = live
 }
 
 // pump copies messages from src to dst, recording each. Pings are answered by gorilla's
@@ -195,4 +240,61 @@ func writeJSONLines(path string, each func(*json.Encoder)) {
 	enc := json.NewEncoder(f)
 	enc.SetEscapeHTML(false)
 	each(enc)
+}
+
+// maxHead bounds the recorded head of one request; a longer one is recorded cut short.
+const maxHead = 16 << 10
+
+// headListener records the first request head (up to the blank line) read on each accepted
+// connection, keyed by the peer address that net/http reports as Request.RemoteAddr. The
+// handler takes it out of the map, so a connection's entry lives until its request is served
+// (a connection that never sends a complete head leaves one small entry behind).
+type headListener struct {
+	net.Listener
+	mu    sync.Mutex
+	heads map[string][]byte
+}
+
+func (l *headListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &headConn{Conn: c, l: l}, nil
+}
+
+// take returns and forgets the head recorded for the connection from addr.
+func (l *headListener) take(addr string) []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.heads[addr]
+	delete(l.heads, addr)
+	return h
+}
+
+// headConn copies what is read into buf until the head is complete, then stores it once.
+type headConn struct {
+	net.Conn
+	l    *headListener
+	buf  []byte
+	done bool
+}
+
+func (c *headConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if !c.done && n > 0 {
+		c.buf = append(c.buf, b[:n]...)
+		end := bytes.Index(c.buf, []byte("\r\n\r\n"))
+		if end >= 0 || len(c.buf) >= maxHead {
+			if end >= 0 {
+				c.buf = c.buf[:end+4]
+			}
+			c.done = true
+			c.l.mu.Lock()
+			c.l.heads[c.RemoteAddr().String()] = c.buf
+			c.l.mu.Unlock()
+			c.buf = nil
+		}
+	}
+	return n, err
 }
