@@ -18,7 +18,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 )
 
@@ -27,7 +26,7 @@ type forwardConfig struct {
 	connect   string // --connect: the target's ws:// or wss:// URL
 	tokenFile string // --connect-token-file: its capability token, sent as a bearer
 
-	header http.Header // set by validate: the upgrade's extra headers
+	header []upgradeHeader // set by validate: the upgrade's extra headers
 }
 
 func (f *forwardConfig) registerFlags(fs *flag.FlagSet) {
@@ -47,13 +46,13 @@ func (f *forwardConfig) validate() error {
 	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
 		return errors.New("--connect must be a ws:// or wss:// URL")
 	}
-	f.header = http.Header{}
+	f.header = nil
 	if f.tokenFile != "" {
 		token, err := readWSAuthFile("--connect-token-file", f.tokenFile)
 		if err != nil {
 			return err
 		}
-		f.header.Set("Authorization", "Bearer "+string(token))
+		f.header = []upgradeHeader{{"Authorization", "Bearer " + string(token)}}
 	}
 	return nil
 }
@@ -126,7 +125,7 @@ func (b *forwardBridge) serve(t msgTransport, _ string) {
 	for { // stream -> target
 		m, err := t.next()
 		if err == nil {
-			err = ws.writeMessage(m.data)
+			err = ws.writeMessageOp(wsOpBinary, m.data) // binary, as 0.169's forward
 			m.release()
 		}
 		if err != nil {
@@ -142,7 +141,7 @@ func (b *forwardBridge) serve(t msgTransport, _ string) {
 func (b *forwardBridge) dial() (*wsConn, error) {
 	ctx, cancel := context.WithTimeout(b.ctx, b.timings.dialTimeout)
 	defer cancel()
-	ws, _, err := dialWebsocket(ctx, b.cfg.connect, b.cfg.header.Clone(), b.tls, wsOptions{
+	ws, _, err := dialWebsocket(ctx, b.cfg.connect, b.cfg.header, b.tls, wsOptions{
 		pingInterval: b.timings.pingInterval,
 		pongTimeout:  b.timings.pongTimeout,
 	})

@@ -82,8 +82,8 @@ func TestForwardTargetCloseEndsStream(t *testing.T) {
 	case <-time.After(remoteTestTimeout):
 		t.Fatal("the bridge did not connect to the target")
 	}
-	op, msg, err := ws.readFrameMessage()
-	if err != nil || op != wsOpText || string(msg) != `{"id":1,"method":"ping"}` {
+	op, msg, err := ws.readFrameMessage() // one binary message per JSON-RPC message, as 0.169's forward
+	if err != nil || op != wsOpBinary || string(msg) != `{"id":1,"method":"ping"}` {
 		t.Fatalf("target got op %d %q, %v", op, msg, err)
 	}
 	ws.writeMessage([]byte(`{"id":1,"result":{}}`))

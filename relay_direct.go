@@ -161,7 +161,14 @@ func (x *directExecutor) dial(ctx context.Context, reg *directRegistration, atte
 	}
 	dctx, cancel := context.WithTimeout(ctx, x.timings.dialTimeout)
 	defer cancel()
-	return dialWebsocket(dctx, reg.url, req.Header, x.cfg.tlsConfig(), wsOptions{
+	// 0.169 writes the signature's headers in this order.
+	var extra []upgradeHeader
+	for _, name := range []string{"X-Amz-Security-Token", "Authorization", "X-Amz-Date"} {
+		if v := req.Header.Get(name); v != "" {
+			extra = append(extra, upgradeHeader{name, v})
+		}
+	}
+	return dialWebsocket(dctx, reg.url, extra, x.cfg.tlsConfig(), wsOptions{
 		proxy:        http.ProxyFromEnvironment,
 		pingInterval: x.timings.pingInterval,
 		pongTimeout:  x.timings.pongTimeout,

@@ -156,7 +156,7 @@ func (x *relayExecutor) dial(ctx context.Context, reg *registration, attempt int
 	x.log.Info("connecting to the rendezvous", "connection_attempt", attempt, "request_id", requestID)
 	dctx, cancel := context.WithTimeout(ctx, x.timings.dialTimeout)
 	defer cancel()
-	ws, resp, err := dialWebsocket(dctx, reg.url, http.Header{"X-Request-Id": {requestID}}, x.tls, wsOptions{
+	ws, resp, err := dialWebsocket(dctx, reg.url, []upgradeHeader{{"x-request-id", requestID}}, x.tls, wsOptions{
 		proxy:        http.ProxyFromEnvironment,
 		maxMessage:   relayMaxMessage,
 		maxFrame:     relayMaxMessage,

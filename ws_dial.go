@@ -85,13 +85,22 @@ func redactQuery(u *url.URL) string {
 	return v.Redacted()
 }
 
+// upgradeHeader is one extra header of a client upgrade request, such as the rendezvous
+// dial's x-request-id or the direct dial's SigV4 headers.
+type upgradeHeader struct{ name, value string }
+
 // dialWebsocket opens a client websocket to a ws:// or wss:// URL. On an answer other than
 // 101 it returns the response (body read, up to 64 KiB) with an error, so callers can act on
 // the status.
-func dialWebsocket(ctx context.Context, rawURL string, header http.Header, tlsConf *tls.Config, opts wsOptions) (*wsConn, *http.Response, error) {
+func dialWebsocket(ctx context.Context, rawURL string, extra []upgradeHeader, tlsConf *tls.Config, opts wsOptions) (*wsConn, *http.Response, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("websocket dial: %w", err)
+	}
+	for _, h := range extra {
+		if !validUpgradeHeader(h) {
+			return nil, nil, fmt.Errorf("websocket dial %s: header %q: invalid name or value", redactQuery(u), h.name)
+		}
 	}
 	host := u.Host
 	switch u.Scheme {
@@ -133,21 +142,11 @@ func dialWebsocket(ctx context.Context, rawURL string, header http.Header, tlsCo
 	var rawKey [16]byte
 	rand.Read(rawKey[:])
 	key := base64.StdEncoding.EncodeToString(rawKey[:])
-	req := &http.Request{Method: http.MethodGet, URL: u, Host: u.Host, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header["User-Agent"] = []string{""} // no Go-http-client default: say nothing, as 0.169
-	}
-	req.Header.Set("Upgrade", "websocket")
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Sec-WebSocket-Key", key)
-	req.Header.Set("Sec-WebSocket-Version", "13")
-	if err := req.Write(nc); err != nil {
+	if _, err := nc.Write(appendUpgradeRequest(nil, u, key, extra)); err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
 	}
+	req := &http.Request{Method: http.MethodGet, URL: u}
 	br := bufio.NewReader(nc)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
@@ -165,4 +164,46 @@ func dialWebsocket(ctx context.Context, rawURL string, header http.Header, tlsCo
 	}
 	nc.SetDeadline(time.Time{})
 	return newWSConn(nc, br, true, opts), resp, nil
+}
+
+// appendUpgradeRequest appends the head of a client upgrade request as 0.169's client writes
+// it, byte for byte (docs/remote.md §3): Host, Connection, Upgrade, Sec-WebSocket-Version and
+// Sec-WebSocket-Key, then the extra headers in the order given, named in lower case, and no
+// User-Agent. The caller has checked the extra headers' names and values.
+func appendUpgradeRequest(b []byte, u *url.URL, key string, extra []upgradeHeader) []byte {
+	b = append(b, "GET "...)
+	b = append(b, u.RequestURI()...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, u.Host...)
+	b = append(b, "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: "...)
+	b = append(b, key...)
+	b = append(b, "\r\n"...)
+	for _, h := range extra {
+		b = append(b, strings.ToLower(h.name)...)
+		b = append(b, ": "...)
+		b = append(b, h.value...)
+		b = append(b, "\r\n"...)
+	}
+	return append(b, "\r\n"...)
+}
+
+// validUpgradeHeader reports whether h can be written as it is: a name of RFC 9110 token
+// characters, a value without control characters but tab. A token file holding a line break
+// would otherwise add headers of its own.
+func validUpgradeHeader(h upgradeHeader) bool {
+	if h.name == "" {
+		return false
+	}
+	for i := 0; i < len(h.name); i++ {
+		c := h.name[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	for i := 0; i < len(h.value); i++ {
+		if c := h.value[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

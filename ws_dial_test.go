@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,70 @@ func TestWSDialThroughConnectProxy(t *testing.T) {
 	reply, err := ws.readMessage()
 	if err != nil || !strings.Contains(string(reply), "must call initialize") {
 		t.Fatalf("reply through the tunnel: %s %v", reply, err)
+	}
+}
+
+// TestDialUpgradeRequestIs0169s compares the upgrade request's head, byte for byte but the
+// random key, with what 0.169 sent to a raw listener: its rendezvous dial (x-request-id) and
+// its direct dial (the SigV4 headers, in that order). A header value with a line break is
+// refused before anything is dialled.
+func TestDialUpgradeRequestIs0169s(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	heads := make(chan string, 1)
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(nc)
+			var head strings.Builder
+			for {
+				line, err := br.ReadString('\n')
+				head.WriteString(line)
+				if err != nil || line == "\r\n" {
+					break
+				}
+			}
+			io.WriteString(nc, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+			nc.Close()
+			heads <- head.String()
+		}
+	}()
+	host := ln.Addr().String()
+	key := regexp.MustCompile(`(?m)^Sec-WebSocket-Key: [A-Za-z0-9+/]{22}==\r$`)
+	for _, c := range []struct {
+		url   string
+		extra []upgradeHeader
+		want  string
+	}{
+		{"ws://" + host + "/relay?role=environment", []upgradeHeader{{"x-request-id", "req_97203c28a9c6443495e3f48588d6e30a"}},
+			"GET /relay?role=environment HTTP/1.1\r\nHost: " + host + "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: <key>\r\nx-request-id: req_97203c28a9c6443495e3f48588d6e30a\r\n\r\n"},
+		{"ws://" + host + "/direct", []upgradeHeader{{"X-Amz-Security-Token", "sesstok"}, {"Authorization", "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261126/us-east-1/execute-api/aws4_request, SignedHeaders=host;x-amz-date;x-amz-security-token, Signature=de7b"}, {"X-Amz-Date", "20261126T021936Z"}},
+			"GET /direct HTTP/1.1\r\nHost: " + host + "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: <key>\r\nx-amz-security-token: sesstok\r\nauthorization: AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261126/us-east-1/execute-api/aws4_request, SignedHeaders=host;x-amz-date;x-amz-security-token, Signature=de7b\r\nx-amz-date: 20261126T021936Z\r\n\r\n"},
+		{"ws://" + host, nil,
+			"GET / HTTP/1.1\r\nHost: " + host + "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: <key>\r\n\r\n"},
+	} {
+		_, resp, err := dialWebsocket(t.Context(), c.url, c.extra, nil, wsOptions{})
+		if err == nil || resp == nil || resp.StatusCode != 403 {
+			t.Fatalf("%s: %v, %v; want the 403", c.url, resp, err)
+		}
+		if got := key.ReplaceAllString(<-heads, "Sec-WebSocket-Key: <key>\r"); got != c.want {
+			t.Errorf("%s: head\n%q\nwant\n%q", c.url, got, c.want)
+		}
+	}
+	for _, bad := range []upgradeHeader{{"Authorization", "Bearer a\r\nX-Injected: 1"}, {"Bad Name", "v"}, {"", "v"}, {"x", "nul\x00"}} {
+		if _, _, err := dialWebsocket(t.Context(), "ws://"+host, []upgradeHeader{bad}, nil, wsOptions{}); err == nil || !strings.Contains(err.Error(), "invalid name or value") {
+			t.Errorf("header %q: %v, want refused", bad, err)
+		}
+	}
+	select {
+	case h := <-heads:
+		t.Errorf("a refused header was dialled: %q", h)
+	default:
 	}
 }
