@@ -4,7 +4,7 @@ package main
 // --remote does, but bridge each relay stream, once its Noise handshake is done, to a
 // websocket of its own to an existing exec-server (--connect), instead of serving it here.
 //
-//	stream -> target    each JSON-RPC message becomes one text message on the websocket
+//	stream -> target    each JSON-RPC message becomes one binary message on the websocket, as 0.169
 //	target -> stream    each websocket message becomes one JSON-RPC message on the stream
 //	close               the stream's end closes the websocket (the target's session detaches),
 //	                    and the websocket's end resets the stream
@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 )
 
 // forwardConfig is the command line of `exec-server forward`.
@@ -43,8 +44,13 @@ func (f *forwardConfig) validate() error {
 		return errors.New("forward needs --connect URL")
 	}
 	u, err := url.Parse(f.connect)
-	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+	switch {
+	case err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Hostname() == "":
 		return errors.New("--connect must be a ws:// or wss:// URL")
+	case u.User != nil:
+		return errors.New("--connect must not carry userinfo")
+	case strings.Contains(f.connect, "#"):
+		return errors.New("--connect must not have a fragment")
 	}
 	f.header = nil
 	if f.tokenFile != "" {
@@ -52,7 +58,14 @@ func (f *forwardConfig) validate() error {
 		if err != nil {
 			return err
 		}
-		f.header = []upgradeHeader{{"Authorization", "Bearer " + string(token)}}
+		h := upgradeHeader{"Authorization", "Bearer " + string(token)}
+		switch {
+		case !validUpgradeHeader(h):
+			return fmt.Errorf("--connect-token-file %s: the token holds a line break or another control character", f.tokenFile)
+		case u.Scheme == "ws" && !isLoopbackHost(u.Hostname()):
+			return errors.New("--connect-token-file needs a wss:// --connect URL (or ws:// on loopback): the token would cross the network in clear")
+		}
+		f.header = []upgradeHeader{h}
 	}
 	return nil
 }

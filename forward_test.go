@@ -145,14 +145,48 @@ func TestForwardHelpAndUsageErrors(t *testing.T) {
 		t.Fatalf("--help does not list forward: %q", stdout.String())
 	}
 	for args, want := range map[string]string{
-		"forward --connect ws://127.0.0.1:1":                                "need --remote",
-		"forward --remote https://r.example --environment-id e":             "forward needs --connect",
-		"forward --remote https://r.example --environment-id e --connect x": "ws:// or wss://",
-		"--connect ws://127.0.0.1:1":                                        "not defined: -connect",
+		"forward --connect ws://127.0.0.1:1":                                                   "need --remote",
+		"forward --remote https://r.example --environment-id e":                                "forward needs --connect",
+		"forward --remote https://r.example --environment-id e --connect x":                    "ws:// or wss://",
+		"--connect ws://127.0.0.1:1":                                                           "not defined: -connect",
+		"forward --remote https://r.example --environment-id e --connect ws://u:p@127.0.0.1:1": "must not carry userinfo",
+		"forward --remote https://r.example --environment-id e --connect ws://127.0.0.1:1/#x":  "must not have a fragment",
 	} {
 		stderr.Reset()
 		if code := run(strings.Fields(args), nil, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), want) {
 			t.Errorf("%s: exit %d, stderr %q, want %q", args, code, stderr.String(), want)
+		}
+	}
+}
+
+// TestForwardTokenFileChecks: a token that would break the upgrade's head, or cross the network
+// in clear, is refused at start-up rather than on each stream.
+func TestForwardTokenFileChecks(t *testing.T) {
+	dir := t.TempDir()
+	good, broken := filepath.Join(dir, "good"), filepath.Join(dir, "broken")
+	if err := os.WriteFile(good, []byte("tok-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(broken, []byte("tok-1\nX-Injected: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ connect, file, want string }{
+		{"ws://127.0.0.1:1", broken, "line break or another control character"},
+		{"ws://10.0.0.1:1", good, "needs a wss:// --connect URL"},
+		{"ws://[::1]:1", good, ""},
+		{"ws://localhost:1", good, ""},
+		{"wss://target.example", good, ""},
+		{"ws://10.0.0.1:1", "", ""}, // no token: ws:// anywhere, as 0.169
+	} {
+		f := &forwardConfig{connect: c.connect, tokenFile: c.file}
+		err := f.validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s with %q: %v", c.connect, c.file, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s with %q: %v, want %q", c.connect, c.file, err, c.want)
+		case err != nil && strings.Contains(err.Error(), "tok-1"):
+			t.Errorf("the error shows the token: %v", err)
 		}
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -223,8 +224,16 @@ func (x *directExecutor) register(ctx context.Context) (*directRegistration, err
 	case *v.RegistrationID == "":
 		return nil, bad("empty registration_id")
 	}
-	if _, err := parseRemoteURL(*v.URL, "wss", "ws"); err != nil {
+	u, err := parseRemoteURL(*v.URL, "wss", "ws")
+	if err != nil {
 		return nil, bad("url %s", err)
+	}
+	// Checked here, once: a query that cannot be signed would fail every dial after.
+	if _, err := sigv4CanonicalQuery(u.RawQuery); err != nil {
+		return nil, bad("url: its query does not decode")
+	}
+	if strings.ContainsFunc(u.RequestURI(), func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return nil, bad("url holds a space or a control character")
 	}
 	return &directRegistration{url: *v.URL, registrationID: *v.RegistrationID}, nil
 }

@@ -385,6 +385,12 @@ func TestDirectRegistration(t *testing.T) {
 		{"plain ws off loopback", func(d *testDirect) []func(http.ResponseWriter) {
 			return []func(http.ResponseWriter){answer(with(d, "url", "ws://exec.example/ws"))}
 		}, "must use wss"},
+		{"a query that cannot be signed", func(d *testDirect) []func(http.ResponseWriter) {
+			return []func(http.ResponseWriter){answer(with(d, "url", d.url()+"?sig=%zz"))}
+		}, "its query does not decode"},
+		{"a space in the query", func(d *testDirect) []func(http.ResponseWriter) {
+			return []func(http.ResponseWriter){answer(with(d, "url", d.url()+"?q=1 HTTP/1.0"))}
+		}, "space or a control character"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -257,7 +257,7 @@ func sigv4CanonicalURI(escapedPath string) string {
 // re-encodes it the AWS way, sorted by name then value. "+" stays a plus
 // (it is %2B, not a space), as in the suite's get-query-plus case.
 func sigv4CanonicalQuery(rawQuery string) (string, error) {
-	var pairs []string
+	var pairs [][2]string
 	for _, kv := range strings.Split(rawQuery, "&") {
 		if kv == "" {
 			continue
@@ -271,35 +271,32 @@ func sigv4CanonicalQuery(rawQuery string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("sigv4: query parameter %q: %w", dk, err)
 		}
-		pairs = append(pairs, awsURIEncode(dk, false)+"="+awsURIEncode(dv, false))
+		pairs = append(pairs, [2]string{awsURIEncode(dk, false), awsURIEncode(dv, false)})
 	}
-	// Sorting "name=value" strings is sorting by name then value, since
-	// '=' sorts below every byte an encoded name may hold.
-	slices.Sort(pairs)
-	return strings.Join(pairs, "&"), nil
+	// By encoded name, then value: not by "name=value", since '%', '-', '.' and the digits
+	// sort below '=' ("a1=x" before "a=y", where AWS puts a before a1).
+	slices.SortFunc(pairs, func(a, b [2]string) int {
+		if c := strings.Compare(a[0], b[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(a[1], b[1])
+	})
+	var b strings.Builder
+	for i, kv := range pairs {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(kv[0])
+		b.WriteByte('=')
+		b.WriteString(kv[1])
+	}
+	return b.String(), nil
 }
 
-// sigv4TrimValue trims a header value and collapses runs of spaces to one,
-// as the canonical form requires ("a   b" and "a b" sign the same).
+// sigv4TrimValue trims a header value and collapses each run of white space (tabs included) to
+// one space, as the canonical form requires ("a \t b" and "a b" sign the same).
 func sigv4TrimValue(v string) string {
-	v = strings.Trim(v, " \t")
-	if !strings.Contains(v, "  ") {
-		return v
-	}
-	var b strings.Builder
-	space := false
-	for i := 0; i < len(v); i++ {
-		if v[i] == ' ' {
-			if space {
-				continue
-			}
-			space = true
-		} else {
-			space = false
-		}
-		b.WriteByte(v[i])
-	}
-	return b.String()
+	return strings.Join(strings.Fields(v), " ")
 }
 
 // awsURIEncode is AWS's UriEncode: unreserved bytes stay, "/" stays when

@@ -345,20 +345,41 @@ func TestSigV4ServerVerifies(t *testing.T) {
 	}
 }
 
-func TestSigV4CanonicalURI(t *testing.T) {
-	for in, want := range map[string]string{
-		"":                   "/",
-		"/":                  "/",
-		"/a/b/..":            "/a/",
-		"/a/b/.":             "/a/b/",
-		"/../a":              "/a",
-		"//a//b":             "/a/b",
-		"/a%20b":             "/a%2520b",
-		"/%E1%88%B4":         "/%25E1%2588%25B4",
-		"/a:b@c!$&'()*+,;=d": "/a%3Ab%40c%21%24%26%27%28%29%2A%2B%2C%3B%3Dd",
+// TestSigV4CanonicalForms: paths are normalised and encoded twice; query parameters sort by
+// encoded name, then value, even where one name is a prefix of another (checked against
+// botocore 1.43's canonical_query_string); header values collapse tabs as spaces.
+func TestSigV4CanonicalForms(t *testing.T) {
+	query := func(s string) string {
+		q, err := sigv4CanonicalQuery(s)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return q
+	}
+	for _, c := range []struct {
+		name    string
+		f       func(string) string
+		in, out string
+	}{
+		{"uri", sigv4CanonicalURI, "", "/"},
+		{"uri", sigv4CanonicalURI, "/", "/"},
+		{"uri", sigv4CanonicalURI, "/a/b/..", "/a/"},
+		{"uri", sigv4CanonicalURI, "/a/b/.", "/a/b/"},
+		{"uri", sigv4CanonicalURI, "/../a", "/a"},
+		{"uri", sigv4CanonicalURI, "//a//b", "/a/b"},
+		{"uri", sigv4CanonicalURI, "/a%20b", "/a%2520b"},
+		{"uri", sigv4CanonicalURI, "/%E1%88%B4", "/%25E1%2588%25B4"},
+		{"uri", sigv4CanonicalURI, "/a:b@c!$&'()*+,;=d", "/a%3Ab%40c%21%24%26%27%28%29%2A%2B%2C%3B%3Dd"},
+		{"query", query, "a1=x&a=y", "a=y&a1=x"},
+		{"query", query, "a-b=x&a=y", "a=y&a-b=x"},
+		{"query", query, "a.b=1&a=2&a%25=3", "a=2&a%25=3&a.b=1"},
+		{"query", query, "b=2&a=2&a=1", "a=1&a=2&b=2"},
+		{"query", query, "id-x=1&id=2&id0=3", "id=2&id-x=1&id0=3"},
+		{"query", query, "k=a b&k=a%20a", "k=a%20a&k=a%20b"},
+		{"value", sigv4TrimValue, " a \t b  \t\tc ", "a b c"},
 	} {
-		if got := sigv4CanonicalURI(in); got != want {
-			t.Errorf("sigv4CanonicalURI(%q) = %q, want %q", in, got, want)
+		if got := c.f(c.in); got != c.out {
+			t.Errorf("%s %q: %q, want %q", c.name, c.in, got, c.out)
 		}
 	}
 }

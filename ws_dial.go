@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -32,7 +33,8 @@ func dialTunnel(ctx context.Context, u *url.URL, addr string, proxy func(*http.R
 	pu, err := proxy(&http.Request{Method: http.MethodGet, URL: target, Host: u.Host, Header: http.Header{}})
 	if err != nil || pu == nil {
 		if err != nil {
-			return nil, fmt.Errorf("proxy: %w", err)
+			// Not wrapped: the error quotes the variable's value, password included.
+			return nil, errors.New("proxy: the proxy variable (HTTPS_PROXY, HTTP_PROXY or ALL_PROXY) is not a valid URL")
 		}
 		return d.DialContext(ctx, "tcp", addr)
 	}
@@ -64,7 +66,7 @@ func dialTunnel(ctx context.Context, u *url.URL, addr string, proxy func(*http.R
 		return nil, fmt.Errorf("proxy %s: %w", pu.Host, err)
 	}
 	// The proxy says nothing after its answer until we speak, so no byte is left buffered.
-	resp, err := http.ReadResponse(bufio.NewReaderSize(pc, 512), req)
+	resp, err := http.ReadResponse(bufio.NewReaderSize(&headLimit{r: pc, left: wsMaxAnswerHeadBytes}, 512), req)
 	if err != nil {
 		pc.Close()
 		return nil, fmt.Errorf("proxy %s: %w", pu.Host, err)
@@ -101,6 +103,9 @@ func dialWebsocket(ctx context.Context, rawURL string, extra []upgradeHeader, tl
 		if !validUpgradeHeader(h) {
 			return nil, nil, fmt.Errorf("websocket dial %s: header %q: invalid name or value", redactQuery(u), h.name)
 		}
+	}
+	if strings.ContainsFunc(u.RequestURI(), func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return nil, nil, fmt.Errorf("websocket dial %s: the URL holds a space or a control character", redactQuery(u))
 	}
 	host := u.Host
 	switch u.Scheme {
@@ -147,12 +152,14 @@ func dialWebsocket(ctx context.Context, rawURL string, extra []upgradeHeader, tl
 		return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
 	}
 	req := &http.Request{Method: http.MethodGet, URL: u}
-	br := bufio.NewReader(nc)
+	limit := &headLimit{r: nc, left: wsMaxAnswerHeadBytes}
+	br := bufio.NewReader(limit)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
 	}
+	limit.left = -1 // the frames that follow are bounded by the websocket's own limits
 	if resp.StatusCode != http.StatusSwitchingProtocols ||
 		!headerHasToken(resp.Header, "Upgrade", "websocket") ||
 		resp.Header.Get("Sec-WebSocket-Accept") != acceptKey(key) {
@@ -206,4 +213,33 @@ func validUpgradeHeader(h upgradeHeader) bool {
 		}
 	}
 	return true
+}
+
+// wsMaxAnswerHeadBytes bounds the head of an answer to a client upgrade or to a CONNECT: a
+// rendezvous, a direct endpoint, a forward target or a proxy that never ends its head is
+// refused instead of filling memory.
+const wsMaxAnswerHeadBytes = 64 << 10
+
+// errAnswerHeadTooLarge is what reading past wsMaxAnswerHeadBytes returns.
+var errAnswerHeadTooLarge = fmt.Errorf("the answer's head is over %d bytes", wsMaxAnswerHeadBytes)
+
+// headLimit passes at most left bytes of r, then fails, until left is set below zero: the
+// buffered reader that reads an answer's head through it goes on to carry websocket frames.
+type headLimit struct {
+	r    io.Reader
+	left int
+}
+
+func (l *headLimit) Read(p []byte) (int, error) {
+	switch {
+	case l.left < 0:
+		return l.r.Read(p)
+	case l.left == 0:
+		return 0, errAnswerHeadTooLarge
+	case len(p) > l.left:
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= n
+	return n, err
 }

@@ -225,3 +225,63 @@ func TestDialUpgradeRequestIs0169s(t *testing.T) {
 	default:
 	}
 }
+
+// TestDialBoundsTheAnswerHead: an upgrade answer, or a proxy's CONNECT answer, whose head never
+// ends is refused once it passes wsMaxAnswerHeadBytes, however long the server keeps writing.
+func TestDialBoundsTheAnswerHead(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				br := bufio.NewReader(nc)
+				for { // the request's head
+					line, err := br.ReadString('\n')
+					if err != nil || line == "\r\n" {
+						break
+					}
+				}
+				io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nX-Endless: ")
+				chunk := bytes.Repeat([]byte("a"), 32<<10)
+				for { // until the client hangs up
+					if _, err := nc.Write(chunk); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	addr := ln.Addr().String()
+	if _, _, err := dialWebsocket(t.Context(), "ws://"+addr, nil, nil, wsOptions{}); !errors.Is(err, errAnswerHeadTooLarge) {
+		t.Errorf("upgrade answer: %v, want %v", err, errAnswerHeadTooLarge)
+	}
+	proxy := func(*http.Request) (*url.URL, error) { return &url.URL{Scheme: "http", Host: addr}, nil }
+	if _, _, err := dialWebsocket(t.Context(), "ws://example.invalid", nil, nil, wsOptions{proxy: proxy}); !errors.Is(err, errAnswerHeadTooLarge) {
+		t.Errorf("CONNECT answer: %v, want %v", err, errAnswerHeadTooLarge)
+	}
+}
+
+// TestDialRefusesBadURLsAndHidesProxyPasswords: a URL whose request line would hold a space is
+// refused before the dial, and a proxy variable that does not parse is reported without its
+// value, which may carry a password.
+func TestDialRefusesBadURLsAndHidesProxyPasswords(t *testing.T) {
+	if _, _, err := dialWebsocket(t.Context(), "ws://127.0.0.1:9/p?q=1 HTTP/1.0", nil, nil, wsOptions{}); err == nil || !strings.Contains(err.Error(), "space or a control character") {
+		t.Errorf("space in the query: %v", err)
+	}
+	badProxy := func(*http.Request) (*url.URL, error) {
+		_, err := url.Parse("http://user:hunter2@proxy\x7f:3128")
+		return nil, fmt.Errorf("invalid proxy address %q: %w", "http://user:hunter2@proxy\x7f:3128", err)
+	}
+	_, _, err := dialWebsocket(t.Context(), "ws://127.0.0.1:9", nil, nil, wsOptions{proxy: badProxy})
+	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "not a valid URL") {
+		t.Errorf("bad proxy variable: %v", err)
+	}
+}
