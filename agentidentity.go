@@ -55,7 +55,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/curve25519"
-	"golang.org/x/crypto/nacl/box"
 )
 
 // Agent Identity constants (codex-rs/agent-identity/src/lib.rs and the 0.169 binary).
@@ -431,7 +430,7 @@ func (a *agentIdentityAuth) decryptTaskID(b64 string) (string, error) {
 		return "", err
 	}
 	copy(pub[:], p)
-	plain, ok := box.OpenAnonymous(nil, sealed, &pub, &priv)
+	plain, ok := openSealedBox(sealed, &pub, &priv)
 	if !ok {
 		return "", errors.New("registering the Agent task: cannot decrypt the task id")
 	}

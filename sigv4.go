@@ -257,7 +257,10 @@ func sigv4CanonicalURI(escapedPath string) string {
 // re-encodes it the AWS way, sorted by name then value. "+" stays a plus
 // (it is %2B, not a space), as in the suite's get-query-plus case.
 func sigv4CanonicalQuery(rawQuery string) (string, error) {
-	var pairs [][2]string
+	// Each pair as "name\x00value": sorting these sorts by encoded name, then value, since
+	// NUL sorts below every byte of an encoded name. Sorting "name=value" would not: '%', '-',
+	// '.' and the digits sort below '=' ("a1=x" before "a=y", where AWS puts a before a1).
+	var pairs []string
 	for _, kv := range strings.Split(rawQuery, "&") {
 		if kv == "" {
 			continue
@@ -271,26 +274,10 @@ func sigv4CanonicalQuery(rawQuery string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("sigv4: query parameter %q: %w", dk, err)
 		}
-		pairs = append(pairs, [2]string{awsURIEncode(dk, false), awsURIEncode(dv, false)})
+		pairs = append(pairs, awsURIEncode(dk, false)+"\x00"+awsURIEncode(dv, false))
 	}
-	// By encoded name, then value: not by "name=value", since '%', '-', '.' and the digits
-	// sort below '=' ("a1=x" before "a=y", where AWS puts a before a1).
-	slices.SortFunc(pairs, func(a, b [2]string) int {
-		if c := strings.Compare(a[0], b[0]); c != 0 {
-			return c
-		}
-		return strings.Compare(a[1], b[1])
-	})
-	var b strings.Builder
-	for i, kv := range pairs {
-		if i > 0 {
-			b.WriteByte('&')
-		}
-		b.WriteString(kv[0])
-		b.WriteByte('=')
-		b.WriteString(kv[1])
-	}
-	return b.String(), nil
+	slices.Sort(pairs)
+	return strings.ReplaceAll(strings.Join(pairs, "&"), "\x00", "="), nil
 }
 
 // sigv4TrimValue trims a header value and collapses each run of white space (tabs included) to
