@@ -478,6 +478,6 @@ func (a *agentIdentityAuth) headers(context.Context) (http.Header, error) {
 }
 
 // onUnauthorized: Codex has no recovery for Agent Identity auth; a 401 is final.
-func (a *agentIdentityAuth) onUnauthorized(context.Context) error {
+func (a *agentIdentityAuth) onUnauthorized(context.Context, http.Header) error {
 	return errors.New("the registry rejected the Agent Identity assertion; the launcher must issue a new CODEX_ACCESS_TOKEN")
 }

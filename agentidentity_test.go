@@ -175,7 +175,7 @@ func TestAgentIdentityAssertionHeaders(t *testing.T) {
 		if f.registered.Load() != 1 || f.jwksGets.Load() != 1 {
 			t.Errorf("%d registrations, %d JWKS fetches", f.registered.Load(), f.jwksGets.Load())
 		}
-		if err := a.onUnauthorized(context.Background()); err == nil {
+		if err := a.onUnauthorized(context.Background(), h); err == nil {
 			t.Error("Agent Identity 'recovered' after a 401")
 		}
 	}

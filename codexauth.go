@@ -42,6 +42,12 @@ package main
 // the meantime; only otherwise does it call the token endpoint. The new file is written to a
 // temporary file in the same directory and renamed over the old one, so a reader never sees half
 // a file.
+//
+// Within the process, one refresh runs at a time, and a 401 leads to a refresh only while the
+// rejected access token is still the current one, as in Codex: requests refused together share
+// one renewal. A refresh, once it holds the lock, runs to its end under its own 30 s limit even
+// if the request that wanted it gives up, since the token endpoint has by then used up the old
+// refresh token.
 
 import (
 	"bufio"
@@ -51,6 +57,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -97,12 +104,14 @@ var (
 // registryAuth supplies the credential headers of register and validate requests.
 //
 // headers is called for every request; it may refresh an expired token first. onUnauthorized
-// is called when the registry answers 401: nil means a new credential is in place and the
-// request may be sent once more; a second 401 after that is final, as in Codex, which makes
-// one recovery attempt per request.
+// is called when the registry answers 401, with the headers the rejected request carried (as
+// headers returned them): nil means a new credential is in place and the request may be sent
+// once more; a second 401 after that is final, as in Codex, which makes one recovery attempt
+// per request. Knowing what was rejected lets concurrent requests that were refused the same
+// token share one renewal.
 type registryAuth interface {
 	headers(ctx context.Context) (http.Header, error)
-	onUnauthorized(ctx context.Context) error
+	onUnauthorized(ctx context.Context, rejected http.Header) error
 }
 
 // codexRefreshError is a failed token refresh. Temporary failures (network, 5xx, a malformed
@@ -220,6 +229,11 @@ func parseCodexTokens(raw json.RawMessage) (*codexTokens, error) {
 	var err error
 	if t.accountID, err = optionalJSONString(members, "account_id"); err != nil {
 		return nil, fmt.Errorf("tokens.%w", err)
+	}
+	// It becomes the ChatGPT-Account-ID header, which net/http would refuse to send on every
+	// request; the value is not quoted, since the file is the user's and may hold anything.
+	if t.accountID != "" && !validChatGPTAccountID(t.accountID) {
+		return nil, errors.New("tokens.account_id is not a valid ChatGPT account ID")
 	}
 	// Codex refuses to load an auth.json whose id_token is not a JWT.
 	claims, err := chatGPTClaimsOf(t.idToken)
@@ -378,13 +392,19 @@ func chatGPTHeaders(accessToken, accountID string, fedramp bool) http.Header {
 
 // codexLogin is the sign-in in auth.json, kept fresh. It is safe for concurrent use.
 type codexLogin struct {
-	path     string // auth.json
-	lockPath string // auth.json.lock
-	client   *http.Client
-	now      func() time.Time
-	tokenURL string
+	path           string // auth.json
+	lockPath       string // auth.json.lock
+	client         *http.Client
+	now            func() time.Time
+	tokenURL       string
+	refreshTimeout time.Duration // bounds a token exchange, whatever its caller's context
 
-	mu         sync.Mutex
+	// turn admits one refresh at a time within the process, as the flock on auth.json.lock
+	// does among processes. It is a channel, not a mutex, so that a caller's context can end
+	// the wait; whoever sends into it receives back out of it when done.
+	turn chan struct{}
+
+	mu         sync.Mutex    // guards doc and refreshErr; never held across I/O
 	doc        *codexAuthDoc // the latest reading or writing of auth.json
 	refreshErr error         // a permanent refresh failure for doc's tokens: fail without a request
 }
@@ -406,11 +426,13 @@ func loadCodexLogin(codexHome string, client *http.Client, now func() time.Time)
 		now = time.Now
 	}
 	l := &codexLogin{
-		path:     filepath.Join(codexHome, codexAuthFile),
-		lockPath: filepath.Join(codexHome, codexAuthLockFile),
-		client:   client,
-		now:      now,
-		tokenURL: codexRefreshTokenURL,
+		path:           filepath.Join(codexHome, codexAuthFile),
+		lockPath:       filepath.Join(codexHome, codexAuthLockFile),
+		client:         client,
+		now:            now,
+		tokenURL:       codexRefreshTokenURL,
+		refreshTimeout: codexRefreshTimeout,
+		turn:           make(chan struct{}, 1),
 	}
 	if u, ok := os.LookupEnv(codexRefreshTokenURLEnv); ok && u != "" {
 		l.tokenURL = u
@@ -472,17 +494,22 @@ func (l *codexLogin) read() (*codexAuthDoc, error) {
 // headers returns the registry headers, refreshing an expired ChatGPT access token first.
 func (l *codexLogin) headers(ctx context.Context) (http.Header, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.doc.mode == codexAuthModeAPIKey {
 		h := http.Header{}
 		h.Set("Authorization", "Bearer "+l.doc.apiKey)
+		l.mu.Unlock()
 		return h, nil
 	}
-	if l.refreshErr != nil || l.staleLocked() {
-		if err := l.refreshLocked(ctx, false); err != nil {
+	stale := l.refreshErr != nil || l.staleLocked()
+	l.mu.Unlock()
+	if stale {
+		err := l.refresh(ctx, false, func() bool { return l.refreshErr != nil || l.staleLocked() })
+		if err != nil {
 			return nil, err
 		}
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	t := l.doc.tokens
 	if err := checkBearer(t.accessToken); err != nil {
 		return nil, fmt.Errorf("%s: tokens.access_token: %v; run `codex login` again", l.path, err)
@@ -490,15 +517,19 @@ func (l *codexLogin) headers(ctx context.Context) (http.Header, error) {
 	return chatGPTHeaders(t.accessToken, t.accountID, t.fedramp), nil
 }
 
-// onUnauthorized recovers from a registry 401 the way Codex does: use the tokens another
-// process has written to auth.json meanwhile, or else refresh. An API key cannot be renewed.
-func (l *codexLogin) onUnauthorized(ctx context.Context) error {
+// onUnauthorized recovers from a registry 401 the way Codex does: if the rejected access token
+// has been replaced meanwhile (by a concurrent recovery here, or by a reading of auth.json),
+// the caller just sends again with the new one; otherwise it takes the tokens another process
+// has written to auth.json, or else refreshes. An API key cannot be renewed.
+func (l *codexLogin) onUnauthorized(ctx context.Context, rejected http.Header) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.doc.mode == codexAuthModeAPIKey {
+	apiKey := l.doc.mode == codexAuthModeAPIKey
+	l.mu.Unlock()
+	if apiKey {
 		return errors.New("the registry rejected the API key in auth.json")
 	}
-	return l.refreshLocked(ctx, true)
+	bearer, known := strings.CutPrefix(rejected.Get("Authorization"), "Bearer ")
+	return l.refresh(ctx, true, func() bool { return !known || l.doc.tokens.accessToken == bearer })
 }
 
 // staleLocked reports whether the access token should be refreshed before use: its exp has
@@ -511,32 +542,78 @@ func (l *codexLogin) staleLocked() bool {
 	return !l.doc.lastRefresh.IsZero() && l.doc.lastRefresh.Before(now.Add(-codexRefreshInterval))
 }
 
-// refreshLocked renews the ChatGPT tokens under the file lock. It first reads auth.json
-// again: tokens another process wrote there are taken instead of calling the token endpoint.
-// After a 401 (afterReject) new tokens on disk are enough; otherwise they must not be stale.
-func (l *codexLogin) refreshLocked(ctx context.Context, afterReject bool) error {
+// refresh renews the ChatGPT tokens, one refresh at a time: once it is this caller's turn,
+// needed (called with l.mu held) says whether an earlier refresh has made this one
+// unnecessary.
+//
+// ctx bounds only the caller's waits: for its turn, for the lock on auth.json.lock, and for
+// the outcome. The refresh itself, once the lock is held, runs to its end in a goroutine of
+// its own under l.refreshTimeout: the token endpoint uses a refresh token up when it answers,
+// so an exchange cut short by an impatient caller would lose the only tokens that still work,
+// and the next attempt would present a used refresh token, which ends the sign-in.
+func (l *codexLogin) refresh(ctx context.Context, afterReject bool, needed func() bool) error {
+	select {
+	case l.turn <- struct{}{}:
+	case <-ctx.Done():
+		return &codexRefreshError{reason: "waiting for another refresh to finish", err: ctx.Err()}
+	}
+	release := func() { <-l.turn }
+	l.mu.Lock()
+	need := needed()
+	l.mu.Unlock()
+	if !need {
+		release()
+		return nil
+	}
 	unlock, err := lockCodexAuth(ctx, l.lockPath)
 	if err != nil {
+		release()
+		if ctx.Err() != nil {
+			return &codexRefreshError{reason: "waiting for the lock on " + l.lockPath, err: ctx.Err()}
+		}
 		return err
 	}
-	defer unlock()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.refreshTimeout)
+	done := make(chan error, 1)
+	go func() {
+		defer release()
+		defer unlock()
+		defer cancel()
+		done <- l.refreshHeld(rctx, afterReject)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return &codexRefreshError{reason: "stopped waiting; the refresh goes on", err: ctx.Err()}
+	}
+}
 
+// refreshHeld is refresh with the turn and the file lock held. It first reads auth.json
+// again: tokens another process wrote there are taken instead of calling the token endpoint.
+// After a 401 (afterReject) new tokens on disk are enough; otherwise they must not be stale.
+func (l *codexLogin) refreshHeld(ctx context.Context, afterReject bool) error {
 	disk, err := l.read()
 	if err != nil {
 		return err
 	}
+	l.mu.Lock()
 	if disk.mode != codexAuthModeChatGPT || disk.tokens == nil || disk.tokens.accountID != l.doc.tokens.accountID {
+		l.mu.Unlock()
 		return errCodexAccountChanged
 	}
 	if !disk.tokens.sameCredential(l.doc.tokens) {
 		l.doc, l.refreshErr = disk, nil
 		if afterReject || !l.staleLocked() {
+			l.mu.Unlock()
 			return nil
 		}
 	}
-	if l.refreshErr != nil {
-		return l.refreshErr
+	if err := l.refreshErr; err != nil {
+		l.mu.Unlock()
+		return err
 	}
+	l.mu.Unlock()
 
 	reason := "proactive_expiry"
 	if afterReject {
@@ -546,11 +623,15 @@ func (l *codexLogin) refreshLocked(ctx context.Context, afterReject bool) error 
 	if err != nil {
 		var re *codexRefreshError
 		if errors.As(err, &re) && re.permanent {
+			l.mu.Lock()
 			l.doc, l.refreshErr = disk, err
+			l.mu.Unlock()
 		}
 		return err
 	}
-	t := disk.tokens
+	// The new tokens go into a copy: disk may already be l.doc, which others read.
+	next := disk.clone()
+	t := next.tokens
 	if fresh.IDToken != nil {
 		setJSONString(t.members, "id_token", *fresh.IDToken)
 		t.idToken = *fresh.IDToken
@@ -565,20 +646,33 @@ func (l *codexLogin) refreshLocked(ctx context.Context, afterReject bool) error 
 		setJSONString(t.members, "refresh_token", *fresh.RefreshToken)
 		t.refreshToken = *fresh.RefreshToken
 	}
-	disk.lastRefresh = l.now().UTC()
-	setJSONString(disk.members, "last_refresh", formatCodexTime(disk.lastRefresh))
-	data, err := disk.marshal()
+	next.lastRefresh = l.now().UTC()
+	setJSONString(next.members, "last_refresh", formatCodexTime(next.lastRefresh))
+	data, err := next.marshal()
+	// The token endpoint has used up the old refresh token: keep the new tokens in memory even
+	// if they cannot be saved, though the next process will then have to sign in again.
+	l.mu.Lock()
+	l.doc, l.refreshErr = next, nil
+	l.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", l.path, err)
 	}
 	if err := writeFileAtomic(l.path, data, 0o600); err != nil {
-		// The token endpoint has already used up the old refresh token, so keep the new tokens
-		// in memory even though the next process will have to sign in again.
-		l.doc, l.refreshErr = disk, nil
 		return fmt.Errorf("saving refreshed Codex tokens: %w", err)
 	}
-	l.doc, l.refreshErr = disk, nil
 	return nil
+}
+
+// clone returns a copy that can be changed without changing d.
+func (d *codexAuthDoc) clone() *codexAuthDoc {
+	c := *d
+	c.members = maps.Clone(d.members)
+	if d.tokens != nil {
+		t := *d.tokens
+		t.members = maps.Clone(d.tokens.members)
+		c.tokens = &t
+	}
+	return &c
 }
 
 // sameCredential reports whether two readings hold the same tokens.
@@ -614,12 +708,20 @@ func (l *codexLogin) requestRefresh(ctx context.Context, refreshToken, reason st
 	setCodexClientHeaders(req)
 	resp, err := l.client.Do(req)
 	if err != nil {
-		return nil, &codexRefreshError{reason: "token endpoint unreachable", err: redactURLError(err)}
+		reason := "token endpoint unreachable"
+		if isTimeout(err) {
+			reason = "timed out waiting for the token endpoint"
+		}
+		return nil, &codexRefreshError{reason: reason, err: redactURLError(err)}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, registryMaxResponse))
 	if err != nil {
-		return nil, &codexRefreshError{reason: "reading the token endpoint's answer", err: redactURLError(err)}
+		reason := "reading the token endpoint's answer"
+		if isTimeout(err) {
+			reason = "timed out reading the token endpoint's answer"
+		}
+		return nil, &codexRefreshError{reason: reason, err: redactURLError(err)}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, classifyRefreshFailure(resp.StatusCode, data)
@@ -639,6 +741,13 @@ func (l *codexLogin) requestRefresh(ctx context.Context, refreshToken, reason st
 		}
 	}
 	return &ans, nil
+}
+
+// isTimeout reports whether err is a deadline running out, of a context or of a connection,
+// rather than a refusal or a broken connection.
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout()
 }
 
 // classifyRefreshFailure turns a non-2xx answer into an error. The error code is read from
@@ -810,7 +919,7 @@ func (a *chatGPTTokenAuth) headers(context.Context) (http.Header, error) {
 	return a.header.Clone(), nil
 }
 
-func (a *chatGPTTokenAuth) onUnauthorized(context.Context) error {
+func (a *chatGPTTokenAuth) onUnauthorized(context.Context, http.Header) error {
 	return errors.New("the registry rejected the --chatgpt-token-stdin token, which cannot be refreshed")
 }
 

@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,15 +73,25 @@ func chatGPTAuthDoc(access, refresh, acct string) map[string]any {
 	}
 }
 
-// tokenEndpoint is a loopback OAuth token endpoint. Each refresh hands out numbered tokens.
+// tokenEndpoint is a loopback OAuth token endpoint. Each refresh hands out numbered tokens; a
+// refresh token presented a second time is refused as refresh_token_reused, as the real
+// endpoint refuses it.
 type tokenEndpoint struct {
 	*httptest.Server
 	requests atomic.Int32
 	delay    time.Duration
-	status   int    // non-zero: fail with this status
-	body     string // and this body
+	status   int                            // non-zero: fail with this status
+	body     string                         // and this body
+	gate     func(r *http.Request, n int32) // if set, called before the answer to request n
 	mu       sync.Mutex
 	seen     []string // refresh tokens presented
+}
+
+// seenTokens returns the refresh tokens presented so far.
+func (te *tokenEndpoint) seenTokens() []string {
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	return append([]string(nil), te.seen...)
 }
 
 func newTokenEndpoint(t *testing.T) *tokenEndpoint {
@@ -99,12 +111,21 @@ func newTokenEndpoint(t *testing.T) *tokenEndpoint {
 			return
 		}
 		te.mu.Lock()
+		reused := slices.Contains(te.seen, req["refresh_token"])
 		te.seen = append(te.seen, req["refresh_token"])
 		te.mu.Unlock()
+		if te.gate != nil {
+			te.gate(r, n)
+		}
 		time.Sleep(te.delay)
 		if te.status != 0 {
 			w.WriteHeader(te.status)
 			io.WriteString(w, te.body)
+			return
+		}
+		if reused {
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error":{"code":"refresh_token_reused","message":"Your refresh token has already been used"}}`)
 			return
 		}
 		json.NewEncoder(w).Encode(map[string]string{
@@ -232,7 +253,11 @@ func TestCodexAuthUnauthorizedRefreshes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.onUnauthorized(context.Background()); err != nil {
+	rejected, err := l.headers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.onUnauthorized(context.Background(), rejected); err != nil {
 		t.Fatal(err)
 	}
 	h, _ := l.headers(context.Background())
@@ -243,7 +268,7 @@ func TestCodexAuthUnauthorizedRefreshes(t *testing.T) {
 	// Another process refreshed meanwhile: its tokens are used, without a request.
 	other := chatGPTTestToken("acct-1", codexTestNow.Add(2*time.Hour), nil)
 	writeCodexAuth(t, home, chatGPTAuthDoc(other, "rt-other", "acct-1"))
-	if err := l.onUnauthorized(context.Background()); err != nil {
+	if err := l.onUnauthorized(context.Background(), h); err != nil {
 		t.Fatal(err)
 	}
 	h, _ = l.headers(context.Background())
@@ -275,7 +300,7 @@ func TestCodexAuthAPIKey(t *testing.T) {
 		if !l.apiKeyMode() {
 			t.Errorf("%s: apiKeyMode() = false", name)
 		}
-		err = l.onUnauthorized(context.Background())
+		err = l.onUnauthorized(context.Background(), h)
 		if err == nil {
 			t.Errorf("%s: an API key was 'recovered' after a 401", name)
 		}
@@ -405,7 +430,7 @@ func TestCodexAuthAccountChanged(t *testing.T) {
 		t.Errorf("other account on disk: %v", err)
 	}
 	os.Remove(filepath.Join(home, codexAuthFile))
-	if err := l.onUnauthorized(context.Background()); !errors.Is(err, errCodexNotLoggedIn) {
+	if err := l.onUnauthorized(context.Background(), nil); !errors.Is(err, errCodexNotLoggedIn) {
 		t.Errorf("signed out: %v", err)
 	}
 }
@@ -592,7 +617,7 @@ func TestChatGPTTokenStdin(t *testing.T) {
 		t.Error("non-JWT token accepted")
 	}
 	assertNoSecrets(t, err, secret)
-	if err := a.onUnauthorized(context.Background()); err == nil {
+	if err := a.onUnauthorized(context.Background(), h); err == nil {
 		t.Error("a stdin token was 'recovered' after a 401")
 	}
 
@@ -627,4 +652,262 @@ func TestChatGPTTokenStdin(t *testing.T) {
 	if err := checkChatGPTTokenStdin(fi); err == nil {
 		t.Error("regular file accepted as token stdin")
 	}
+}
+
+// heldTokenEndpoint is a token endpoint that keeps its first request waiting: arrived is
+// closed once that request has come in, and unblock lets it be answered.
+func heldTokenEndpoint(t *testing.T) (te *tokenEndpoint, arrived <-chan struct{}, unblock func()) {
+	te = newTokenEndpoint(t)
+	in, release := make(chan struct{}), make(chan struct{})
+	unblock = sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock) // before the server's Close, which waits for the handler
+	te.gate = func(_ *http.Request, n int32) {
+		if n == 1 {
+			close(in)
+			<-release
+		}
+	}
+	return te, in, unblock
+}
+
+// testCodexLogin writes an auth.json for acct-1 whose access token expires at exp, refresh
+// token rt-old, and loads it with client (nil: the default).
+func testCodexLogin(t *testing.T, exp time.Time, client *http.Client) (home string, l *codexLogin) {
+	t.Helper()
+	home = t.TempDir()
+	writeCodexAuth(t, home, chatGPTAuthDoc(chatGPTTestToken("acct-1", exp, nil), "rt-old", "acct-1"))
+	l, err := loadCodexLogin(home, client, codexTestClock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return home, l
+}
+
+// TestCodexAuthRefreshOutlivesCaller: a caller that gives up while the token endpoint is
+// answering must not lose the answer. The endpoint has used the refresh token up by then, so
+// the new tokens have to reach auth.json, and the next caller must not present the old refresh
+// token again (the real endpoint refuses it as refresh_token_reused, which ends the sign-in).
+func TestCodexAuthRefreshOutlivesCaller(t *testing.T) {
+	te, arrived, unblock := heldTokenEndpoint(t)
+	home, l := testCodexLogin(t, codexTestNow.Add(-time.Minute), nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l.headers(ctx)
+		errc <- err
+	}()
+	<-arrived // the endpoint holds rt-old
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("headers with a cancelled context = %v, want context.Canceled", err)
+	}
+	unblock() // now the endpoint answers
+
+	h, err := l.headers(context.Background())
+	if err != nil {
+		t.Fatalf("headers after a cancelled refresh: %v", err)
+	}
+	if seen := te.seenTokens(); len(seen) != 1 || seen[0] != "rt-old" {
+		t.Fatalf("token endpoint saw refresh tokens %v, want rt-old once", seen)
+	}
+	tokens := readAuthJSON(t, home)["tokens"].(map[string]any)
+	if tokens["refresh_token"] != "rt-new-1" || h.Get("Authorization") != "Bearer "+tokens["access_token"].(string) {
+		t.Fatalf("auth.json refresh_token %v; Authorization %q, auth.json access_token %q", tokens["refresh_token"], h.Get("Authorization"), tokens["access_token"])
+	}
+}
+
+// TestCodexAuthWaitForRefreshHonoursContext: while one refresh is under way, another caller's
+// context still ends its wait. The refresh starts from tokens another process wrote, expired
+// too: it presents their refresh token, not the one loaded at start.
+func TestCodexAuthWaitForRefreshHonoursContext(t *testing.T) {
+	te, arrived, unblock := heldTokenEndpoint(t)
+	home, l := testCodexLogin(t, codexTestNow.Add(-time.Minute), nil)
+	writeCodexAuth(t, home, chatGPTAuthDoc(chatGPTTestToken("acct-1", codexTestNow.Add(-time.Second), nil), "rt-other", "acct-1"))
+	first := make(chan error, 1)
+	go func() {
+		_, err := l.headers(context.Background())
+		first <- err
+	}()
+	<-arrived
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.headers(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("second caller with a cancelled context: %v, want context.Canceled", err)
+	} else if authErrorPermanent(err) {
+		t.Errorf("a caller's own deadline was classed as permanent: %v", err)
+	}
+	unblock()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if seen := te.seenTokens(); len(seen) != 1 || seen[0] != "rt-other" {
+		t.Fatalf("token endpoint saw %v, want rt-other once", seen)
+	}
+}
+
+// hangingTokenEndpoint is a token endpoint that answers only when the client gives up.
+func hangingTokenEndpoint(t *testing.T) *tokenEndpoint {
+	te := newTokenEndpoint(t)
+	te.gate = func(r *http.Request, _ int32) { <-r.Context().Done() }
+	return te
+}
+
+// checkRefreshTimedOut asserts err is a temporary refresh failure that says it timed out.
+func checkRefreshTimedOut(t *testing.T, err error) {
+	t.Helper()
+	var re *codexRefreshError
+	if !errors.As(err, &re) || re.Permanent() || !strings.Contains(err.Error(), "timed out") || strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("refresh without an answer: %v; want a temporary error saying it timed out", err)
+	}
+}
+
+// TestCodexAuthRefreshTimeoutReported: no answer in time is a timeout, not "unreachable".
+func TestCodexAuthRefreshTimeoutReported(t *testing.T) {
+	hangingTokenEndpoint(t)
+	_, l := testCodexLogin(t, codexTestNow.Add(-time.Minute), &http.Client{Timeout: 200 * time.Millisecond, Transport: &http.Transport{DisableCompression: true}})
+	_, err := l.headers(context.Background())
+	checkRefreshTimedOut(t, err)
+}
+
+// TestCodexAuthRefreshOwnTimeout: the exchange has its own limit, even for a caller without a
+// deadline and a client without a timeout.
+func TestCodexAuthRefreshOwnTimeout(t *testing.T) {
+	hangingTokenEndpoint(t)
+	_, l := testCodexLogin(t, codexTestNow.Add(-time.Minute), &http.Client{Transport: &http.Transport{DisableCompression: true}})
+	if l.refreshTimeout != codexRefreshTimeout {
+		t.Fatalf("refreshTimeout = %v, want %v", l.refreshTimeout, codexRefreshTimeout)
+	}
+	l.refreshTimeout = 200 * time.Millisecond
+	_, err := l.headers(context.Background())
+	checkRefreshTimedOut(t, err)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%v does not wrap context.DeadlineExceeded", err)
+	}
+}
+
+// TestCodexAuthConcurrentUnauthorizedRefreshOnce: requests that were all refused the same
+// access token share one refresh; a recovery for a token already replaced makes none.
+func TestCodexAuthConcurrentUnauthorizedRefreshOnce(t *testing.T) {
+	te := newTokenEndpoint(t)
+	_, l := testCodexLogin(t, codexTestNow.Add(time.Hour), nil)
+	rejected, err := l.headers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.onUnauthorized(context.Background(), rejected); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := te.requests.Load(); n != 1 {
+		t.Fatalf("%d token requests for 8 recoveries from one rejected token, want 1", n)
+	}
+	h, _ := l.headers(context.Background())
+	if h.Get("Authorization") == rejected.Get("Authorization") {
+		t.Fatal("the rejected token is still in use")
+	}
+	// The new token is rejected in turn: that one is refreshed.
+	if err := l.onUnauthorized(context.Background(), h); err != nil || te.requests.Load() != 2 {
+		t.Fatalf("recovery from the new token: %v, %d token requests; want 2", err, te.requests.Load())
+	}
+}
+
+// TestCodexAuthConcurrent401sThroughRegistry: eight registry requests refused together with
+// the same token make one refresh between them, and each is sent again with the new token.
+func TestCodexAuthConcurrent401sThroughRegistry(t *testing.T) {
+	const n = 8
+	te := newTokenEndpoint(t)
+	old := chatGPTTestToken("acct-1", time.Now().Add(time.Hour), nil)
+	home := t.TempDir()
+	writeCodexAuth(t, home, chatGPTAuthDoc(old, "rt-old", "acct-1"))
+
+	var arrivals atomic.Int32
+	all := make(chan struct{})
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer "+old {
+			if arrivals.Add(1) == n {
+				close(all)
+			}
+			select { // refuse none until all n carry the old token
+			case <-all:
+			case <-r.Context().Done():
+			}
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		io.WriteString(w, `{"valid":true}`)
+	}))
+	t.Cleanup(reg.Close)
+
+	log := slog.New(slog.DiscardHandler)
+	cfg := testConfigEnv(t, reg.URL, envOf("CODEX_HOME", home))
+	rc, err := cfg.startCredentials(context.Background(), strings.NewReader(""), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newRegistryClient(cfg, rc, log)
+	defer c.close()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, _, err := c.post(context.Background(), "validate", struct{}{}, http.Header{})
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Errorf("validate after a 401: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := te.requests.Load(); got != 1 {
+		t.Fatalf("%d token requests for %d concurrent 401s of one token, want 1", got, n)
+	}
+}
+
+// TestCodexAuthBadAccountID: an account id that cannot travel in a header is refused when
+// auth.json is read, with an error naming the file and the fix, not at every request.
+func TestCodexAuthBadAccountID(t *testing.T) {
+	access := chatGPTTestToken("acct-1", codexTestNow.Add(time.Hour), nil)
+	refresh := "rt-" + strings.Repeat("s", 40)
+	for _, acct := range []string{"acct\x01evil", "acct\r\nX-Evil: 1", "acct evil", "acct\x7fevil", "acct-é-evil", strings.Repeat("e", chatGPTAccountIDMaxBytes+1)} {
+		home := t.TempDir()
+		doc := chatGPTAuthDoc(access, refresh, "acct-1")
+		doc["tokens"].(map[string]any)["account_id"] = acct
+		writeCodexAuth(t, home, doc)
+		_, err := loadCodexLogin(home, nil, codexTestClock)
+		if err == nil || !strings.Contains(err.Error(), filepath.Join(home, codexAuthFile)) ||
+			!strings.Contains(err.Error(), "account_id") || !strings.Contains(err.Error(), "run `codex login` again") {
+			t.Errorf("account_id %q: %v; want an error naming auth.json, account_id and `codex login`", acct, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "evil") || strings.Contains(err.Error(), "eeeeeeee") {
+			t.Errorf("account_id %q: the error quotes it: %v", acct, err)
+		}
+		assertNoSecrets(t, err, access, refresh)
+	}
+
+	// Written there later, by another process: the refresh that reads it fails for good.
+	newTokenEndpoint(t)
+	home := t.TempDir()
+	expired := chatGPTTestToken("acct-1", codexTestNow.Add(-time.Hour), nil)
+	writeCodexAuth(t, home, chatGPTAuthDoc(expired, refresh, "acct-1"))
+	l, err := loadCodexLogin(home, nil, codexTestClock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := chatGPTAuthDoc(expired, refresh, "acct-1")
+	doc["tokens"].(map[string]any)["account_id"] = "acct-1\x00"
+	writeCodexAuth(t, home, doc)
+	_, err = l.headers(context.Background())
+	if err == nil || !authErrorPermanent(err) || !strings.Contains(err.Error(), "codex login") {
+		t.Errorf("bad account_id on reread: %v; want a permanent error saying to run codex login", err)
+	}
+	assertNoSecrets(t, err, expired, refresh)
 }

@@ -98,8 +98,16 @@ func checkWritable(path string) error {
 // to the directory, or an owner we cannot give it): the caller writes in place instead.
 var errNoAtomicReplace = errors.New("cannot replace the file atomically")
 
+// testHookTempCreated, when set, sees replaceAtomically's temporary file as soon as it exists,
+// before its owner and mode are set: a test checks what others could have opened it for.
+var testHookTempCreated func(*os.File)
+
 // replaceAtomically writes a temporary file beside path and renames it over path. old is the
 // file being replaced (nil for a new one) whose mode and owner the new file keeps.
+//
+// The temporary file is created with no more permission bits than it ends up with (perm, or
+// old's mode), never 0666 first: between its creation and the chmod, anyone allowed by the
+// wider mode could open it and read what is written later, such as the tokens of auth.json.
 func replaceAtomically(path string, old os.FileInfo, perm *os.FileMode, fill func(*os.File) error) error {
 	dir, base := filepath.Split(path)
 	if len(base) > 100 {
@@ -108,9 +116,19 @@ func replaceAtomically(path string, old os.FileInfo, perm *os.FileMode, fill fun
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := dir + "." + base + ".exec-server-" + hex.EncodeToString(rnd[:])
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, 0o666)
+	createMode := os.FileMode(0o666)
+	switch {
+	case perm != nil:
+		createMode = perm.Perm()
+	case old != nil:
+		createMode = old.Mode().Perm()
+	}
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, createMode)
 	if err != nil {
 		return errNoAtomicReplace
+	}
+	if testHookTempCreated != nil {
+		testHookTempCreated(f)
 	}
 	ok := false
 	defer func() {

@@ -175,27 +175,29 @@ func (c *registryClient) post(ctx context.Context, op string, body any, header h
 	if err != nil {
 		return nil, nil, &registryError{op: op, permanent: true, err: err}
 	}
-	resp, data, err := c.send(ctx, op, b, header)
+	resp, data, auth, err := c.send(ctx, op, b, header)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		return resp, data, err
 	}
-	if uerr := c.creds.onUnauthorized(ctx); uerr != nil {
+	if uerr := c.creds.onUnauthorized(ctx, auth); uerr != nil {
 		return nil, nil, &registryError{op: op, status: resp.StatusCode, permanent: authErrorPermanent(uerr),
 			detail: "response body omitted", err: uerr}
 	}
 	c.log.Info("registry credential renewed after a 401; sending again", "op", op)
-	return c.send(ctx, op, b, header)
+	resp, data, _, err = c.send(ctx, op, b, header)
+	return resp, data, err
 }
 
-// send is one attempt of post.
-func (c *registryClient) send(ctx context.Context, op string, b []byte, extra http.Header) (*http.Response, []byte, error) {
+// send is one attempt of post. It also returns the credential headers it sent, for
+// onUnauthorized.
+func (c *registryClient) send(ctx context.Context, op string, b []byte, extra http.Header) (*http.Response, []byte, http.Header, error) {
 	auth, err := c.creds.headers(ctx)
 	if err != nil {
-		return nil, nil, &registryError{op: op, permanent: authErrorPermanent(err), err: err}
+		return nil, nil, nil, &registryError{op: op, permanent: authErrorPermanent(err), err: err}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/cloud/environment/"+c.envID+"/"+op, bytes.NewReader(b))
 	if err != nil {
-		return nil, nil, &registryError{op: op, permanent: true, err: err}
+		return nil, nil, nil, &registryError{op: op, permanent: true, err: err}
 	}
 	req.Header = extra.Clone()
 	for k, v := range auth {
@@ -204,7 +206,8 @@ func (c *registryClient) send(ctx context.Context, op string, b []byte, extra ht
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "*/*")
 	req.Header["User-Agent"] = []string{""} // 0.169 sends none
-	return c.do(req, op)
+	resp, data, err := c.do(req, op)
+	return resp, data, auth, err
 }
 
 // do sends req and reads at most registryMaxResponse bytes of the answer.

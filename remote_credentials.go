@@ -226,9 +226,9 @@ func (rc *registryCredentials) headers(ctx context.Context) (http.Header, error)
 
 // onUnauthorized implements registryAuth. A bearer handed over on stdin cannot be renewed
 // here; a rotating one is renewed by its writer, and the next request sends the new one.
-func (rc *registryCredentials) onUnauthorized(ctx context.Context) error {
+func (rc *registryCredentials) onUnauthorized(ctx context.Context, rejected http.Header) error {
 	if rc.auth != nil {
-		return rc.auth.onUnauthorized(ctx)
+		return rc.auth.onUnauthorized(ctx, rejected)
 	}
 	return fmt.Errorf("the registry rejected the %s credential", rc.source)
 }
