@@ -558,6 +558,10 @@ func (l *codexLogin) refresh(ctx context.Context, afterReject bool, needed func(
 		return &codexRefreshError{reason: "waiting for another refresh to finish", err: ctx.Err()}
 	}
 	release := func() { <-l.turn }
+	if err := ctx.Err(); err != nil { // select picks at random when both were ready
+		release()
+		return &codexRefreshError{reason: "waiting for another refresh to finish", err: err}
+	}
 	l.mu.Lock()
 	need := needed()
 	l.mu.Unlock()
@@ -566,6 +570,10 @@ func (l *codexLogin) refresh(ctx context.Context, afterReject bool, needed func(
 		return nil
 	}
 	unlock, err := lockCodexAuth(ctx, l.lockPath)
+	if err == nil && ctx.Err() != nil { // the flock is tried before ctx is looked at
+		unlock()
+		err = ctx.Err()
+	}
 	if err != nil {
 		release()
 		if ctx.Err() != nil {
@@ -573,6 +581,8 @@ func (l *codexLogin) refresh(ctx context.Context, afterReject bool, needed func(
 		}
 		return err
 	}
+	// From here on the exchange is not the caller's to stop: it starts only for a caller
+	// still waiting, and finishes, or times out, even if that caller leaves.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.refreshTimeout)
 	done := make(chan error, 1)
 	go func() {
@@ -586,6 +596,20 @@ func (l *codexLogin) refresh(ctx context.Context, afterReject bool, needed func(
 		return err
 	case <-ctx.Done():
 		return &codexRefreshError{reason: "stopped waiting; the refresh goes on", err: ctx.Err()}
+	}
+}
+
+// finish waits, at most d, until no refresh is under way: a refresh that has reached the
+// token endpoint must be given the chance to store what it got before the process exits.
+func (l *codexLogin) finish(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case l.turn <- struct{}{}:
+		<-l.turn
+		return true
+	case <-t.C:
+		return false
 	}
 }
 

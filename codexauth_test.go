@@ -911,3 +911,44 @@ func TestCodexAuthBadAccountID(t *testing.T) {
 	}
 	assertNoSecrets(t, err, expired, refresh)
 }
+
+// TestCodexAuthGoneCallerStartsNoRefresh: a caller whose context has already ended never starts
+// a token exchange, even when its turn and the file lock are free at once.
+func TestCodexAuthGoneCallerStartsNoRefresh(t *testing.T) {
+	te := newTokenEndpoint(t)
+	_, l := testCodexLogin(t, codexTestNow.Add(-time.Minute), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 40 {
+		if _, err := l.headers(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("headers with a cancelled context = %v, want context.Canceled", err)
+		}
+	}
+	if !l.finish(time.Minute) { // an exchange started anyway would be under way
+		t.Fatal("a refresh never finished")
+	}
+	if seen := te.seenTokens(); len(seen) != 0 {
+		t.Fatalf("cancelled callers started %d token exchanges", len(seen))
+	}
+}
+
+// TestCodexAuthFinishWaitsForARefresh: finish, which remote mode calls before it exits, returns
+// only once a refresh under way has stored its tokens.
+func TestCodexAuthFinishWaitsForARefresh(t *testing.T) {
+	_, arrived, unblock := heldTokenEndpoint(t)
+	home, l := testCodexLogin(t, codexTestNow.Add(-time.Minute), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	go l.headers(ctx)
+	<-arrived
+	cancel()
+	if l.finish(0) {
+		t.Fatal("finish reported no refresh while the token endpoint held one")
+	}
+	unblock()
+	if !l.finish(time.Minute) {
+		t.Fatal("finish timed out")
+	}
+	if tokens := readAuthJSON(t, home)["tokens"].(map[string]any); tokens["refresh_token"] != "rt-new-1" {
+		t.Fatalf("after finish, auth.json holds refresh token %v", tokens["refresh_token"])
+	}
+}

@@ -160,7 +160,8 @@ func TestForwardHelpAndUsageErrors(t *testing.T) {
 }
 
 // TestForwardTokenFileChecks: a token that would break the upgrade's head, or cross the network
-// in clear, is refused at start-up rather than on each stream.
+// in clear, and a URL that would break its request line, are refused at start-up rather than
+// on each stream.
 func TestForwardTokenFileChecks(t *testing.T) {
 	dir := t.TempDir()
 	good, broken := filepath.Join(dir, "good"), filepath.Join(dir, "broken")
@@ -177,6 +178,7 @@ func TestForwardTokenFileChecks(t *testing.T) {
 		{"ws://localhost:1", good, ""},
 		{"wss://target.example", good, ""},
 		{"ws://10.0.0.1:1", "", ""}, // no token: ws:// anywhere, as 0.169
+		{"ws://127.0.0.1:1/?a b", "", "space or a control character"},
 	} {
 		f := &forwardConfig{connect: c.connect, tokenFile: c.file}
 		err := f.validate()

@@ -106,7 +106,8 @@ var testHookTempCreated func(*os.File)
 // file being replaced (nil for a new one) whose mode and owner the new file keeps.
 //
 // The temporary file is created with no more permission bits than it ends up with (perm, or
-// old's mode), never 0666 first: between its creation and the chmod, anyone allowed by the
+// old's mode), never 0666 first, and with the owner's bits only while it still has our owner
+// and group rather than old's: between its creation and the chmod, anyone allowed by the
 // wider mode could open it and read what is written later, such as the tokens of auth.json.
 func replaceAtomically(path string, old os.FileInfo, perm *os.FileMode, fill func(*os.File) error) error {
 	dir, base := filepath.Split(path)
@@ -123,6 +124,14 @@ func replaceAtomically(path string, old os.FileInfo, perm *os.FileMode, fill fun
 	case old != nil:
 		createMode = old.Mode().Perm()
 	}
+	chown := false
+	if old != nil {
+		if st, isStat := old.Sys().(*syscall.Stat_t); isStat && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
+			// Until the chown below, the file is ours and our group's, not old's: its group
+			// bits would admit our group, which is not the one old was shared with.
+			chown, createMode = true, createMode&^0o077
+		}
+	}
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, createMode)
 	if err != nil {
 		return errNoAtomicReplace
@@ -137,11 +146,10 @@ func replaceAtomically(path string, old os.FileInfo, perm *os.FileMode, fill fun
 			os.Remove(tmp)
 		}
 	}()
-	if old != nil {
-		if st, isStat := old.Sys().(*syscall.Stat_t); isStat && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
-			if f.Chown(int(st.Uid), int(st.Gid)) != nil {
-				return errNoAtomicReplace
-			}
+	if chown {
+		st := old.Sys().(*syscall.Stat_t)
+		if f.Chown(int(st.Uid), int(st.Gid)) != nil {
+			return errNoAtomicReplace
 		}
 	}
 	switch {

@@ -100,9 +100,35 @@ func tempModeChecks(t *testing.T) {
 			t.Errorf("%s: result mode %04o, content %q; want %04o, %q", tc.name, fi.Mode().Perm(), data, tc.want, "secret")
 		}
 	}
+	files := 7
+	if os.Geteuid() == 0 { // another user's file, which only root can replace
+		files++
+		path := filepath.Join(dir, "another-user's")
+		if err := os.WriteFile(path, []byte("old"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(path, 4321, 4321); err != nil {
+			t.Fatal(err)
+		}
+		created = nil
+		if err := writeFileContents(context.Background(), path, nil, fsWritesAtomic, fill); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case len(created) != 1 || created[0] != 0o600:
+			t.Errorf("another user's file: temporary files created with modes %04o, want one with 0600 (our group is not theirs)", created)
+		case fi.Mode().Perm() != 0o640 || st.Uid != 4321 || st.Gid != 4321:
+			t.Errorf("another user's file: result %04o %d:%d, want 0640 4321:4321", fi.Mode().Perm(), st.Uid, st.Gid)
+		}
+	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 7 {
-		t.Errorf("%d files in the directory, want 7: temporary files left behind?", len(entries))
+	if len(entries) != files {
+		t.Errorf("%d files in the directory, want %d: temporary files left behind?", len(entries), files)
 	}
 	fmt.Println("temp-mode checks done")
 }

@@ -72,6 +72,9 @@ func runRemote(ctx context.Context, cfg *remoteConfig, srv *server, stdin io.Rea
 		serveStream: cfg.forward.streamServer(ctx, srv, cfg, log), log: log, tls: cfg.tlsConfig()}
 	log.Info("remote mode", "registry", cfg.base, "environment_id", cfg.environmentID, "name", cfg.name)
 	err = x.run(ctx)
+	if f, ok := creds.auth.(interface{ finish(time.Duration) bool }); ok && !f.finish(codexRefreshTimeout) {
+		log.Warn("a Codex sign-in refresh was still under way at exit; auth.json may hold a used refresh token")
+	}
 	if _, cerr := creds.bearer(); cerr != nil {
 		return cerr
 	}

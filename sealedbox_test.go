@@ -8,6 +8,8 @@ import (
 
 	"golang.org/x/crypto/curve25519"
 	"golang.org/x/crypto/nacl/box"
+	"golang.org/x/crypto/nacl/secretbox"
+	"golang.org/x/crypto/salsa20/salsa"
 )
 
 // TestBlake2bSum compares blake2bSum with Python's hashlib.blake2b (an independent
@@ -82,5 +84,32 @@ func TestOpenSealedBox(t *testing.T) {
 	copy(op[:], otherPub)
 	if _, ok := openSealedBox(sealed, &op, &other); ok {
 		t.Fatal("another recipient opened the box")
+	}
+}
+
+// TestOpenSealedBoxRefusesLowOrderKeys: an ephemeral key of small order makes the X25519 secret
+// all zeros, a key anyone can compute, so a box sealed under it authenticates without knowing
+// the recipient's key. libsodium's crypto_box_seal_open refuses such keys, and so does
+// openSealedBox (x/crypto's box.OpenAnonymous would open it).
+func TestOpenSealedBoxRefusesLowOrderKeys(t *testing.T) {
+	pub, priv, err := box.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, low := range []string{
+		"0000000000000000000000000000000000000000000000000000000000000000",
+		"0100000000000000000000000000000000000000000000000000000000000000",
+		"e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800",
+	} {
+		var epk, zero [32]byte
+		hex.Decode(epk[:], []byte(low))
+		var nonce [24]byte
+		blake2bSum(nonce[:], append(epk[:], pub[:]...))
+		var key [32]byte // HSalsa20 of the all-zero secret, as the forger computes it
+		salsa.HSalsa20(&key, new([16]byte), &zero, &salsa.Sigma)
+		forged := secretbox.Seal(epk[:], []byte("forged-task-id"), &nonce, &key)
+		if msg, ok := openSealedBox(forged, pub, priv); ok {
+			t.Errorf("ephemeral key %s…: opened %q", low[:8], msg)
+		}
 	}
 }

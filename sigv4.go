@@ -280,10 +280,15 @@ func sigv4CanonicalQuery(rawQuery string) (string, error) {
 	return strings.ReplaceAll(strings.Join(pairs, "&"), "\x00", "="), nil
 }
 
-// sigv4TrimValue trims a header value and collapses each run of white space (tabs included) to
-// one space, as the canonical form requires ("a \t b" and "a b" sign the same).
+// sigv4TrimValue trims the spaces around a header value and collapses each run of spaces
+// inside it to one, as the canonical form requires ("a   b" and "a b" sign the same). Spaces
+// only, as the aws-sigv4 crate of 0.169 does: tabs and other white space stay as they are.
 func sigv4TrimValue(v string) string {
-	return strings.Join(strings.Fields(v), " ")
+	v = strings.Trim(v, " ")
+	for strings.Contains(v, "  ") {
+		v = strings.ReplaceAll(v, "  ", " ")
+	}
+	return v
 }
 
 // awsURIEncode is AWS's UriEncode: unreserved bytes stay, "/" stays when

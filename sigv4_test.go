@@ -347,7 +347,8 @@ func TestSigV4ServerVerifies(t *testing.T) {
 
 // TestSigV4CanonicalForms: paths are normalised and encoded twice; query parameters sort by
 // encoded name, then value, even where one name is a prefix of another (checked against
-// botocore 1.43's canonical_query_string); header values collapse tabs as spaces.
+// botocore 1.43's canonical_query_string); header values collapse runs of spaces, and only
+// spaces.
 func TestSigV4CanonicalForms(t *testing.T) {
 	query := func(s string) string {
 		q, err := sigv4CanonicalQuery(s)
@@ -376,7 +377,8 @@ func TestSigV4CanonicalForms(t *testing.T) {
 		{"query", query, "b=2&a=2&a=1", "a=1&a=2&b=2"},
 		{"query", query, "id-x=1&id=2&id0=3", "id=2&id-x=1&id0=3"},
 		{"query", query, "k=a b&k=a%20a", "k=a%20a&k=a%20b"},
-		{"value", sigv4TrimValue, " a \t b  \t\tc ", "a b c"},
+		{"value", sigv4TrimValue, "  a   b c  ", "a b c"},
+		{"value", sigv4TrimValue, "\ta \t b\u00a0 c", "\ta \t b\u00a0 c"},
 	} {
 		if got := c.f(c.in); got != c.out {
 			t.Errorf("%s %q: %q, want %q", c.name, c.in, got, c.out)

@@ -181,7 +181,7 @@ func appendUpgradeRequest(b []byte, u *url.URL, key string, extra []upgradeHeade
 	b = append(b, "GET "...)
 	b = append(b, u.RequestURI()...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
-	b = append(b, u.Host...)
+	b = append(b, hostWithoutZone(u.Host)...)
 	b = append(b, "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: "...)
 	b = append(b, key...)
 	b = append(b, "\r\n"...)
@@ -242,4 +242,19 @@ func (l *headLimit) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
 	l.left -= n
 	return n, err
+}
+
+// hostWithoutZone drops an IPv6 zone ("[fe80::1%eth0]:80" → "[fe80::1]:80"): the zone names an
+// interface of this host, which means nothing to the peer and is no part of a Host header
+// (RFC 6874 §4), as net/http leaves it out too.
+func hostWithoutZone(host string) string {
+	if !strings.HasPrefix(host, "[") {
+		return host
+	}
+	if zone := strings.IndexByte(host, '%'); zone >= 0 {
+		if end := strings.IndexByte(host, ']'); end > zone {
+			return host[:zone] + host[end:]
+		}
+	}
+	return host
 }

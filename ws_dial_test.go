@@ -226,6 +226,16 @@ func TestDialUpgradeRequestIs0169s(t *testing.T) {
 	}
 }
 
+func TestHostWithoutZone(t *testing.T) {
+	for in, want := range map[string]string{
+		"[fe80::1%25eth0]:80": "[fe80::1]:80", "[fe80::1%eth0]": "[fe80::1]", "[::1]:9": "[::1]:9", "127.0.0.1:9": "127.0.0.1:9", "h.example": "h.example",
+	} {
+		if got := hostWithoutZone(in); got != want {
+			t.Errorf("hostWithoutZone(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // TestDialBoundsTheAnswerHead: an upgrade answer, or a proxy's CONNECT answer, whose head never
 // ends is refused once it passes wsMaxAnswerHeadBytes, however long the server keeps writing.
 func TestDialBoundsTheAnswerHead(t *testing.T) {
