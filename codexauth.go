@@ -407,6 +407,9 @@ type codexLogin struct {
 	mu         sync.Mutex    // guards doc and refreshErr; never held across I/O
 	doc        *codexAuthDoc // the latest reading or writing of auth.json
 	refreshErr error         // a permanent refresh failure for doc's tokens: fail without a request
+	// unsaved, after a refresh whose tokens could not be written, is what auth.json still
+	// holds: tokens the endpoint has used up, not another process's, so not to be taken.
+	unsaved *codexTokens
 }
 
 // loadCodexLogin reads $CODEX_HOME/auth.json (codexHome "" means the default Codex home).
@@ -626,8 +629,10 @@ func (l *codexLogin) refreshHeld(ctx context.Context, afterReject bool) error {
 		l.mu.Unlock()
 		return errCodexAccountChanged
 	}
-	if !disk.tokens.sameCredential(l.doc.tokens) {
-		l.doc, l.refreshErr = disk, nil
+	cur := l.doc // documents are never changed once published; cur is safe to read unlocked
+	if !disk.tokens.sameCredential(l.doc.tokens) && (l.unsaved == nil || !disk.tokens.sameCredential(l.unsaved)) {
+		l.doc, l.refreshErr, l.unsaved = disk, nil, nil
+		cur = disk
 		if afterReject || !l.staleLocked() {
 			l.mu.Unlock()
 			return nil
@@ -643,18 +648,18 @@ func (l *codexLogin) refreshHeld(ctx context.Context, afterReject bool) error {
 	if afterReject {
 		reason = "unauthorized_recovery"
 	}
-	fresh, err := l.requestRefresh(ctx, disk.tokens.refreshToken, reason)
+	fresh, err := l.requestRefresh(ctx, cur.tokens.refreshToken, reason)
 	if err != nil {
 		var re *codexRefreshError
 		if errors.As(err, &re) && re.permanent {
 			l.mu.Lock()
-			l.doc, l.refreshErr = disk, err
+			l.doc, l.refreshErr = cur, err
 			l.mu.Unlock()
 		}
 		return err
 	}
-	// The new tokens go into a copy: disk may already be l.doc, which others read.
-	next := disk.clone()
+	// The new tokens go into a copy: cur may be l.doc, which others read.
+	next := cur.clone()
 	t := next.tokens
 	if fresh.IDToken != nil {
 		setJSONString(t.members, "id_token", *fresh.IDToken)
@@ -676,7 +681,7 @@ func (l *codexLogin) refreshHeld(ctx context.Context, afterReject bool) error {
 	// The token endpoint has used up the old refresh token: keep the new tokens in memory even
 	// if they cannot be saved, though the next process will then have to sign in again.
 	l.mu.Lock()
-	l.doc, l.refreshErr = next, nil
+	l.doc, l.refreshErr, l.unsaved = next, nil, disk.tokens
 	l.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", l.path, err)
@@ -684,6 +689,11 @@ func (l *codexLogin) refreshHeld(ctx context.Context, afterReject bool) error {
 	if err := writeFileAtomic(l.path, data, 0o600); err != nil {
 		return fmt.Errorf("saving refreshed Codex tokens: %w", err)
 	}
+	l.mu.Lock()
+	if l.doc == next {
+		l.unsaved = nil
+	}
+	l.mu.Unlock()
 	return nil
 }
 

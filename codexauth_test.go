@@ -952,3 +952,34 @@ func TestCodexAuthFinishWaitsForARefresh(t *testing.T) {
 		t.Fatalf("after finish, auth.json holds refresh token %v", tokens["refresh_token"])
 	}
 }
+
+// TestCodexAuthUnsavedTokensAreNotReplacedByTheFile: when the refreshed tokens cannot be
+// written, auth.json still holds the used-up ones. Those are not another process's tokens:
+// the next recovery must refresh with the new refresh token in memory, not take the file's and
+// present a used refresh token (which ends the sign-in).
+func TestCodexAuthUnsavedTokensAreNotReplacedByTheFile(t *testing.T) {
+	te := newTokenEndpoint(t)
+	home, l := testCodexLogin(t, codexTestNow.Add(-time.Minute), nil)
+	testHookTempCreated = func(f *os.File) { f.Close() } // the save fails
+	_, err := l.headers(context.Background())
+	testHookTempCreated = nil
+	if err == nil || !strings.Contains(err.Error(), "saving refreshed Codex tokens") {
+		t.Fatalf("headers with a failing save: %v", err)
+	}
+	if tokens := readAuthJSON(t, home)["tokens"].(map[string]any); tokens["refresh_token"] != "rt-old" {
+		t.Fatalf("auth.json after a failed save holds %v", tokens["refresh_token"])
+	}
+	h, err := l.headers(context.Background())
+	if err != nil {
+		t.Fatalf("headers after the failed save: %v", err)
+	}
+	if err := l.onUnauthorized(context.Background(), h); err != nil {
+		t.Fatalf("recovery from a 401: %v", err)
+	}
+	if seen := te.seenTokens(); !slices.Equal(seen, []string{"rt-old", "rt-new-1"}) {
+		t.Fatalf("token endpoint saw refresh tokens %v, want rt-old then rt-new-1", seen)
+	}
+	if tokens := readAuthJSON(t, home)["tokens"].(map[string]any); tokens["refresh_token"] != "rt-new-2" {
+		t.Fatalf("auth.json holds refresh token %v, want rt-new-2", tokens["refresh_token"])
+	}
+}
