@@ -358,6 +358,9 @@ func decodeEntry(e sandboxEntry) (resolvableEntry, error) {
 		if re.access != "deny" {
 			return re, errInvalidParams("glob_pattern entries support only `deny` access")
 		}
+		if *p.Pattern == "" { // it would name no path, or the whole of cwd: refused, not guessed
+			return re, errInvalidParams("glob_pattern entries need a non-empty `pattern`")
+		}
 		re.glob = *p.Pattern
 	case "special":
 		if len(p.Value) == 0 {

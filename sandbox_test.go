@@ -5,6 +5,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -182,5 +183,19 @@ func TestSandboxRedirectedWritableRootGrantsNothing(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Errorf("writable roots %q, want %q", got, want)
+	}
+}
+
+// TestSandboxEmptyGlobIsRefused: an empty glob_pattern names no path (or, joined to cwd, the
+// whole workspace). It is refused as invalid params rather than guessed at; the fuzzer found
+// it resolving to the relative path ".". 0.169 refuses it too, later: its fs helper fails and
+// a command exits 1 ("unreadable glob … cannot be safely expanded").
+func TestSandboxEmptyGlobIsRefused(t *testing.T) {
+	_, err := parseSandbox(json.RawMessage(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[` +
+		`{"path":{"type":"special","value":{"kind":"root"}},"access":"read"},{"path":{"type":"glob_pattern","pattern":""},"access":"deny"}]},` +
+		`"network":"restricted"},"windowsSandboxLevel":"disabled","cwd":"file:///tmp"}`))
+	var re *rpcError
+	if !errors.As(err, &re) || re.Code != codeInvalidParams || !strings.Contains(re.Message, "non-empty `pattern`") {
+		t.Fatalf("empty glob_pattern: %v", err)
 	}
 }
