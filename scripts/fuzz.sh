@@ -10,8 +10,8 @@
 # Coverage counters go into package main only. `go test -fuzz` would instrument every
 # dependency too (net/http, crypto/tls, encoding/json, …); scanning those counters after each
 # input costs about 100 µs here, which caps a worker near 9,000 executions a second whatever
-# the target. Counting our own edges is what guides the mutator through our parsers, at 3–4×
-# the rate.
+# the target. Counting our own edges is what guides the mutator through our parsers, faster
+# (FuzzParsePath: 30,000 execs/s against 8,700).
 #
 # The corpus is kept between runs in .cache/fuzz/corpus/TARGET (git-ignored), seeded from
 # testdata/fuzz/TARGET. A failing input is written to testdata/fuzz/TARGET, as by go test.
