@@ -51,7 +51,7 @@ func (f *forwardConfig) validate() error {
 		return errors.New("--connect must not carry userinfo")
 	case strings.Contains(f.connect, "#"):
 		return errors.New("--connect must not have a fragment")
-	case strings.ContainsFunc(u.RequestURI(), func(r rune) bool { return r <= ' ' || r == 0x7f }):
+	case !requestLineSafe(u):
 		return errors.New("--connect holds a space or a control character")
 	}
 	f.header = nil

@@ -124,12 +124,12 @@ func replaceAtomically(path string, old os.FileInfo, perm *os.FileMode, fill fun
 	case old != nil:
 		createMode = old.Mode().Perm()
 	}
-	chown := false
+	var owner *syscall.Stat_t // old's owner and group, when they are not ours
 	if old != nil {
 		if st, isStat := old.Sys().(*syscall.Stat_t); isStat && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
 			// Until the chown below, the file is ours and our group's, not old's: its group
 			// bits would admit our group, which is not the one old was shared with.
-			chown, createMode = true, createMode&^0o077
+			owner, createMode = st, createMode&^0o077
 		}
 	}
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, createMode)
@@ -146,11 +146,8 @@ func replaceAtomically(path string, old os.FileInfo, perm *os.FileMode, fill fun
 			os.Remove(tmp)
 		}
 	}()
-	if chown {
-		st := old.Sys().(*syscall.Stat_t)
-		if f.Chown(int(st.Uid), int(st.Gid)) != nil {
-			return errNoAtomicReplace
-		}
+	if owner != nil && f.Chown(int(owner.Uid), int(owner.Gid)) != nil {
+		return errNoAtomicReplace
 	}
 	switch {
 	case perm != nil:

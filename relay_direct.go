@@ -34,7 +34,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 )
 
@@ -231,9 +230,6 @@ func (x *directExecutor) register(ctx context.Context) (*directRegistration, err
 	// Checked here, once: a query that cannot be signed would fail every dial after.
 	if _, err := sigv4CanonicalQuery(u.RawQuery); err != nil {
 		return nil, bad("url: its query does not decode")
-	}
-	if strings.ContainsFunc(u.RequestURI(), func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-		return nil, bad("url holds a space or a control character")
 	}
 	return &directRegistration{url: *v.URL, registrationID: *v.RegistrationID}, nil
 }

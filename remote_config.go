@@ -205,9 +205,10 @@ func checkEnvironmentID(id string) error {
 }
 
 // parseRemoteURL parses a registry or rendezvous URL and enforces docs/remote.md §2.1: the TLS
-// scheme, or the plain one on loopback only; no userinfo and no fragment. The fragment test
-// reads the raw string because url.Parse drops an empty one ("https://r/#"), and the registry
-// base is joined to its endpoint paths as a string, where a '#' would cut them all off.
+// scheme, or the plain one on loopback only; no userinfo, no fragment, and no space or control
+// character, which would break the request line. The fragment test reads the raw string
+// because url.Parse drops an empty one ("https://r/#"), and the registry base is joined to its
+// endpoint paths as a string, where a '#' would cut them all off.
 // Errors are phrased to follow the URL's name and never quote the URL.
 func parseRemoteURL(raw, tlsScheme, plainScheme string) (*url.URL, error) {
 	u, err := url.Parse(raw)
@@ -221,6 +222,8 @@ func parseRemoteURL(raw, tlsScheme, plainScheme string) (*url.URL, error) {
 		return nil, errors.New("must not carry userinfo")
 	case strings.Contains(raw, "#"):
 		return nil, errors.New("must not have a fragment")
+	case !requestLineSafe(u):
+		return nil, errors.New("must not hold a space or a control character")
 	case u.Scheme == tlsScheme:
 		return u, nil
 	case u.Scheme == plainScheme && isLoopbackHost(u.Hostname()):

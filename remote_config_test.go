@@ -53,6 +53,7 @@ func TestRemoteConfigValidate(t *testing.T) {
 		{"userinfo", []string{"--remote", "https://u:p@registry.example", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "userinfo"},
 		{"fragment", []string{"--remote", "https://registry.example/#x", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "fragment"},
 		{"empty fragment", []string{"--remote", "https://registry.example/#", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "fragment"},
+		{"space in the query", []string{"--remote", "https://registry.example/?a b", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "space or a control character"},
 		{"query", []string{"--remote", "https://registry.example/?a=b", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "query"},
 		{"relative", []string{"--remote", "registry.example", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "absolute URL"},
 		{"ws scheme", []string{"--remote", "ws://127.0.0.1:9", "--environment-id", "e", "--registration-bearer-stdin"}, noEnv, "must use https"},

@@ -104,7 +104,7 @@ func dialWebsocket(ctx context.Context, rawURL string, extra []upgradeHeader, tl
 			return nil, nil, fmt.Errorf("websocket dial %s: header %q: invalid name or value", redactQuery(u), h.name)
 		}
 	}
-	if strings.ContainsFunc(u.RequestURI(), func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+	if !requestLineSafe(u) {
 		return nil, nil, fmt.Errorf("websocket dial %s: the URL holds a space or a control character", redactQuery(u))
 	}
 	host := u.Host
@@ -194,25 +194,17 @@ func appendUpgradeRequest(b []byte, u *url.URL, key string, extra []upgradeHeade
 	return append(b, "\r\n"...)
 }
 
-// validUpgradeHeader reports whether h can be written as it is: a name of RFC 9110 token
-// characters, a value without control characters but tab. A token file holding a line break
+// validUpgradeHeader reports whether h can be written as it is: a token for a name, a value
+// without control characters but tab (http.go's rules). A token file holding a line break
 // would otherwise add headers of its own.
 func validUpgradeHeader(h upgradeHeader) bool {
-	if h.name == "" {
-		return false
-	}
-	for i := 0; i < len(h.name); i++ {
-		c := h.name[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	for i := 0; i < len(h.value); i++ {
-		if c := h.value[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
+	return isToken(h.name) && validHeaderValue(h.value)
+}
+
+// requestLineSafe reports whether u's path and query can go into a request line as they are:
+// a space or a control character there would end the line or the request early.
+func requestLineSafe(u *url.URL) bool {
+	return !strings.ContainsFunc(u.RequestURI(), func(r rune) bool { return r <= ' ' || r == 0x7f })
 }
 
 // wsMaxAnswerHeadBytes bounds the head of an answer to a client upgrade or to a CONNECT: a
