@@ -487,7 +487,10 @@ func sandboxURIs(list *[]string) ([]string, error) {
 
 // sandboxAnchors are what resolve needs to know of the request that carries the sandbox.
 type sandboxAnchors struct {
-	cwd    string // the process's cwd when the sandbox names none (process/start only)
+	// cwd is the process's cwd (process/start only). It anchors a relative glob deny entry
+	// when the sandbox names no cwd, and nothing else: a deny only narrows. It never stands
+	// in for a missing cwd or workspaceRoots where an entry would grant (docs/sandbox.md §1).
+	cwd    string
 	tmpdir string // the TMPDIR in force for tmpdir when temporaryDirectories is absent
 }
 
@@ -503,7 +506,7 @@ func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 	var deny []string
 	for _, e := range r.entries {
 		if e.special == "" && e.glob != "" {
-			matches, complete := expandGlob(sp.cwd, e.glob, r.globDepth)
+			matches, complete := expandGlob(sp.globBase, e.glob, r.globDepth)
 			if !complete && p.Unenforceable == "" {
 				p.Unenforceable = fmt.Sprintf("glob_pattern `%s` matches more than %d paths", e.glob, maxGlobMatches)
 			}
@@ -525,20 +528,24 @@ func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 
 // sandboxSpecials are what the special paths of one request stand for.
 type sandboxSpecials struct {
-	cwd     string   // current_working_directory, and where globs are expanded
-	roots   []string // project_roots
-	tmpdirs []string // tmpdir
+	cwd      string   // current_working_directory: the sandbox's cwd, or nothing
+	globBase string   // where relative glob patterns are expanded
+	roots    []string // project_roots
+	tmpdirs  []string // tmpdir
 }
 
-// specials resolves the special paths of r: project roots default to the sandbox's cwd, or
-// to the process's when the sandbox names none; tmpdir to the TMPDIR in force.
+// specials resolves the special paths of r: project roots are workspaceRoots, or the
+// sandbox's cwd; without either they are nothing, as in the reference, never the process's
+// cwd (a profile is never widened from what the request did not send). tmpdir is the
+// TMPDIR in force unless temporaryDirectories says otherwise. A relative glob deny entry is
+// expanded under the sandbox's cwd, or the process's when there is none.
 func (r *sandboxRequest) specials(a sandboxAnchors) sandboxSpecials {
-	sp := sandboxSpecials{cwd: r.cwd, roots: r.roots, tmpdirs: r.tmpdirs}
+	sp := sandboxSpecials{cwd: r.cwd, globBase: r.cwd, roots: r.roots, tmpdirs: r.tmpdirs}
 	if len(sp.roots) == 0 && sp.cwd != "" {
 		sp.roots = []string{sp.cwd}
 	}
-	if len(sp.roots) == 0 && a.cwd != "" && r.cwd == "" {
-		sp.roots = []string{a.cwd}
+	if sp.globBase == "" {
+		sp.globBase = a.cwd
 	}
 	if sp.tmpdirs == nil && a.tmpdir != "" {
 		sp.tmpdirs = []string{a.tmpdir}
@@ -731,8 +738,8 @@ const maxGlobMatches = 4096
 // for the life of the process; a file created later is not. complete is false when there
 // were more than maxGlobMatches matches: the list then holds only the first ones.
 func expandGlob(cwd, pattern string, depth int) (matches []string, complete bool) {
-	if cwd == "" {
-		return nil, true
+	if cwd == "" && !filepath.IsAbs(pattern) {
+		return nil, true // nothing to anchor it: it names no path
 	}
 	if depth == 0 {
 		depth = defaultGlobDepth
@@ -742,7 +749,7 @@ func expandGlob(cwd, pattern string, depth int) (matches []string, complete bool
 	}
 	pattern = filepath.Clean(pattern)
 	base := cwd
-	if !pathWithin(pattern, cwd) {
+	if cwd == "" || !pathWithin(pattern, cwd) {
 		base = filepath.Dir(pattern[:max(strings.IndexAny(pattern, "*?["), 1)])
 	}
 	var out []string

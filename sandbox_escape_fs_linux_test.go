@@ -275,3 +275,33 @@ func TestFSSandboxWorkerRefusesProtectedNamesUnderRace(t *testing.T) {
 		t.Errorf("the race was not exercised: %d refused, %d landed", refused, landed)
 	}
 }
+
+// TestSandboxProjectRootsWithoutRootsOrCwdGrantNothing (issue 20, row 9): process/start with a
+// restricted profile whose write entry is project_roots, and neither workspaceRoots nor the
+// sandbox's cwd: the process's cwd is not writable (the reference: "Read-only file system").
+// An absolute glob deny entry in such a profile still denies.
+func TestSandboxProjectRootsWithoutRootsOrCwdGrantNothing(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	fsWrite(t, filepath.Join(f.outside, "a.secret"), "s3cret")
+	sandbox := json.RawMessage(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[` +
+		`{"path":{"type":"special","value":{"kind":"root"}},"access":"read"},` +
+		`{"path":{"type":"special","value":{"kind":"project_roots"}},"access":"write"}]},"network":"restricted"},` +
+		`"windowsSandboxLevel":"disabled"}`)
+	f.runServer(t, ts, sandbox, false, `echo pwned > "$WS/landed"`)
+	wantAbsent(t, filepath.Join(f.ws, "landed"))
+
+	// The workspace written by a path entry, the secret denied by an absolute glob: no cwd
+	// is needed to anchor either.
+	sandbox = json.RawMessage(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[` +
+		`{"path":{"type":"special","value":{"kind":"root"}},"access":"read"},` +
+		`{"path":{"type":"path","path":"` + fileURI(f.ws) + `"},"access":"write"},` +
+		`{"path":{"type":"glob_pattern","pattern":"` + f.outside + `/*.secret"},"access":"deny"}]},"network":"restricted"},` +
+		`"windowsSandboxLevel":"disabled"}`)
+	f.runServer(t, ts, sandbox, false, `cat "$OUT/a.secret" > "$WS/copy"; echo done >> "$WS/copy"`)
+	got := fsReadString(t, filepath.Join(f.ws, "copy"))
+	if strings.Contains(got, "s3cret") || !strings.Contains(got, "done") {
+		t.Errorf("the copy made in the sandbox holds %q: want the denied secret absent, the write present", got)
+	}
+}
