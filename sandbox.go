@@ -608,6 +608,72 @@ func (p *sandboxProfile) grant(e resolvableEntry, path string, deny []string) []
 	return deny
 }
 
+// maxHidesHops bounds the symlinks hides follows on one path, as the kernel bounds a lookup.
+const maxHidesHops = 40
+
+// hides reports whether a sandbox under p could not see path (fs/watchMissing asks, for a
+// path the server watches on the sandbox's behalf): it lies outside every readable root, or
+// in a denied one, once the symlinks on its way are followed. Only what the sandbox could
+// see itself is looked at: the walk stops at the first component it could not see, without
+// asking whether that exists. A path missing below a visible directory is not hidden.
+func (p *sandboxProfile) hides(path string) bool {
+	if p.readsFreely() {
+		return false
+	}
+	withReal := func(paths []string) []string {
+		out := slices.Clone(paths)
+		for _, x := range paths {
+			if real, err := filepath.EvalSymlinks(x); err == nil && real != x {
+				out = append(out, real)
+			}
+		}
+		return out
+	}
+	roots, deny := withReal(append(slices.Clone(p.Read), p.Write...)), withReal(p.Deny)
+	visible := func(x string) bool {
+		if slices.ContainsFunc(deny, func(d string) bool { return pathWithin(x, d) }) {
+			return false
+		}
+		// Inside a readable root, or on the way to one (the view has the directories
+		// above a root, holding only what leads to it).
+		return p.FullRead || slices.ContainsFunc(roots, func(r string) bool { return pathWithin(x, r) || pathWithin(r, x) })
+	}
+	cur := "/"
+	rest := strings.Split(filepath.Clean(path), "/")
+	for hops := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		if !visible(next) {
+			return true
+		}
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return false // missing (or unreadable) where the sandbox looks: as it is
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if hops++; err != nil || hops > maxHidesHops {
+			return true
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return false
+}
+
 // withoutRedirectedRoots drops the writable roots that redirectedRoot says a sandbox could
 // have redirected.
 func withoutRedirectedRoots(write []string) []string {

@@ -305,3 +305,52 @@ func TestSandboxProjectRootsWithoutRootsOrCwdGrantNothing(t *testing.T) {
 		t.Errorf("the copy made in the sandbox holds %q: want the denied secret absent, the write present", got)
 	}
 }
+
+// TestFSWatchMissingHidesWhatTheProfileCannotRead (issue 20, row 10): under a profile that
+// reads only its directory, fs/watchMissing answers for a path outside it exactly as for a
+// path that does not exist, whether it exists or not, and a hidden path that appears never
+// fires; a visible one does.
+func TestFSWatchMissingHidesWhatTheProfileCannotRead(t *testing.T) {
+	tc := startTestServer(t).connect(t)
+	base := t.TempDir()
+	dir, outside := filepath.Join(base, "allowed"), filepath.Join(base, "outside")
+	fsMust(t, os.MkdirAll(dir, 0o755))
+	fsWrite(t, filepath.Join(outside, "exists"), "x")
+	fsMust(t, os.Symlink(outside, filepath.Join(dir, "link")))
+	sb := json.RawMessage(readOnlySandbox(dir))
+	watch := func(id int, paths ...string) string {
+		var uris []string
+		for _, p := range paths {
+			uris = append(uris, fileURI(p))
+		}
+		return string(tc.mustCall("fs/watchMissing", map[string]any{"watchId": id, "missing": uris, "sandbox": sb}))
+	}
+	const missing = `{"watching":true}`
+	if got := watch(1, filepath.Join(dir, "nothing-here")); got != missing {
+		t.Fatalf("a missing visible path: %s", got)
+	}
+	for i, p := range []string{
+		filepath.Join(outside, "exists"),
+		filepath.Join(dir, "link", "exists"),
+		filepath.Join(outside, "later"),
+		filepath.Join(dir, "link", "later2"),
+	} {
+		if got := watch(10+i, p); got != missing {
+			t.Errorf("%s (hidden): %s, want %s as for a missing path", p, got, missing)
+		}
+	}
+	fsWrite(t, filepath.Join(outside, "later"), "x")
+	fsWrite(t, filepath.Join(outside, "later2"), "x")
+	// The visible watch fires after the hidden paths appeared; none of those may fire first.
+	fsWrite(t, filepath.Join(dir, "nothing-here"), "x")
+	_, at := tc.waitNote(0, procWait, func(n testNote) bool { return n.Method == "fs/missingChanged" && string(n.Params) == `{"watchId":1}` })
+	for _, n := range tc.notesSnapshot()[:at] {
+		if n.Method == "fs/missingChanged" {
+			t.Errorf("a hidden path fired: %s", n.Params)
+		}
+	}
+	// A hidden watch stays armed: its id is in use.
+	if got := watch(12, filepath.Join(dir, "another")); got != `{"watching":false}` {
+		t.Errorf("watch id 12 again: %s, want false (in use)", got)
+	}
+}
