@@ -357,7 +357,7 @@ func TestFSSandboxProtectedNames(t *testing.T) {
 	if got := fsReadString(t, filepath.Join(root, "sub", ".git")); got != "nested" {
 		t.Errorf("a nested .git is writable: sub/.git holds %q", got)
 	}
-	ts.srv.shutdown() // the workers go, and with them the mount points of missing names
+	ts.srv.shutdown() // the workers go; they never made a missing name
 	for _, dir := range []string{root, fresh} {
 		for _, name := range protectedNames {
 			if dir == root && name == ".git" {

@@ -187,9 +187,9 @@ func workerProfile(p *sandboxProfile, exe string) *sandboxProfile {
 
 // acquire returns the running worker for key, starting it if there is none, and holds it
 // for the caller until release. A worker whose view was built on files that have since been
-// replaced (fingerprint: a protected .git removed and made again, a denied file recreated)
-// is let go and a new one started: its binds hold the old files, and the new ones would be
-// open to it.
+// replaced (fingerprint: a writable root or a denied file removed and made again; a
+// protected path, which Landlock's rules name) is let go and a new one started: its binds
+// hold the old files, and the new ones would be open to it.
 func (p *fsWorkerPool) acquire(ctx context.Context, sbx *sandboxer, profile *sandboxProfile, key, fingerprint string) (*fsWorker, error) {
 	p.mu.Lock()
 	if p.closed {
