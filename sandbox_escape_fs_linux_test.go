@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -189,8 +190,22 @@ func TestFSSandboxWorkerRefusesProtectedNames(t *testing.T) {
 
 // guardRaceAttempts is how many rounds TestFSSandboxWorkerRefusesProtectedNamesUnderRace
 // makes, each of five calls while the paths' parents are swapped. Before the guard, the
-// first round already left every missing name on the host.
+// first round already left every missing name on the host. EXEC_SERVER_ESCAPE_ROUNDS sets
+// another count, for a longer run than CI's.
 const guardRaceAttempts = 200
+
+// escapeRounds is n, or the count EXEC_SERVER_ESCAPE_ROUNDS gives.
+func escapeRounds(t *testing.T, n int) int {
+	t.Helper()
+	if v := os.Getenv("EXEC_SERVER_ESCAPE_ROUNDS"); v != "" {
+		got, err := strconv.Atoi(v)
+		if err != nil || got < 1 {
+			t.Fatalf("EXEC_SERVER_ESCAPE_ROUNDS=%q: want a positive count", v)
+		}
+		return got
+	}
+	return n
+}
 
 // TestFSSandboxWorkerRefusesProtectedNamesUnderRace (row 8): while a goroutine swaps, with
 // renameat2(RENAME_EXCHANGE), a real directory with a symlink to the workspace (d1 <-> l1)
@@ -244,7 +259,8 @@ func TestFSSandboxWorkerRefusesProtectedNamesUnderRace(t *testing.T) {
 		{"fs/remove", map[string]any{"path": fileURI(filepath.Join(ws, "d2", "config"))}},
 	}
 	refused, landed := 0, 0
-	for attempt := range guardRaceAttempts {
+	rounds := escapeRounds(t, guardRaceAttempts)
+	for attempt := range rounds {
 		for _, c := range calls {
 			c.params["sandbox"] = sb
 			_, err := tc.call(c.method, c.params)
@@ -270,7 +286,7 @@ func TestFSSandboxWorkerRefusesProtectedNamesUnderRace(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d rounds of %d calls, %d swaps: %d refused, %d landed in the real directory", guardRaceAttempts, len(calls), swaps.Load(), refused, landed)
+	t.Logf("%d rounds of %d calls, %d swaps: %d refused, %d landed in the real directory", rounds, len(calls), swaps.Load(), refused, landed)
 	if refused == 0 || landed == 0 {
 		t.Errorf("the race was not exercised: %d refused, %d landed", refused, landed)
 	}
