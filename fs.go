@@ -42,7 +42,7 @@ package main
 // and write in place wherever a rename would change what other names see (docs/protocol.md
 // §7.5). A file we may not write is refused (EACCES) as the reference's open refuses it,
 // though a rename could replace it; the sandbox worker always writes in place
-// (fsWritesInPlace). fs/readFile's limit is lower on a transport whose messages are bounded
+// (fsWrites.inPlace). fs/readFile's limit is lower on a transport whose messages are bounded
 // (messageLimiter). What differs from 0.169 on purpose: docs/protocol.md §12.
 
 import (
@@ -91,16 +91,22 @@ type fsOp interface {
 	run(ctx context.Context, how fsWrites) (result, error)
 }
 
-// fsWrites is how an operation writes a file. Here a lone regular file is replaced
-// atomically where it can be (the file comment). The sandbox worker always writes in place,
-// as the reference's helper does: the file itself is what the sandbox must let it write, and
-// nothing is left behind in the directory if the worker dies mid-write.
-type fsWrites int
+// fsWrites is how an operation changes the file system. In the server (the zero value) a
+// lone regular file is replaced atomically where it can be (the file comment), and every
+// change is a plain system call. The sandbox worker always writes in place, as the
+// reference's helper does: the file itself is what the sandbox must let it write, and
+// nothing is left behind in the directory if the worker dies mid-write. It also has a
+// guard: every change it makes goes through protectGuard (fsworker_guard_linux.go), which
+// refuses to create, write, remove or replace a protected name of a writable root or
+// anything in one (docs/sandbox.md §3), so that its view needs no mount points for the
+// names that do not exist.
+type fsWrites struct {
+	inPlace bool
+	guard   *protectGuard // nil: nothing to refuse beyond what the kernel refuses
+}
 
-const (
-	fsWritesAtomic fsWrites = iota
-	fsWritesInPlace
-)
+// fsWritesDirect is how the server changes files: atomically where it can, unguarded.
+func fsWritesDirect() fsWrites { return fsWrites{} }
 
 // fsDo answers a path method with op: run here, as a quick later, when the request's
 // sandbox leaves it free (fsConfinement), else in the sandbox worker of its profile. It is
@@ -109,7 +115,7 @@ func fsDo[O fsOp](c *call, method string, sb sandboxParam, write bool, op O) (re
 	profile := c.fsConfinement(sb, write)
 	if profile == nil {
 		return deferTo(quick, func(ctx context.Context) (result, error) {
-			res, err := op.run(ctx, fsWritesAtomic)
+			res, err := op.run(ctx, fsWritesDirect())
 			if err != nil {
 				return nil, fsError(err)
 			}
@@ -220,10 +226,15 @@ func errTooLarge(limit int64) error {
 // blocked writer, or start a watchdog), and again on the open file in case the path changed
 // in between; O_NONBLOCK keeps a FIFO swapped in meanwhile from blocking the open.
 func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
+	return fsWritesDirect().openRegular(path, flag, perm)
+}
+
+// openRegular is openRegular, opening as how opens.
+func (how fsWrites) openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
 		return nil, errNotAFile(path)
 	}
-	f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK|syscall.O_CLOEXEC, perm)
+	f, err := how.openFile(path, flag|syscall.O_NONBLOCK|syscall.O_CLOEXEC, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -254,11 +265,11 @@ type createDirectoryOp struct {
 	Recursive bool   `json:"recursive"`
 }
 
-func (o createDirectoryOp) run(context.Context, fsWrites) (result, error) {
+func (o createDirectoryOp) run(_ context.Context, how fsWrites) (result, error) {
 	if o.Recursive {
-		return emptyResult{}, mkdirAll(o.Path)
+		return emptyResult{}, how.mkdirAll(o.Path)
 	}
-	return emptyResult{}, os.Mkdir(o.Path, 0o777)
+	return emptyResult{}, how.mkdir(o.Path)
 }
 
 func (c *call) fsCreateDirectory(p *createDirectoryParams) (result, error) {
@@ -272,17 +283,17 @@ func (c *call) fsCreateDirectory(p *createDirectoryParams) (result, error) {
 
 // mkdirAll is mkdir -p with the reference's answers: an existing directory is fine, an existing
 // file is EEXIST (os.MkdirAll would say ENOTDIR).
-func mkdirAll(path string) error {
-	err := os.Mkdir(path, 0o777)
+func (how fsWrites) mkdirAll(path string) error {
+	err := how.mkdir(path)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, syscall.ENOENT):
 		if parent := filepath.Dir(path); parent != path {
-			if err := mkdirAll(parent); err != nil {
+			if err := how.mkdirAll(parent); err != nil {
 				return err
 			}
-			err = os.Mkdir(path, 0o777)
+			err = how.mkdir(path)
 		}
 	}
 	if err != nil && isDir(path) {
@@ -476,7 +487,7 @@ type removeOp struct {
 	Force     bool   `json:"force"`
 }
 
-func (o removeOp) run(context.Context, fsWrites) (result, error) {
+func (o removeOp) run(_ context.Context, how fsWrites) (result, error) {
 	fi, err := os.Lstat(o.Path)
 	switch {
 	case err != nil && errors.Is(err, syscall.ENOENT) && o.Force:
@@ -484,11 +495,11 @@ func (o removeOp) run(context.Context, fsWrites) (result, error) {
 	case err != nil:
 		return nil, err
 	case !fi.IsDir():
-		return emptyResult{}, syscall.Unlink(o.Path)
+		return emptyResult{}, how.unlink(o.Path)
 	case o.Recursive:
-		return emptyResult{}, os.RemoveAll(o.Path)
+		return emptyResult{}, how.removeAll(o.Path)
 	}
-	return emptyResult{}, syscall.Rmdir(o.Path)
+	return emptyResult{}, how.rmdir(o.Path)
 }
 
 // fsRemove: recursive and force default to true.

@@ -45,7 +45,7 @@ func (o copyOp) run(ctx context.Context, how fsWrites) (result, error) {
 		}
 		return emptyResult{}, copyTree(ctx, src, dst, how)
 	case fi.Mode()&os.ModeSymlink != 0:
-		return emptyResult{}, copySymlink(src, dst)
+		return emptyResult{}, copySymlink(src, dst, how)
 	case fi.Mode().IsRegular():
 		return emptyResult{}, copyFile(ctx, src, dst, how)
 	}
@@ -93,7 +93,7 @@ func isSameOrBelow(src, dst string) (bool, error) {
 // copyTree copies the directory src into dst: directories, regular files and symlinks; other
 // entries (FIFOs, sockets, devices) are skipped, as the reference does.
 func copyTree(ctx context.Context, src, dst string, how fsWrites) error {
-	if err := mkdirAll(dst); err != nil {
+	if err := how.mkdirAll(dst); err != nil {
 		return err
 	}
 	ents, err := readDirUnsorted(src)
@@ -111,7 +111,7 @@ func copyTree(ctx context.Context, src, dst string, how fsWrites) error {
 		case t.IsRegular():
 			err = copyFile(ctx, from, to, how)
 		case t&os.ModeSymlink != 0:
-			err = copySymlink(from, to)
+			err = copySymlink(from, to, how)
 		}
 		if err != nil {
 			return err
@@ -145,12 +145,12 @@ func copyFile(ctx context.Context, src, dst string, how fsWrites) error {
 	})
 }
 
-func copySymlink(src, dst string) error {
+func copySymlink(src, dst string, how fsWrites) error {
 	target, err := os.Readlink(src)
 	if err != nil {
 		return err
 	}
-	return os.Symlink(target, dst)
+	return how.symlink(target, dst)
 }
 
 // sandboxParam is the optional sandbox of the fs methods (docs/sandbox.md §1), decoded by

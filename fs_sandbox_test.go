@@ -10,9 +10,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -263,7 +263,7 @@ func TestFSSandboxSymlinksHardLinksAndDotDot(t *testing.T) {
 				} else if err == nil {
 					t.Errorf("%s: succeeded, want an error", c.method)
 				}
-				if after := f.snapshot(t); !mapsEqualIgnoringProtected(before, after) {
+				if after := f.snapshot(t); !maps.Equal(before, after) {
 					t.Errorf("the tree changed:\nbefore %v\nafter  %v", before, after)
 				}
 				if strings.Contains(string(res), b64("top secret")) || strings.Contains(string(res), b64("secret")) {
@@ -279,32 +279,6 @@ func TestFSSandboxSymlinksHardLinksAndDotDot(t *testing.T) {
 			}
 		})
 	}
-}
-
-// mapsEqualIgnoringProtected compares two snapshots, leaving out the empty protected
-// directories (.git, .codex, .agents, .aws) a live worker keeps as mount points
-// (sandbox_linux.go's syntheticDirs).
-func mapsEqualIgnoringProtected(a, b map[string]string) bool {
-	strip := func(m map[string]string) map[string]string {
-		out := map[string]string{}
-		for k, v := range m {
-			if v == "dir" && slices.Contains(protectedNames, filepath.Base(k)) {
-				continue
-			}
-			out[k] = v
-		}
-		return out
-	}
-	x, y := strip(a), strip(b)
-	if len(x) != len(y) {
-		return false
-	}
-	for k, v := range x {
-		if y[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestFSSandboxRestrictedReadHidesTheRest: under a sandbox that reads only its directory, the
@@ -363,9 +337,12 @@ func TestFSSandboxProtectedNames(t *testing.T) {
 	tc.mustCall("fs/writeFile", map[string]any{"path": fileURI(filepath.Join(root, "notes.txt")), "dataBase64": b64("notes"), "sandbox": sb(root)})
 	fsMust(t, os.Mkdir(filepath.Join(root, "sub"), 0o755))
 	tc.mustCall("fs/writeFile", map[string]any{"path": fileURI(filepath.Join(root, "sub", ".git")), "dataBase64": b64("nested"), "sandbox": sb(root)})
-	// A missing .git answers {} (it exists, read-only, in the sandbox) and is never made.
-	tc.mustCall("fs/createDirectory", map[string]any{"path": fileURI(filepath.Join(fresh, ".git")), "sandbox": sb(fresh)})
-	_, err := tc.call("fs/createDirectory", map[string]any{"path": fileURI(filepath.Join(fresh, ".git", "hooks")), "sandbox": sb(fresh)})
+	// A missing .git is refused, read-only (the reference answers {} and makes nothing), and
+	// never made; an existing one is a directory that exists, as mkdir -p sees it.
+	_, err := tc.call("fs/createDirectory", map[string]any{"path": fileURI(filepath.Join(fresh, ".git")), "sandbox": sb(fresh)})
+	checkSandboxDenied(t, "createDirectory of a missing .git", err)
+	tc.mustCall("fs/createDirectory", map[string]any{"path": fileURI(filepath.Join(root, ".git")), "sandbox": sb(root)})
+	_, err = tc.call("fs/createDirectory", map[string]any{"path": fileURI(filepath.Join(fresh, ".git", "hooks")), "sandbox": sb(fresh)})
 	checkSandboxDenied(t, "createDirectory .git/hooks", err)
 
 	if got := fsReadString(t, filepath.Join(root, ".git", "config")); got != "[core]\n" {
@@ -380,7 +357,7 @@ func TestFSSandboxProtectedNames(t *testing.T) {
 	if got := fsReadString(t, filepath.Join(root, "sub", ".git")); got != "nested" {
 		t.Errorf("a nested .git is writable: sub/.git holds %q", got)
 	}
-	ts.srv.shutdown() // the workers go, and with them the mount points of missing names
+	ts.srv.shutdown() // the workers go; they never made a missing name
 	for _, dir := range []string{root, fresh} {
 		for _, name := range protectedNames {
 			if dir == root && name == ".git" {

@@ -744,13 +744,13 @@ func TestMissingWatchesPolling(t *testing.T) {
 	fired := make(chan uint64, 4)
 	ws := newMissingWatches(5*time.Millisecond, false, func(id uint64) { fired <- id })
 	defer ws.close()
-	if ok, _ := ws.add(1, []string{filepath.Join(root, "file")}); !ok {
+	if ok, _ := ws.add(1, []string{filepath.Join(root, "file")}, nil); !ok {
 		t.Fatal("nothing armed")
 	}
-	if ok, _ := ws.add(2, []string{filepath.Join(root, "p/q/r")}); !ok {
+	if ok, _ := ws.add(2, []string{filepath.Join(root, "p/q/r")}, nil); !ok {
 		t.Fatal("nothing armed")
 	}
-	if ok, _ := ws.add(1, []string{filepath.Join(root, "other")}); ok {
+	if ok, _ := ws.add(1, []string{filepath.Join(root, "other")}, nil); ok {
 		t.Error("watch id 1 armed twice")
 	}
 	fsWrite(t, filepath.Join(root, "file"), "")

@@ -54,12 +54,12 @@ func (c *call) fsWriteFile(p *writeFileParams) (result, error) {
 
 // writeFileContents creates or replaces the file at path with what fill writes; see the file
 // comment for when it replaces atomically and when it writes in place (always, with
-// fsWritesInPlace). fill may run twice (a rename that fails is retried in place), each time
+// the worker's fsWrites). fill may run twice (a rename that fails is retried in place), each time
 // on a fresh file. perm, when set, is the mode the file gets (fs/copy gives the source's);
 // otherwise an existing file keeps its mode and a new one gets 0666 less the umask.
 func writeFileContents(ctx context.Context, path string, perm *os.FileMode, how fsWrites, fill func(*os.File) error) error {
-	if how == fsWritesInPlace {
-		return writeInPlace(ctx, path, perm, fill)
+	if how.inPlace {
+		return writeInPlace(ctx, path, perm, how, fill)
 	}
 	fi, err := os.Lstat(path)
 	switch {
@@ -79,7 +79,7 @@ func writeFileContents(ctx context.Context, path string, perm *os.FileMode, how 
 			return err
 		}
 	}
-	return writeInPlace(ctx, path, perm, fill)
+	return writeInPlace(ctx, path, perm, how, fill)
 }
 
 // checkWritable fails, as opening path for writing would (EACCES), when the file a rename is
@@ -174,12 +174,12 @@ func replaceAtomically(path string, old os.FileInfo, perm *os.FileMode, fill fun
 // writeInPlace opens path with create and truncate, following a symlink, as the reference
 // does. A FIFO without a reader fails (ENXIO) instead of blocking; one whose reader stalls is
 // given up when the connection ends.
-func writeInPlace(ctx context.Context, path string, perm *os.FileMode, fill func(*os.File) error) error {
+func writeInPlace(ctx context.Context, path string, perm *os.FileMode, how fsWrites, fill func(*os.File) error) error {
 	mode := os.FileMode(0o666)
 	if perm != nil {
 		mode = *perm
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK|syscall.O_CLOEXEC, mode)
+	f, err := how.openFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK|syscall.O_CLOEXEC, mode)
 	if err != nil {
 		return err
 	}
@@ -209,4 +209,50 @@ func linkCount(fi os.FileInfo) uint64 {
 		return uint64(st.Nlink)
 	}
 	return 1
+}
+
+// The changes an operation makes, through how's guard when it has one (the sandbox worker's,
+// fsworker_guard_linux.go), else as plain system calls.
+
+// openFile is os.OpenFile; a guarded open that may write or create refuses a protected name.
+func (how fsWrites) openFile(path string, flag int, perm os.FileMode) (*os.File, error) {
+	if how.guard == nil || flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC) == 0 {
+		return os.OpenFile(path, flag, perm)
+	}
+	return how.guard.openWrite(path, flag, perm)
+}
+
+func (how fsWrites) mkdir(path string) error {
+	if how.guard == nil {
+		return os.Mkdir(path, 0o777)
+	}
+	return how.guard.mkdir(path, 0o777)
+}
+
+func (how fsWrites) unlink(path string) error {
+	if how.guard == nil {
+		return syscall.Unlink(path)
+	}
+	return how.guard.remove(path, false)
+}
+
+func (how fsWrites) rmdir(path string) error {
+	if how.guard == nil {
+		return syscall.Rmdir(path)
+	}
+	return how.guard.remove(path, true)
+}
+
+func (how fsWrites) removeAll(path string) error {
+	if how.guard == nil {
+		return os.RemoveAll(path)
+	}
+	return how.guard.removeAll(path)
+}
+
+func (how fsWrites) symlink(target, path string) error {
+	if how.guard == nil {
+		return os.Symlink(target, path)
+	}
+	return how.guard.symlink(target, path)
 }

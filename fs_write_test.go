@@ -79,7 +79,7 @@ func tempModeChecks(t *testing.T) {
 		write := tc.write
 		if write == nil {
 			write = func(path string, perm *os.FileMode) error {
-				return writeFileContents(context.Background(), path, perm, fsWritesAtomic, fill)
+				return writeFileContents(context.Background(), path, perm, fsWritesDirect(), fill)
 			}
 		}
 		if err := write(path, tc.perm); err != nil {
@@ -111,7 +111,7 @@ func tempModeChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 		created = nil
-		if err := writeFileContents(context.Background(), path, nil, fsWritesAtomic, fill); err != nil {
+		if err := writeFileContents(context.Background(), path, nil, fsWritesDirect(), fill); err != nil {
 			t.Fatal(err)
 		}
 		fi, err := os.Stat(path)

@@ -143,12 +143,12 @@ type openOp struct {
 }
 
 // run returns the open *os.File.
-func (o openOp) run(context.Context, fsWrites) (result, error) {
+func (o openOp) run(_ context.Context, how fsWrites) (result, error) {
 	flag := os.O_RDONLY
 	if o.Replace {
 		flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	}
-	f, err := openRegular(o.Path, flag, 0o666)
+	f, err := how.openRegular(o.Path, flag, 0o666)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +170,7 @@ func (c *call) fsOpen(p *openParams) (result, error) {
 		}
 		var f *os.File
 		if profile == nil {
-			res, err := op.run(c.ctx, fsWritesAtomic)
+			res, err := op.run(c.ctx, fsWritesDirect())
 			if err != nil {
 				return nil, fsError(err)
 			}

@@ -18,6 +18,12 @@ package main
 // first watch and ended with the connection.
 //
 // A path counts as missing when lstat says ENOENT or ENOTDIR; a dangling symlink exists.
+//
+// Under a sandbox that does not let every path be read (docs/sandbox.md §3), a path the
+// profile hides (sandboxProfile.hides: outside its readable roots, or denied) is answered
+// exactly as a missing path is, whether it exists or not, and never fires: in the sandbox's
+// view it does not exist and never appears. Such a path is looked at again when something
+// of it appears, in case a symlink on its way was swapped in the meantime.
 
 import (
 	"errors"
@@ -38,10 +44,9 @@ const (
 type watchMissingParams struct {
 	WatchID uint64   `json:"watchId"`
 	Missing []string `json:"missing"`
-	// Sandbox is decoded (a malformed one is -32602) but not enforced: a watch only learns
-	// that a path has appeared, it reads nothing, and inotify watches cannot be handed out of
-	// a sandbox worker. The reference's sandbox helper has no such operation either
-	// (docs/sandbox.md §3).
+	// Sandbox is decoded (a malformed one is -32602). The watch runs here, not in a sandbox
+	// worker (inotify watches cannot be handed out of one, and the reference's helper has no
+	// such operation), so what the profile hides is answered as missing, never watched.
 	Sandbox sandboxParam `json:"sandbox,omitempty"`
 }
 
@@ -73,7 +78,11 @@ func (c *call) fsWatchMissing(p *watchMissingParams) (result, error) {
 		ws.newNotifier = c.srv.inotify.view
 		return ws, ws.close
 	})
-	watching, err := ws.add(p.WatchID, paths)
+	var hides func(string) bool
+	if profile := c.fsConfinement(p.Sandbox, false); profile != nil {
+		hides = workerProfile(profile, c.srv.fsWorkers.exe).hides // what a worker would see
+	}
+	watching, err := ws.add(p.WatchID, paths, hides)
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +118,9 @@ type missingWatches struct {
 type missingWatch struct {
 	id   uint64
 	arms []*missingArm
+	// hides says which paths its sandbox keeps out of sight; nil without a sandbox that
+	// confines reads.
+	hides func(path string) bool
 }
 
 // missingArm is one missing path of a watch, and where it is armed.
@@ -119,6 +131,8 @@ type missingArm struct {
 	dir   string // that ancestor
 	child string // the component of path expected in it
 	depth int    // polled: how many leading components of path existed when last checked
+	// dormant: the watch's sandbox hides path; it is armed nowhere and never fires.
+	dormant bool
 }
 
 func newMissingWatches(interval time.Duration, kernel bool, notify func(uint64)) *missingWatches {
@@ -136,28 +150,48 @@ func newMissingWatches(interval time.Duration, kernel bool, notify func(uint64))
 	}
 }
 
-// add arms watch id for the paths that are missing now. It returns false, arming nothing, when
-// none is or id is in use, and an error when the connection would watch over its bound (--max-watched-paths).
-func (ws *missingWatches) add(id uint64, paths []string) (bool, error) {
+// add arms watch id for the paths that are missing now, and keeps those that hides (nil: none)
+// says are hidden as missing and dormant. It returns false, arming nothing, when no path is
+// missing or hidden, or id is in use, and an error when the connection would watch over its
+// bound (--max-watched-paths).
+func (ws *missingWatches) add(id uint64, paths []string, hides func(string) bool) (bool, error) {
 	ws.mu.Lock()
 	defer ws.unlock()
 	if ws.closed || ws.watches[id] != nil {
 		return false, nil
 	}
-	missing := missingPaths(paths)
-	switch {
-	case len(missing) == 0:
+	var missing, hidden []string
+	if hides == nil {
+		missing = missingPaths(paths)
+	} else {
+		seen := make(map[string]bool, len(paths))
+		for _, p := range paths {
+			switch {
+			case seen[p]:
+			case hides(p):
+				hidden = append(hidden, p)
+			case isMissing(p):
+				missing = append(missing, p)
+			}
+			seen[p] = true
+		}
+	}
+	switch n := len(missing) + len(hidden); {
+	case n == 0:
 		return false, nil
-	case ws.paths+len(missing) > ws.max:
+	case ws.paths+n > ws.max:
 		return false, errInvalidRequest("at most %d missing paths may be watched per connection (--max-watched-paths)", ws.max)
 	}
 	ws.start()
-	w := &missingWatch{id: id}
+	w := &missingWatch{id: id, hides: hides}
+	for _, p := range hidden {
+		w.arms = append(w.arms, &missingArm{w: w, path: p, wd: -1, dormant: true})
+	}
 	fire := false
 	for _, p := range missing {
 		a := &missingArm{w: w, path: p}
 		w.arms = append(w.arms, a)
-		fire = !ws.arm(a) || fire
+		fire = !ws.arm(a) && ws.stillVisible(a) || fire
 	}
 	ws.watches[id] = w
 	ws.paths += len(w.arms)
@@ -245,6 +279,25 @@ func (ws *missingWatches) disarm(a *missingArm) {
 	ws.notifier.unwatchDir(a.wd)
 }
 
+// stillVisible reports whether something appearing on a's path may be told: true unless a's
+// sandbox hides the path now (a symlink on its way was swapped), in which case a is
+// disarmed and stays dormant.
+func (ws *missingWatches) stillVisible(a *missingArm) bool {
+	if a.w.hides == nil || !a.w.hides(a.path) {
+		return true
+	}
+	ws.disarm(a)
+	a.wd, a.dormant = -1, true
+	return false
+}
+
+// fireArm ends a's watch because something of a's path appeared, if that may be told.
+func (ws *missingWatches) fireArm(a *missingArm) {
+	if ws.stillVisible(a) {
+		ws.fire(a.w)
+	}
+}
+
 // fire ends watch w; the client is told when ws.mu is released (unlock).
 func (ws *missingWatches) fire(w *missingWatch) {
 	if ws.watches[w.id] != w {
@@ -317,7 +370,7 @@ func (ws *missingWatches) handle(evs []dirEvent) {
 		case entryCreated:
 			for _, a := range slices.Clone(ws.armed[ev.wd]) {
 				if a.child == ev.name {
-					ws.fire(a.w)
+					ws.fireArm(a)
 				}
 			}
 		case dirMoved, dirGone:
@@ -331,7 +384,7 @@ func (ws *missingWatches) handle(evs []dirEvent) {
 				// before, the ancestor came back in the meantime: that is an appearance.
 				old := a.dir
 				if ws.watches[a.w.id] == a.w && (!ws.arm(a) || a.wd >= 0 && len(a.dir) >= len(old)) {
-					ws.fire(a.w)
+					ws.fireArm(a)
 				}
 			}
 		case eventsLost: // anything may have appeared
@@ -349,7 +402,7 @@ func (ws *missingWatches) poll() {
 	for _, a := range slices.Clone(ws.polled) {
 		switch d := existingDepth(a.path); {
 		case d > a.depth:
-			ws.fire(a.w)
+			ws.fireArm(a)
 		case d < a.depth:
 			a.depth = d
 		}

@@ -24,9 +24,9 @@ package main
 // server (Pdeathsig) and takes the worker along: as pid 1 of its pid namespace, or as the
 // worker itself (it execs the worker in place without one, or under Landlock).
 //
-// What lives as long as a worker: the empty directories the stage makes on the host as
-// mount points for missing protected names (sandbox_linux.go, syntheticDirs), where the
-// reference's helper keeps them for one operation. They go when the worker goes.
+// Nothing of a worker is seen on the host: it refuses to touch protected names itself
+// (fsworker_guard_linux.go), so its view needs no mount point for a missing one, where the
+// reference's helper stands on such directories for the length of an operation.
 
 import (
 	"context"
@@ -46,12 +46,9 @@ const fsWorkerArg = "__exec-server-fs-worker"
 // Limits and timings of the workers.
 const (
 	// fsWorkerIdle is how long a worker with nothing to do is kept for the next operation.
+	// A worker leaves nothing on the host, whether it can write or not, so one that can
+	// write is kept as long.
 	fsWorkerIdle = 30 * time.Second
-	// fsWorkerIdleWriting is the same for a worker that can write: its view stands on the
-	// protected names of its writable roots, and a missing one is an empty directory on the
-	// host for as long as the worker lives (syntheticDirs). Two seconds keep a burst of writes
-	// (an apply_patch) on one worker, and the host's tree as it was soon after.
-	fsWorkerIdleWriting = 2 * time.Second
 	// maxFSWorkers bounds the workers (distinct profiles) alive at once: each is two
 	// processes. When full, the longest idle one makes room.
 	maxFSWorkers = 16
@@ -190,9 +187,9 @@ func workerProfile(p *sandboxProfile, exe string) *sandboxProfile {
 
 // acquire returns the running worker for key, starting it if there is none, and holds it
 // for the caller until release. A worker whose view was built on files that have since been
-// replaced (fingerprint: a protected .git removed and made again, a denied file recreated)
-// is let go and a new one started: its binds hold the old files, and the new ones would be
-// open to it.
+// replaced (fingerprint: a writable root or a denied file removed and made again; a
+// protected path, which Landlock's rules name) is let go and a new one started: its binds
+// hold the old files, and the new ones would be open to it.
 func (p *fsWorkerPool) acquire(ctx context.Context, sbx *sandboxer, profile *sandboxProfile, key, fingerprint string) (*fsWorker, error) {
 	p.mu.Lock()
 	if p.closed {
@@ -211,11 +208,7 @@ func (p *fsWorkerPool) acquire(ctx context.Context, sbx *sandboxer, profile *san
 			p.mu.Unlock()
 			return nil, errInternal("fs sandbox helper failed: %d sandbox workers are all busy", maxFSWorkers)
 		}
-		idle := p.idle
-		if len(profile.Protected) > 0 {
-			idle = min(idle, fsWorkerIdleWriting)
-		}
-		w = &fsWorker{pool: p, key: key, idle: idle, ready: make(chan struct{}), pending: map[uint64]chan fsWorkerReply{}}
+		w = &fsWorker{pool: p, key: key, idle: p.idle, ready: make(chan struct{}), pending: map[uint64]chan fsWorkerReply{}}
 		p.workers[key] = w
 		p.live[w] = true
 		p.running.Add(1)
@@ -301,7 +294,7 @@ func (w *fsWorker) start(sbx *sandboxer, profile *sandboxProfile) {
 		w.pool.forget(w, true)
 		return
 	}
-	fingerprint := viewFingerprint(profile) // now that the stage has made its mount points
+	fingerprint := viewFingerprint(profile) // now that the stage has built its view
 	w.mu.Lock()
 	w.proc = proc
 	w.fingerprint = fingerprint

@@ -24,6 +24,20 @@ func appendFileIdentity(b []byte, path string) []byte {
 	return fmt.Appendf(b, "%d:%d", st.Dev, st.Ino)
 }
 
+// protectGuard is the worker's guard of protected names (fsworker_guard_linux.go). No worker
+// runs on this platform: every change through it is refused.
+type protectGuard struct{}
+
+func newProtectGuard(fsGuardSpec) (*protectGuard, error) { return nil, errFSSandbox() }
+
+func (g *protectGuard) openWrite(string, int, os.FileMode) (*os.File, error) {
+	return nil, errFSSandbox()
+}
+func (g *protectGuard) mkdir(string, os.FileMode) error { return errFSSandbox() }
+func (g *protectGuard) symlink(string, string) error    { return errFSSandbox() }
+func (g *protectGuard) remove(string, bool) error       { return errFSSandbox() }
+func (g *protectGuard) removeAll(string) error          { return errFSSandbox() }
+
 // startFSWorkerProcess refuses: nothing on this platform confines a worker yet.
 func startFSWorkerProcess(sbx *sandboxer, profile *sandboxProfile, env []string) (*fsWorkerProcess, error) {
 	return nil, errFSSandbox()

@@ -23,12 +23,28 @@ import (
 
 // startFSWorkerProcess starts a worker confined to profile. A host without a mechanism to
 // confine files refuses (fail closed).
+//
+// The worker guards the profile's protected names itself (its command line carries them,
+// fsGuardArgs), so in new namespaces its view is built without them: no mount point is
+// made on the host for a missing one, and nothing of the sandbox appears in the workspace.
+// Under Landlock, which makes nothing on the host, the rules keep them read-only as well.
 func startFSWorkerProcess(sbx *sandboxer, profile *sandboxProfile, env []string) (*fsWorkerProcess, error) {
-	if sbx.mechanism() == mechanismNone {
+	mech := sbx.mechanism()
+	if mech == mechanismNone {
 		return nil, errFSSandbox()
 	}
-	spec := &launchSpec{path: stageExe, argv: []string{"exec-server-fs-worker", fsWorkerArg}, env: env, dir: "/"}
-	if _, err := sbx.confine(spec, profile); err != nil {
+	guard, err := fsGuardArgs(profile)
+	if err != nil {
+		return nil, errInternal("fs sandbox helper failed: %v", err)
+	}
+	view := profile
+	if mech == mechanismNamespaces {
+		v := *profile
+		v.Protected = nil
+		view = &v
+	}
+	spec := &launchSpec{path: stageExe, argv: append([]string{"exec-server-fs-worker", fsWorkerArg}, guard...), env: env, dir: "/"}
+	if _, err := sbx.confine(spec, view); err != nil {
 		return nil, errInternal("fs sandbox helper failed: %v", err)
 	}
 	if spec.stage == nil {

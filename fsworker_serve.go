@@ -27,14 +27,27 @@ func isFSWorker() bool {
 
 // runFSWorker is the worker's main: it serves its stdin and stdout until the server closes
 // the request direction, then exits at once: like the stage (exitStage), it skips what
-// os.Exit runs first, which in a race-enabled test binary is a pause of a second.
+// os.Exit runs first, which in a race-enabled test binary is a pause of a second. Every
+// change it makes goes through the guard its command line describes (fsworker_guard.go);
+// without one it does not serve.
 func runFSWorker() {
-	syscall.Exit(serveFSWorker(os.Stdin, os.Stdout, int(os.Stdin.Fd())))
+	spec, err := parseFSGuardArgs(os.Args[2:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		syscall.Exit(1)
+	}
+	guard, err := newProtectGuard(spec)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fs worker: %v\n", err)
+		syscall.Exit(1)
+	}
+	syscall.Exit(serveFSWorker(os.Stdin, os.Stdout, int(os.Stdin.Fd()), fsWrites{inPlace: true, guard: guard}))
 }
 
 // fsWorkerServer is the worker's state: its requests in flight, and the writer of answers.
 type fsWorkerServer struct {
-	sock  int // where descriptors go (fd 0, the request socket)
+	sock  int      // where descriptors go (fd 0, the request socket)
+	how   fsWrites // in place, through the guard
 	outMu sync.Mutex
 	out   io.Writer
 
@@ -45,12 +58,13 @@ type fsWorkerServer struct {
 }
 
 // serveFSWorker serves requests from in, answers on out, and descriptors on the socket
-// sock, until in ends; it returns the exit status. Each request runs on a goroutine of its
-// own, at most maxWorkerInFlight of them running at once; all have ended when it returns.
-func serveFSWorker(in io.Reader, out io.Writer, sock int) int {
+// sock, until in ends; it returns the exit status. Every operation changes files as how
+// says. Each request runs on a goroutine of its own, at most maxWorkerInFlight of them
+// running at once; all have ended when it returns.
+func serveFSWorker(in io.Reader, out io.Writer, sock int, how fsWrites) int {
 	ctx, cancelAll := context.WithCancel(context.Background())
 	defer cancelAll()
-	s := &fsWorkerServer{sock: sock, out: out, cancels: map[uint64]context.CancelFunc{}, slots: make(chan struct{}, maxWorkerInFlight)}
+	s := &fsWorkerServer{sock: sock, how: how, out: out, cancels: map[uint64]context.CancelFunc{}, slots: make(chan struct{}, maxWorkerInFlight)}
 	br := bufio.NewReaderSize(in, fsWorkerReadBuffer)
 	status := 0
 	for {
@@ -168,7 +182,7 @@ func (s *fsWorkerServer) serve(ctx context.Context, id uint64, method string, pa
 		s.answerError(id, errInternal("fs sandbox worker: %s: %v", method, err))
 		return
 	}
-	res, err := op.run(ctx, fsWritesInPlace)
+	res, err := op.run(ctx, s.how)
 	if err != nil {
 		s.answerError(id, toRPCError(fsError(err)))
 		return

@@ -487,7 +487,10 @@ func sandboxURIs(list *[]string) ([]string, error) {
 
 // sandboxAnchors are what resolve needs to know of the request that carries the sandbox.
 type sandboxAnchors struct {
-	cwd    string // the process's cwd when the sandbox names none (process/start only)
+	// cwd is the process's cwd (process/start only). It anchors a relative glob deny entry
+	// when the sandbox names no cwd, and nothing else: a deny only narrows. It never stands
+	// in for a missing cwd or workspaceRoots where an entry would grant (docs/sandbox.md §1).
+	cwd    string
 	tmpdir string // the TMPDIR in force for tmpdir when temporaryDirectories is absent
 }
 
@@ -503,7 +506,7 @@ func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 	var deny []string
 	for _, e := range r.entries {
 		if e.special == "" && e.glob != "" {
-			matches, complete := expandGlob(sp.cwd, e.glob, r.globDepth)
+			matches, complete := expandGlob(sp.globBase, e.glob, r.globDepth)
 			if !complete && p.Unenforceable == "" {
 				p.Unenforceable = fmt.Sprintf("glob_pattern `%s` matches more than %d paths", e.glob, maxGlobMatches)
 			}
@@ -525,20 +528,24 @@ func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 
 // sandboxSpecials are what the special paths of one request stand for.
 type sandboxSpecials struct {
-	cwd     string   // current_working_directory, and where globs are expanded
-	roots   []string // project_roots
-	tmpdirs []string // tmpdir
+	cwd      string   // current_working_directory: the sandbox's cwd, or nothing
+	globBase string   // where relative glob patterns are expanded
+	roots    []string // project_roots
+	tmpdirs  []string // tmpdir
 }
 
-// specials resolves the special paths of r: project roots default to the sandbox's cwd, or
-// to the process's when the sandbox names none; tmpdir to the TMPDIR in force.
+// specials resolves the special paths of r: project roots are workspaceRoots, or the
+// sandbox's cwd; without either they are nothing, as in the reference, never the process's
+// cwd (a profile is never widened from what the request did not send). tmpdir is the
+// TMPDIR in force unless temporaryDirectories says otherwise. A relative glob deny entry is
+// expanded under the sandbox's cwd, or the process's when there is none.
 func (r *sandboxRequest) specials(a sandboxAnchors) sandboxSpecials {
-	sp := sandboxSpecials{cwd: r.cwd, roots: r.roots, tmpdirs: r.tmpdirs}
+	sp := sandboxSpecials{cwd: r.cwd, globBase: r.cwd, roots: r.roots, tmpdirs: r.tmpdirs}
 	if len(sp.roots) == 0 && sp.cwd != "" {
 		sp.roots = []string{sp.cwd}
 	}
-	if len(sp.roots) == 0 && a.cwd != "" && r.cwd == "" {
-		sp.roots = []string{a.cwd}
+	if sp.globBase == "" {
+		sp.globBase = a.cwd
 	}
 	if sp.tmpdirs == nil && a.tmpdir != "" {
 		sp.tmpdirs = []string{a.tmpdir}
@@ -599,6 +606,72 @@ func (p *sandboxProfile) grant(e resolvableEntry, path string, deny []string) []
 		p.Read = append(p.Read, path)
 	}
 	return deny
+}
+
+// maxHidesHops bounds the symlinks hides follows on one path, as the kernel bounds a lookup.
+const maxHidesHops = 40
+
+// hides reports whether a sandbox under p could not see path (fs/watchMissing asks, for a
+// path the server watches on the sandbox's behalf): it lies outside every readable root, or
+// in a denied one, once the symlinks on its way are followed. Only what the sandbox could
+// see itself is looked at: the walk stops at the first component it could not see, without
+// asking whether that exists. A path missing below a visible directory is not hidden.
+func (p *sandboxProfile) hides(path string) bool {
+	if p.readsFreely() {
+		return false
+	}
+	withReal := func(paths []string) []string {
+		out := slices.Clone(paths)
+		for _, x := range paths {
+			if real, err := filepath.EvalSymlinks(x); err == nil && real != x {
+				out = append(out, real)
+			}
+		}
+		return out
+	}
+	roots, deny := withReal(append(slices.Clone(p.Read), p.Write...)), withReal(p.Deny)
+	visible := func(x string) bool {
+		if slices.ContainsFunc(deny, func(d string) bool { return pathWithin(x, d) }) {
+			return false
+		}
+		// Inside a readable root, or on the way to one (the view has the directories
+		// above a root, holding only what leads to it).
+		return p.FullRead || slices.ContainsFunc(roots, func(r string) bool { return pathWithin(x, r) || pathWithin(r, x) })
+	}
+	cur := "/"
+	rest := strings.Split(filepath.Clean(path), "/")
+	for hops := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		if !visible(next) {
+			return true
+		}
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return false // missing (or unreadable) where the sandbox looks: as it is
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if hops++; err != nil || hops > maxHidesHops {
+			return true
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return false
 }
 
 // withoutRedirectedRoots drops the writable roots that redirectedRoot says a sandbox could
@@ -731,8 +804,8 @@ const maxGlobMatches = 4096
 // for the life of the process; a file created later is not. complete is false when there
 // were more than maxGlobMatches matches: the list then holds only the first ones.
 func expandGlob(cwd, pattern string, depth int) (matches []string, complete bool) {
-	if cwd == "" {
-		return nil, true
+	if cwd == "" && !filepath.IsAbs(pattern) {
+		return nil, true // nothing to anchor it: it names no path
 	}
 	if depth == 0 {
 		depth = defaultGlobDepth
@@ -742,7 +815,7 @@ func expandGlob(cwd, pattern string, depth int) (matches []string, complete bool
 	}
 	pattern = filepath.Clean(pattern)
 	base := cwd
-	if !pathWithin(pattern, cwd) {
+	if cwd == "" || !pathWithin(pattern, cwd) {
 		base = filepath.Dir(pattern[:max(strings.IndexAny(pattern, "*?["), 1)])
 	}
 	var out []string
