@@ -18,6 +18,8 @@ package main
 //	socket dropped      the same URL again, no registration
 //	between attempts    exponential backoff with jitter, a Retry-After floor; reset by a socket that
 //	                    stayed up for stableConnection
+//	the address         public, or of the kind the registry was reached at (loopback, private,
+//	                    link-local, metadata): rendezvousAddrAllowed, docs/remote.md §3
 //
 // The rendezvous URL's query carries its credential, so it is never logged (scrubURL).
 

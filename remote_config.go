@@ -1,8 +1,8 @@
 package main
 
 // Remote mode's command line (docs/remote.md §2.1, §2.4, §8, §10): the flags, their validation
-// (which registry credential, which transport), the TLS configuration for the registry and the
-// rendezvous, and the clocks of remote mode.
+// (which registry credential, which transport), the TLS configuration and the proxy rule
+// (docs/remote.md §3) for the registry and the rendezvous, and the clocks of remote mode.
 
 import (
 	"crypto/tls"
