@@ -70,6 +70,9 @@ func startHostile(t *testing.T, s hostileSetup) *remoteEnv {
 			t.Error("runRemote did not return after cancel")
 		}
 		srv.shutdown()
+		if g := relayGoroutines(); g != "" {
+			t.Errorf("relay goroutines left after runRemote returned:\n%s", g)
+		}
 		if t.Failed() {
 			t.Logf("executor log (%d bytes), first 4 KiB:\n%.4096s", len(e.logs.String()), e.logs.String())
 		}
