@@ -48,6 +48,12 @@ package main
 // one renewal. A refresh, once it holds the lock, runs to its end under its own 30 s limit even
 // if the request that wanted it gives up, since the token endpoint has by then used up the old
 // refresh token.
+//
+// The token endpoint is asked at most once per codexRefreshMinInterval, whatever the cause: a
+// registry that answers 401 to every request (or a relay that makes us ask it to validate
+// again and again) must not make us rotate the refresh token, and rewrite the auth.json other
+// Codex processes share, in a loop (docs/remote.md §8). Tokens another process wrote to
+// auth.json are taken whenever they appear; they cost no exchange.
 
 import (
 	"bufio"
@@ -68,14 +74,21 @@ import (
 
 // Codex login constants (codex-rs/login/src/auth/manager.rs, storage.rs, default_client.rs).
 const (
-	codexAuthFile            = "auth.json"
-	codexAuthLockFile        = "auth.json.lock"
-	codexAuthMaxBytes        = 1 << 20
-	codexRefreshTokenURL     = "https://auth.openai.com/oauth/token"
-	codexRefreshTokenURLEnv  = "CODEX_REFRESH_TOKEN_URL_OVERRIDE"
-	codexOAuthClientID       = "app_EMoamEEZ73f0CkXaXp7hrann"
-	codexRefreshInterval     = 8 * 24 * time.Hour // without an exp claim, refresh tokens this old
-	codexRefreshTimeout      = 30 * time.Second
+	codexAuthFile           = "auth.json"
+	codexAuthLockFile       = "auth.json.lock"
+	codexAuthMaxBytes       = 1 << 20
+	codexRefreshTokenURL    = "https://auth.openai.com/oauth/token"
+	codexRefreshTokenURLEnv = "CODEX_REFRESH_TOKEN_URL_OVERRIDE"
+	codexOAuthClientID      = "app_EMoamEEZ73f0CkXaXp7hrann"
+	codexRefreshInterval    = 8 * 24 * time.Hour // without an exp claim, refresh tokens this old
+	codexRefreshTimeout     = 30 * time.Second
+	// codexRefreshMinInterval is the least time between two calls to the token endpoint. An
+	// access token it has just issued is good for hours, so a 401 soon after a refresh is the
+	// registry refusing the sign-in, not a stale token, and another exchange cannot help; a
+	// registry or relay that keeps answering 401 can then rotate the sign-in at most 12
+	// times an hour instead of many times a second. Five minutes is also far below any
+	// lifetime Codex gives an access token, so a token that truly expires is always renewed.
+	codexRefreshMinInterval  = 5 * time.Minute
 	codexLockPollInterval    = 20 * time.Millisecond
 	codexOriginator          = "codex_cli_rs" // the originator header of Codex's own HTTP client
 	codexAuthModeAPIKey      = "apikey"
@@ -94,6 +107,7 @@ var (
 	errCodexLoginExpired   = errors.New("the Codex ChatGPT sign-in can no longer be refreshed: run `codex login` again")
 	errCodexAccountChanged = errors.New("auth.json was signed out or now belongs to another ChatGPT account: run `codex login` again")
 	errChatGPTAccountID    = errors.New("--chatgpt-account-id does not match the account in the ChatGPT token")
+	errCodexRefreshTooSoon = errors.New("the sign-in was refreshed moments ago; a registry that still refuses it is not helped by another refresh")
 )
 
 // registryAuth supplies the credential headers of register and validate requests.
@@ -200,6 +214,7 @@ type codexLogin struct {
 	now            func() time.Time
 	tokenURL       string
 	refreshTimeout time.Duration // bounds a token exchange, whatever its caller's context
+	minInterval    time.Duration // least time between two token exchanges (codexRefreshMinInterval)
 
 	// turn admits one refresh at a time within the process, as the flock on auth.json.lock
 	// does among processes. It is a channel, not a mutex, so that a caller's context can end
@@ -212,6 +227,10 @@ type codexLogin struct {
 	// unsaved, after a refresh whose tokens could not be written, is what auth.json still
 	// holds: tokens the endpoint has used up, not another process's, so not to be taken.
 	unsaved *codexTokens
+	// lastExchange is when this process last got new tokens from the token endpoint
+	// (monotonic clock: the rate limit is about elapsed time, not the wall clock of now);
+	// zero: never.
+	lastExchange time.Time
 }
 
 // loadCodexLogin reads $CODEX_HOME/auth.json (codexHome "" means the default Codex home).
@@ -237,6 +256,7 @@ func loadCodexLogin(codexHome string, client *http.Client, now func() time.Time)
 		now:            now,
 		tokenURL:       codexRefreshTokenURL,
 		refreshTimeout: codexRefreshTimeout,
+		minInterval:    codexRefreshMinInterval,
 		turn:           make(chan struct{}, 1),
 	}
 	if u, ok := os.LookupEnv(codexRefreshTokenURLEnv); ok && u != "" {
@@ -309,7 +329,9 @@ func (l *codexLogin) headers(ctx context.Context) (http.Header, error) {
 	l.mu.Unlock()
 	if stale {
 		err := l.refresh(ctx, false, func() bool { return l.refreshErr != nil || l.staleLocked() })
-		if err != nil {
+		// Refreshed moments ago and stale again (a token endpoint handing out short-lived
+		// tokens): the current token goes out, and the registry judges it.
+		if err != nil && !errors.Is(err, errCodexRefreshTooSoon) {
 			return nil, err
 		}
 	}
@@ -444,6 +466,10 @@ func (l *codexLogin) refreshHeld(ctx context.Context, afterReject bool) error {
 		l.mu.Unlock()
 		return err
 	}
+	if !l.lastExchange.IsZero() && time.Since(l.lastExchange) < l.minInterval {
+		l.mu.Unlock()
+		return &codexRefreshError{reason: fmt.Sprintf("at most one refresh per %v", l.minInterval), err: errCodexRefreshTooSoon}
+	}
 	l.mu.Unlock()
 
 	reason := "proactive_expiry"
@@ -460,6 +486,11 @@ func (l *codexLogin) refreshHeld(ctx context.Context, afterReject bool) error {
 		}
 		return err
 	}
+	// Only an exchange that issued tokens counts against the rate limit: a failed one rotated
+	// nothing (a used-up refresh token fails for good, through refreshErr).
+	l.mu.Lock()
+	l.lastExchange = time.Now()
+	l.mu.Unlock()
 	// The new tokens go into a copy: cur may be l.doc, which others read.
 	next := cur.clone()
 	t := next.tokens

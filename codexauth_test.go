@@ -752,10 +752,26 @@ func TestCodexAuthConcurrentUnauthorizedRefreshOnce(t *testing.T) {
 	if h.Get("Authorization") == rejected.Get("Authorization") {
 		t.Fatal("the rejected token is still in use")
 	}
-	// The new token is rejected in turn: that one is refreshed.
-	if err := l.onUnauthorized(context.Background(), h); err != nil || te.requests.Load() != 2 {
-		t.Fatalf("recovery from the new token: %v, %d token requests; want 2", err, te.requests.Load())
+	// The new token is rejected at once in turn: a token just issued is not stale, and no
+	// refresh is made (docs/remote.md §8) until codexRefreshMinInterval has passed.
+	if err := l.onUnauthorized(context.Background(), h); !errors.Is(err, errCodexRefreshTooSoon) || te.requests.Load() != 1 {
+		t.Fatalf("recovery from the new token at once: %v, %d token requests; want errCodexRefreshTooSoon and 1", err, te.requests.Load())
 	}
+	if _, err := l.headers(context.Background()); err != nil {
+		t.Fatalf("headers after a refused recovery: %v", err)
+	}
+	ageLastExchange(l)
+	if err := l.onUnauthorized(context.Background(), h); err != nil || te.requests.Load() != 2 {
+		t.Fatalf("recovery from the new token after the interval: %v, %d token requests; want 2", err, te.requests.Load())
+	}
+}
+
+// ageLastExchange makes the last token exchange codexRefreshMinInterval old, as if that much
+// time had passed.
+func ageLastExchange(l *codexLogin) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lastExchange = l.lastExchange.Add(-l.minInterval)
 }
 
 // TestCodexAuthConcurrent401sThroughRegistry: eight registry requests refused together with
@@ -871,6 +887,7 @@ func TestCodexAuthUnsavedTokensAreNotReplacedByTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("headers after the failed save: %v", err)
 	}
+	ageLastExchange(l)
 	if err := l.onUnauthorized(context.Background(), h); err != nil {
 		t.Fatalf("recovery from a 401: %v", err)
 	}

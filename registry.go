@@ -37,7 +37,9 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -134,16 +136,30 @@ type registration struct {
 // registryClient talks to the registry. It follows no redirects and never logs tokens,
 // keys or payloads.
 type registryClient struct {
-	base  string // --remote without the trailing "/"
-	envID string
-	creds *registryCredentials
-	http  *http.Client
-	log   *slog.Logger
+	reached *addrClassSet // where the registry was reached: by address class
+	base    string        // --remote without the trailing "/"
+	envID   string
+	creds   *registryCredentials
+	http    *http.Client
+	log     *slog.Logger
 }
 
 func newRegistryClient(cfg *remoteConfig, creds *registryCredentials, log *slog.Logger) *registryClient {
+	reached := new(addrClassSet)
+	var d net.Dialer
 	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
+		// The classes of the addresses the registry (or its proxy) was reached at decide
+		// which rendezvous addresses are allowed (rendezvousAddrAllowed).
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := d.DialContext(ctx, network, addr)
+			if err == nil {
+				if ap, perr := netip.ParseAddrPort(conn.RemoteAddr().String()); perr == nil {
+					reached.add(classifyAddr(ap.Addr()))
+				}
+			}
+			return conn, err
+		},
+		Proxy:                 cfg.proxy,
 		TLSClientConfig:       cfg.tlsConfig(),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          4,
@@ -153,10 +169,11 @@ func newRegistryClient(cfg *remoteConfig, creds *registryCredentials, log *slog.
 		DisableCompression:    true, // no Accept-Encoding: gzip, as 0.169 sends none
 	}
 	return &registryClient{
-		base:  cfg.base,
-		envID: cfg.environmentID,
-		creds: creds,
-		log:   log,
+		reached: reached,
+		base:    cfg.base,
+		envID:   cfg.environmentID,
+		creds:   creds,
+		log:     log,
 		http: &http.Client{
 			Transport:     tr,
 			Timeout:       registryRequestTimeout,

@@ -46,6 +46,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -105,6 +106,19 @@ const (
 	relayMaxActiveStreams      = 128 // streams per physical socket, handshaking or active
 	relayMaxPendingValidations = 32  // registry /validate calls in flight per physical socket
 	relayMaxFailedHandshakes   = 8   // failures per physical socket before a pause
+	// relayFailureDecay forgets one failed handshake per period, so that failures spread
+	// over hours (a harness with a stale authorization now and then) never add up to a pause,
+	// while a burst of 8 within seconds does, as in the reference.
+	relayFailureDecay = 5 * time.Second
+	// relayValidatePerSecond and relayValidateBurst bound the registry /validate calls one
+	// physical socket makes, whatever the relay sends: each carries our credential, so a
+	// relay must not be able to make us call it at will. The burst lets 8 harnesses open
+	// streams at once, the rate 4 more each second after; a handshake past the rate waits
+	// for its turn within its validate timeout, so a legitimate one is slowed, not refused.
+	// Together with the pause after 8 failures, a relay that sends nothing but handshakes
+	// the registry refuses draws about 8 calls per pause.
+	relayValidatePerSecond = 4
+	relayValidateBurst     = 8
 
 	// relayResetReason is the only reason this executor ever sends.
 	relayResetReason = "noise_relay_protocol_error"

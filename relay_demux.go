@@ -15,7 +15,12 @@ package main
 //	                with `exec-server forward`, a bridge to the target's websocket: forward.go)
 //	stream queue    decoded messages wait in the stream's own queue (relayInbox), bounded in
 //	                bytes; a stream past the bound is reset, the others carry on
-//	failures        relayMaxFailedHandshakes bad handshakes pause handshakes on the socket (~10 s)
+//	failures        relayMaxFailedHandshakes failed handshakes (a msg1 that is not sound Noise, or a
+//	                harness the registry does not accept), one forgotten per relayFailureDecay,
+//	                pause handshakes on the socket (~10 s)
+//	validate rate   ≤ relayValidatePerSecond registry /validate calls per socket (burst
+//	                relayValidateBurst); a handshake past it waits its turn
+//	logs            what the relay makes happen is logged through a logThrottle (logthrottle.go)
 //	teardown        once per stream, from any goroutine: out of the table, reader and dispatcher
 //	                unblocked, a Reset to the harness unless the harness asked or the socket is gone
 //	frame order     per stream, writeMu orders Data frames; nothing follows the stream's Reset
@@ -61,18 +66,23 @@ type relaySocket struct {
 	ctx    context.Context // ends with the socket
 	cancel context.CancelFunc
 	log    *slog.Logger
+	// quiet writes the lines whose rate the relay decides (a malformed frame, a refused
+	// handshake), at most a few per message and interval.
+	quiet *logThrottle
 
 	mu          sync.Mutex
 	streams     map[string]*relayStream
 	pending     int // handshakes between msg1 and the registry's answer
-	failures    int // failed handshakes since the last pause
+	failures    failureBudget
+	validates   validateBucket
 	pausedUntil time.Time
 	instances   uint64
 }
 
 func newRelaySocket(ctx context.Context, x *relayExecutor, reg *registration, ws *wsConn) *relaySocket {
 	ctx, cancel := context.WithCancel(ctx)
-	return &relaySocket{x: x, reg: reg, ws: ws, ctx: ctx, cancel: cancel, log: x.log, streams: map[string]*relayStream{}}
+	return &relaySocket{x: x, reg: reg, ws: ws, ctx: ctx, cancel: cancel, log: x.log, quiet: newLogThrottle(x.log),
+		streams: map[string]*relayStream{}, validates: validateBucket{tokens: relayValidateBurst, at: time.Now()}}
 }
 
 // serve reads frames until the socket ends, then tears every stream down. It does not wait
@@ -96,6 +106,7 @@ func (s *relaySocket) serve() error {
 		for _, st := range s.snapshot() {
 			st.teardown(errors.New("rendezvous connection ended"), false)
 		}
+		s.quiet.flush()
 	}()
 	for {
 		op, data, err := s.ws.readFrameMessage()
@@ -103,7 +114,7 @@ func (s *relaySocket) serve() error {
 			return err
 		}
 		if op != wsOpBinary {
-			s.log.Warn("dropping a non-binary rendezvous message", "bytes", len(data))
+			s.quiet.Warn("dropping a non-binary rendezvous message", "bytes", len(data))
 			continue
 		}
 		f, err := decodeRelayFrame(data)
@@ -111,7 +122,7 @@ func (s *relaySocket) serve() error {
 			err = checkRelayFrame(&f)
 		}
 		if err != nil {
-			s.log.Warn("dropping a relay frame", "error", err.Error())
+			s.quiet.Warn("dropping a relay frame", "error", err.Error())
 			continue
 		}
 		s.handle(&f)
@@ -155,7 +166,7 @@ func (s *relaySocket) data(f *relayFrame) {
 		st.teardown(errors.New("data_before_handshake"), true)
 	default:
 		if err := st.receive(f.seq, f.payload); err != nil {
-			s.log.Info("relay stream failed", "stream_id", st.id, "stream", st.instance, "error", err.Error())
+			s.quiet.Info("relay stream failed", "stream_id", st.id, "stream", st.instance, "error", err.Error())
 			st.teardown(err, true)
 		}
 	}
@@ -178,7 +189,7 @@ func (s *relaySocket) handshake(id string, msg1 []byte) {
 	}
 	if refuse := s.refusal(); refuse != "" {
 		s.mu.Unlock()
-		s.log.Info("refusing a relay handshake", "stream_id", id, "reason", refuse)
+		s.quiet.Info("refusing a relay handshake", "stream_id", id, "reason", refuse)
 		s.sendReset(id)
 		return
 	}
@@ -206,19 +217,87 @@ func (s *relaySocket) refusal() string {
 }
 
 // handshakeDone ends a handshake's pending validation and counts a failure against the
-// budget: relayMaxFailedHandshakes failures pause handshakes on this socket.
+// budget: relayMaxFailedHandshakes failures, less those forgotten, pause handshakes on this
+// socket.
 func (s *relaySocket) handshakeDone(failed bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.pending--
-	if !failed {
-		return
-	}
-	if s.failures++; s.failures >= relayMaxFailedHandshakes {
-		s.failures = 0
+	pause := failed && s.failures.add(time.Now())
+	if pause {
 		s.pausedUntil = time.Now().Add(s.x.timings.handshakePause)
-		s.log.Warn("pausing Noise relay handshakes after repeated failures", "pause", s.x.timings.handshakePause)
 	}
+	s.mu.Unlock()
+	if pause {
+		s.quiet.Warn("pausing Noise relay handshakes after repeated failures", "pause", s.x.timings.handshakePause)
+	}
+}
+
+// failureBudget counts a socket's failed handshakes, forgetting one per relayFailureDecay.
+type failureBudget struct {
+	n     int
+	since time.Time // when the decay of n was last applied
+}
+
+// add counts one failure at now and reports whether the budget is spent, which starts it
+// afresh.
+func (b *failureBudget) add(now time.Time) bool {
+	if b.n > 0 {
+		forgot := int(now.Sub(b.since) / relayFailureDecay)
+		b.n = max(0, b.n-forgot)
+		b.since = b.since.Add(time.Duration(forgot) * relayFailureDecay)
+	}
+	if b.n == 0 {
+		b.since = now
+	}
+	if b.n++; b.n >= relayMaxFailedHandshakes {
+		b.n = 0
+		return true
+	}
+	return false
+}
+
+// validateBucket is a token bucket of registry /validate calls: relayValidateBurst tokens,
+// refilled at relayValidatePerSecond.
+type validateBucket struct {
+	tokens float64
+	at     time.Time // when tokens was last refilled
+}
+
+// reserve takes a token at now and returns how long its holder must wait for it (0: at once).
+// A reservation is never given back: a handshake that gives up waiting has still had its turn.
+func (b *validateBucket) reserve(now time.Time) time.Duration {
+	if d := now.Sub(b.at); d > 0 {
+		b.tokens = min(relayValidateBurst, b.tokens+d.Seconds()*relayValidatePerSecond)
+		b.at = now
+	}
+	b.tokens--
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / relayValidatePerSecond * float64(time.Second))
+}
+
+// errRelayPaused ends a handshake that waited for its /validate turn into a pause.
+var errRelayPaused = errors.New("handshakes paused after repeated failures")
+
+// awaitValidate waits for this socket's next /validate turn, or for ctx to end. A handshake
+// whose turn comes while handshakes are paused is not validated (errRelayPaused): the
+// failures that started the pause came after it was admitted.
+func (s *relaySocket) awaitValidate(ctx context.Context) error {
+	s.mu.Lock()
+	d := s.validates.reserve(time.Now())
+	s.mu.Unlock()
+	if d > 0 {
+		if err := sleepCtx(ctx, d); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Now().Before(s.pausedUntil) {
+		return errRelayPaused
+	}
+	return nil
 }
 
 // sendReset tells the harness that stream id is gone.
@@ -282,14 +361,20 @@ func (st *relayStream) handshake(msg1 []byte) *noiseTransport {
 		err = r.readInitiation(msg1)
 	}
 	if err != nil {
-		st.log().Info("relay handshake failed", "error", err.Error())
+		s.quiet.Info("relay handshake failed", "stream_id", st.id, "stream", st.instance, "error", err.Error())
 		return st.refuse(err, true)
+	}
+	if err := st.awaitValidate(); err != nil {
+		// Not counted: this harness did nothing wrong yet, or the socket is ending.
+		s.quiet.Info("refusing a relay handshake", "stream_id", st.id, "stream", st.instance, "reason", err.Error())
+		return st.refuse(err, false)
 	}
 	payload, outcome, err := st.validate(r)
 	if outcome != validateAccepted && outcome != validateCredentialsRejected {
-		// The registry's verdict is not counted: the harness's msg1 was sound, and a
-		// registry that refuses (or cannot answer) must not pause the good handshakes too.
-		return st.refuse(err, false)
+		// A harness the registry refuses (or cannot vouch for) counts as a failed handshake,
+		// as in the reference: a sound msg1 is no authorization, and anyone who has the
+		// executor's public key can write one.
+		return st.refuse(err, true)
 	}
 	msg2, t, err := r.respond(payload)
 	if err != nil {
@@ -298,7 +383,7 @@ func (st *relayStream) handshake(msg1 []byte) *noiseTransport {
 	if payload != nil { // the 401 answer opens no stream: later data draws a reset
 		t.close()
 		st.sendMsg2(msg2, nil)
-		s.handshakeDone(false)
+		s.handshakeDone(true) // counted: a registry that refuses us every time pauses the storm
 		st.teardown(errNoiseRegistryRejected, false)
 		return nil
 	}
@@ -312,6 +397,16 @@ func (st *relayStream) handshake(msg1 []byte) *noiseTransport {
 	return t
 }
 
+// awaitValidate waits for the stream's /validate turn, at most the validate timeout. The
+// wait is short (at most relayMaxPendingValidations turns at relayValidatePerSecond), so a
+// stream torn down meanwhile is noticed when msg2 would be sent.
+func (st *relayStream) awaitValidate() error {
+	s := st.sock
+	ctx, cancel := context.WithTimeout(s.ctx, s.x.timings.validateTimeout)
+	defer cancel()
+	return s.awaitValidate(ctx)
+}
+
 // validate asks the registry whether the harness key and authorization of msg1 may open the
 // stream. payload is what msg2 carries: nil when accepted, the rejection string after a 401
 // (the executor's own credential was refused).
@@ -323,10 +418,12 @@ func (st *relayStream) validate(r *noiseResponder) (payload []byte, outcome vali
 	switch outcome {
 	case validateAccepted:
 	case validateCredentialsRejected:
-		st.log().Warn("registry rejected the executor credential while validating a harness", "error", errString(err))
+		s.quiet.Warn("registry rejected the executor credential while validating a harness", "stream_id", st.id,
+			"stream", st.instance, "error", errString(err))
 		payload = []byte(noiseRegistryRejected)
 	default:
-		st.log().Info("registry did not validate the harness key", "error", errString(err))
+		s.quiet.Info("registry did not validate the harness key", "stream_id", st.id, "stream", st.instance,
+			"error", errString(err))
 	}
 	return payload, outcome, err
 }

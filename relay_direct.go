@@ -169,7 +169,7 @@ func (x *directExecutor) dial(ctx context.Context, reg *directRegistration, atte
 		}
 	}
 	return dialWebsocket(dctx, reg.url, extra, x.cfg.tlsConfig(), wsOptions{
-		proxy:        http.ProxyFromEnvironment,
+		proxy:        x.cfg.proxy,
 		pingInterval: x.timings.pingInterval,
 		pongTimeout:  x.timings.pongTimeout,
 	})

@@ -18,6 +18,8 @@ package main
 //	socket dropped      the same URL again, no registration
 //	between attempts    exponential backoff with jitter, a Retry-After floor; reset by a socket that
 //	                    stayed up for stableConnection
+//	the address         public, or of the kind the registry was reached at (loopback, private,
+//	                    link-local, metadata): rendezvousAddrAllowed, docs/remote.md §3
 //
 // The rendezvous URL's query carries its credential, so it is never logged (scrubURL).
 
@@ -26,12 +28,17 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -69,7 +76,7 @@ func runRemote(ctx context.Context, cfg *remoteConfig, srv *server, stdin io.Rea
 	reg := newRegistryClient(cfg, creds, log)
 	defer reg.close()
 	x := &relayExecutor{timings: cfg.relayTimings(), inboxLimit: cfg.streamInboxLimit(), id: id, registry: reg,
-		serveStream: cfg.forward.streamServer(ctx, srv, cfg, log), log: log, tls: cfg.tlsConfig()}
+		serveStream: cfg.forward.streamServer(ctx, srv, cfg, log), log: log, tls: cfg.tlsConfig(), proxy: cfg.proxy}
 	log.Info("remote mode", "registry", cfg.base, "environment_id", cfg.environmentID, "name", cfg.name)
 	err = x.run(ctx)
 	if f, ok := creds.auth.(interface{ finish(time.Duration) bool }); ok && !f.finish(codexRefreshTimeout) {
@@ -101,6 +108,7 @@ type relayExecutor struct {
 	serveStream func(t msgTransport, parsePrefix string)
 	log         *slog.Logger
 	tls         *tls.Config
+	proxy       func(*http.Request) (*url.URL, error) // remoteProxy
 
 	// streams counts the goroutines of every stream of every socket. A socket does not wait
 	// for its streams when it ends, so that a handler stuck in a system call (a hung NFS
@@ -157,10 +165,20 @@ func (x *relayExecutor) run(ctx context.Context) error {
 func (x *relayExecutor) dial(ctx context.Context, reg *registration, attempt int) (*wsConn, *http.Response, string, error) {
 	requestID := newRendezvousRequestID()
 	x.log.Info("connecting to the rendezvous", "connection_attempt", attempt, "request_id", requestID)
+	// An address in the URL is vetted here too: through a proxy, the control below sees
+	// only the proxy's.
+	if u, err := url.Parse(reg.url); err == nil {
+		if a, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
+			if err := rendezvousAddrAllowed(a.WithZone(""), x.registry.reached); err != nil {
+				return nil, nil, requestID, err
+			}
+		}
+	}
 	dctx, cancel := context.WithTimeout(ctx, x.timings.dialTimeout)
 	defer cancel()
 	ws, resp, err := dialWebsocket(dctx, reg.url, []upgradeHeader{{"x-request-id", requestID}}, x.tls, wsOptions{
-		proxy:        http.ProxyFromEnvironment,
+		proxy:        x.proxy,
+		control:      x.vetRendezvousAddr,
 		maxMessage:   relayMaxMessage,
 		maxFrame:     relayMaxMessage,
 		pingInterval: x.timings.pingInterval,
@@ -240,4 +258,93 @@ func newRendezvousRequestID() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return rendezvousRequestIDPrefix + hex.EncodeToString(b[:])
+}
+
+// vetRendezvousAddr is the dial control of the rendezvous socket: it sees each address the
+// dial connects to, after name resolution, so a name that resolves to a refused address is
+// refused as well.
+func (x *relayExecutor) vetRendezvousAddr(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("rendezvous dial: unexpected address %q", address)
+	}
+	return rendezvousAddrAllowed(ap.Addr(), x.registry.reached)
+}
+
+// addrClass sorts the addresses a registry may hand out for the rendezvous (docs/remote.md §3).
+type addrClass uint8
+
+const (
+	addrPublic    addrClass = iota
+	addrLoopback            // 127.0.0.0/8, ::1
+	addrPrivate             // 10/8, 172.16/12, 192.168/16, fc00::/7, and the shared 100.64/10 (carrier NAT, tailnets)
+	addrLinkLocal           // 169.254.0.0/16, fe80::/10
+	addrMetadata            // a cloud instance-metadata service (isMetadataAddr)
+	addrUnusable            // unspecified, multicast, broadcast: never a rendezvous
+)
+
+func (c addrClass) String() string {
+	return [...]string{"public", "loopback", "private", "link-local", "an instance-metadata address", "unusable"}[c]
+}
+
+// isMetadataAddr reports the instance-metadata and host-agent addresses of the clouds, which
+// answer anyone on the host without a credential: AWS (169.254.169.254, fd00:ec2::254, the
+// ECS agent at 169.254.170.2 and 169.254.170.23, fd00:ec2::23), GCP, Azure, OpenStack and
+// Oracle (169.254.169.254, GCP's fd20:ce::254), Azure's WireServer (168.63.129.16) and
+// Alibaba (100.100.100.200). Most are link-local too; the others would pass for public or
+// private without this list.
+func isMetadataAddr(a netip.Addr) bool {
+	switch a.String() {
+	case "169.254.169.254", "169.254.170.2", "169.254.170.23", "fd00:ec2::254", "fd00:ec2::23",
+		"fd20:ce::254", "168.63.129.16", "100.100.100.200":
+		return true
+	}
+	return false
+}
+
+func classifyAddr(a netip.Addr) addrClass {
+	a = a.Unmap().WithZone("")
+	switch {
+	case isMetadataAddr(a):
+		return addrMetadata
+	case a.IsLoopback():
+		return addrLoopback
+	case a.IsUnspecified(), a.IsMulticast(), a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return addrUnusable
+	case a.IsLinkLocalUnicast():
+		return addrLinkLocal
+	case a.IsPrivate(), netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 64}), 10).Contains(a): // RFC 6598
+		return addrPrivate
+	}
+	return addrPublic
+}
+
+// addrClassSet is the set of address classes the registry has been reached at (or its proxy,
+// through one); safe for concurrent use.
+type addrClassSet struct{ bits atomic.Uint32 }
+
+func (s *addrClassSet) add(c addrClass) { s.bits.Or(1 << c) }
+
+func (s *addrClassSet) has(c addrClass) bool { return s != nil && s.bits.Load()&(1<<c) != 0 }
+
+// errRendezvousAddr marks a rendezvous address refused by rendezvousAddrAllowed.
+var errRendezvousAddr = errors.New("rendezvous address refused")
+
+// rendezvousAddrAllowed is the rule of docs/remote.md §3 for the address a rendezvous dial
+// connects to: a public address always; a loopback, private, link-local or metadata address
+// only when --remote itself was reached at an address of the same class, so that a registry
+// cannot aim the executor at its host's metadata service or the networks beside it, while a
+// registry on 10.x handing out 10.x rendezvous URLs (or one on loopback, loopback ones) keeps
+// working; an unspecified, multicast or broadcast address never.
+func rendezvousAddrAllowed(a netip.Addr, reached *addrClassSet) error {
+	switch c := classifyAddr(a); {
+	case c == addrPublic:
+		return nil
+	case c == addrUnusable:
+		return fmt.Errorf("%w: %s is not a unicast address", errRendezvousAddr, a)
+	case reached.has(c):
+		return nil
+	default:
+		return fmt.Errorf("%w: %s is %s, and --remote is not on such a network", errRendezvousAddr, a, c)
+	}
 }

@@ -1,8 +1,8 @@
 package main
 
 // Remote mode's command line (docs/remote.md §2.1, §2.4, §8, §10): the flags, their validation
-// (which registry credential, which transport), the TLS configuration for the registry and the
-// rendezvous, and the clocks of remote mode.
+// (which registry credential, which transport), the TLS configuration and the proxy rule
+// (docs/remote.md §3) for the registry and the rendezvous, and the clocks of remote mode.
 
 import (
 	"crypto/tls"
@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -48,7 +49,8 @@ type remoteConfig struct {
 	agentJWT  string // CODEX_ACCESS_TOKEN, for --use-agent-identity-auth
 	aws       awsConfig
 	rootCAs   *x509.CertPool
-	codexHome string // $CODEX_HOME or ~/.codex, for the sign-in in auth.json
+	codexHome string                                // $CODEX_HOME or ~/.codex, for the sign-in in auth.json
+	proxy     func(*http.Request) (*url.URL, error) // remoteProxy: the proxy of every remote-mode request
 
 	lookupEnv        func(string) (string, bool) // nil: os.LookupEnv
 	timings          *relayTimings               // nil: defaultRelayTimings()
@@ -118,6 +120,7 @@ func (c *remoteConfig) validate() error {
 		return errors.New("--remote must not have a query")
 	}
 	c.baseURL = u
+	c.proxy = c.remoteProxy()
 	if err := c.chooseTransport(); err != nil {
 		return err
 	}
@@ -232,12 +235,104 @@ func parseRemoteURL(raw, tlsScheme, plainScheme string) (*url.URL, error) {
 	return nil, fmt.Errorf("must use %s (or %s on loopback), got %s://%s", tlsScheme, plainScheme, u.Scheme, u.Host)
 }
 
+// isLoopbackHost is the one loopback decision of remote mode: a host is loopback when, lower
+// cased, it is "localhost", or when it is a loopback address. It decides both where a plain
+// scheme is allowed (parseRemoteURL) and that no proxy is used (remoteProxy), so that the two
+// can never disagree, as they did when net/http's proxy bypass, which only knows "localhost"
+// in lower case, sent a credential for http://LOCALHOST to HTTP_PROXY in clear.
 func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
+	if strings.ToLower(host) == "localhost" {
 		return true
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// remoteProxy is the proxy function of every remote-mode connection: the registry, the token
+// and Agent Identity endpoints, and the rendezvous or direct websocket (docs/remote.md §3). It
+// reads the variables through c.env when validate runs, so that what the process (or a test)
+// sets is what is used; net/http's own function reads them once per process. A loopback host
+// (isLoopbackHost) never goes through a proxy. HTTPS_PROXY serves https (and wss) requests,
+// unless NO_PROXY names the host. A plain http or ws request is never handed to a proxy: its
+// credential (a bearer, or the rendezvous URL's query) would cross it in clear, so with
+// HTTP_PROXY set such a request is refused rather than sent.
+func (c *remoteConfig) remoteProxy() func(*http.Request) (*url.URL, error) {
+	get := func(names ...string) string {
+		for _, n := range names {
+			if v, ok := c.env(n); ok && v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	httpsProxy, httpProxy := get("HTTPS_PROXY", "https_proxy"), get("HTTP_PROXY", "http_proxy")
+	noProxy := get("NO_PROXY", "no_proxy")
+	return func(req *http.Request) (*url.URL, error) {
+		host := strings.ToLower(req.URL.Hostname())
+		if isLoopbackHost(host) || noProxyMatch(noProxy, host, req.URL.Port()) {
+			return nil, nil
+		}
+		switch {
+		case req.URL.Scheme == "https" && httpsProxy != "":
+			return parseProxyURL(httpsProxy)
+		case req.URL.Scheme != "https" && httpProxy != "":
+			return nil, fmt.Errorf("refusing to send a plain %s request to %s through HTTP_PROXY: its credential would cross the proxy in clear", req.URL.Scheme, host)
+		}
+		return nil, nil
+	}
+}
+
+// parseProxyURL reads a proxy variable as net/http does: a value without a scheme is an
+// http:// proxy. The error never quotes the value, which may hold a password.
+func parseProxyURL(v string) (*url.URL, error) {
+	if !strings.Contains(v, "://") {
+		v = "http://" + v
+	}
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" {
+		return nil, errors.New("the proxy variable is not a valid URL")
+	}
+	return u, nil
+}
+
+// noProxyMatch reports whether NO_PROXY (a comma-separated list) names host (lower case) and
+// port, with net/http's rules: "*" matches every host; an address or a CIDR block matches
+// the addresses in it; a name matches itself and its subdomains, with or without a leading
+// dot; an entry with a port matches that port only.
+func noProxyMatch(noProxy, host, port string) bool {
+	ip := net.ParseIP(host)
+	for _, e := range strings.Split(strings.ToLower(noProxy), ",") {
+		e = strings.TrimSpace(e)
+		switch {
+		case e == "":
+			continue
+		case e == "*":
+			return true
+		}
+		if _, n, err := net.ParseCIDR(e); err == nil {
+			if ip != nil && n.Contains(ip) {
+				return true
+			}
+			continue
+		}
+		if h, p, err := net.SplitHostPort(e); err == nil {
+			if p != port {
+				continue
+			}
+			e = h
+		}
+		if eip := net.ParseIP(e); eip != nil {
+			if ip != nil && eip.Equal(ip) {
+				return true
+			}
+			continue
+		}
+		e = strings.TrimPrefix(e, ".")
+		if host == e || strings.HasSuffix(host, "."+e) {
+			return true
+		}
+	}
+	return false
 }
 
 // tlsConfig is the client TLS configuration for the registry and the rendezvous.

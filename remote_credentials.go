@@ -372,7 +372,7 @@ func (c *remoteConfig) startCredentials(ctx context.Context, stdin io.Reader, lo
 func (c *remoteConfig) authHTTPClient() *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
+			Proxy:               c.proxy,
 			TLSClientConfig:     c.tlsConfig(),
 			TLSHandshakeTimeout: registryRequestTimeout,
 			DisableCompression:  true, // no Accept-Encoding: gzip, as Codex sends none

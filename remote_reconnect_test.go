@@ -320,34 +320,37 @@ func TestRemoteUpgrade401And400Reregister(t *testing.T) {
 	}
 }
 
-// The registry refusing harnesses (valid:false, 403, 500) does not pause handshakes: only
-// unsound Noise messages count against the socket's budget.
-func TestRemoteRegistryRejectionsDoNotPauseHandshakes(t *testing.T) {
-	var accept atomic.Bool
+// The registry refusing harnesses (valid:false, 403, 500, 401) counts against the socket's
+// failed-handshake budget as unsound Noise messages do (docs/remote.md §3): after
+// relayMaxFailedHandshakes of them, handshakes are reset without asking the registry.
+func TestRemoteRegistryRejectionsPauseHandshakes(t *testing.T) {
 	var n atomic.Int32
 	e := startRemote(t, nil, nil, func(e *remoteEnv, _ *remoteConfig) {
 		e.reg.validate = func(w http.ResponseWriter, _ map[string]json.RawMessage) {
-			switch i := n.Add(1); {
-			case accept.Load():
-				io.WriteString(w, `{"valid":true}`)
-			case i%3 == 0:
+			switch n.Add(1) % 4 {
+			case 0:
 				w.WriteHeader(403)
-			case i%3 == 1:
+			case 1:
 				w.WriteHeader(500)
+			case 2:
+				w.WriteHeader(401)
 			default:
 				io.WriteString(w, `{"valid":false}`)
 			}
 		}
 	})
 	h := e.harness()
-	for i := range 2 * relayMaxFailedHandshakes {
-		if _, err := h.open(fmt.Sprintf("refused-%d", i)); err == nil || err.Error() != "reset" {
-			t.Fatalf("open = %v, want a reset", err)
+	for i := range relayMaxFailedHandshakes {
+		_, err := h.open(fmt.Sprintf("refused-%d", i))
+		if err == nil || (err.Error() != "reset" && !errors.Is(err, errNoiseRegistryRejected)) {
+			t.Fatalf("open = %v, want a reset or the registry rejection", err)
 		}
 	}
-	accept.Store(true)
-	h.mustOpen("good").initialize()
-	if strings.Contains(e.logs.String(), "pausing Noise relay handshakes") {
-		t.Fatal("registry rejections paused the handshakes")
+	e.logs.waitFor(t, "pausing Noise relay handshakes")
+	if _, err := h.open("paused"); err == nil || err.Error() != "reset" {
+		t.Fatalf("open while paused = %v, want a reset", err)
+	}
+	if v := e.count("/validate"); v != relayMaxFailedHandshakes {
+		t.Fatalf("%d validate calls, want %d: none while paused", v, relayMaxFailedHandshakes)
 	}
 }

@@ -44,6 +44,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -103,6 +104,9 @@ type wsOptions struct {
 	// proxy picks an HTTP proxy for a client dial, as http.Transport.Proxy does (the relay
 	// passes http.ProxyFromEnvironment); nil dials directly. The tunnel is HTTP CONNECT.
 	proxy func(*http.Request) (*url.URL, error)
+	// control, if set, vets each address a client dial connects to (the rendezvous refuses
+	// link-local and metadata addresses: relay_executor.go).
+	control func(network, address string, c syscall.RawConn) error
 }
 
 // wsCloseError is a failed connection: the close code we sent and why.

@@ -16,13 +16,15 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 )
 
 // dialTunnel connects to addr, the host of u, directly or through the HTTP CONNECT proxy that
-// proxy picks for u.
-func dialTunnel(ctx context.Context, u *url.URL, addr string, proxy func(*http.Request) (*url.URL, error)) (net.Conn, error) {
-	var d net.Dialer
+// proxy picks for u; control vets the address connected to (the proxy's, through one).
+func dialTunnel(ctx context.Context, u *url.URL, addr string, proxy func(*http.Request) (*url.URL, error),
+	control func(network, address string, c syscall.RawConn) error) (net.Conn, error) {
+	d := net.Dialer{Control: control}
 	if proxy == nil {
 		return d.DialContext(ctx, "tcp", addr)
 	}
@@ -120,7 +122,7 @@ func dialWebsocket(ctx context.Context, rawURL string, extra []upgradeHeader, tl
 	default:
 		return nil, nil, fmt.Errorf("websocket dial %s: scheme must be ws or wss", redactQuery(u))
 	}
-	nc, err := dialTunnel(ctx, u, host, opts.proxy)
+	nc, err := dialTunnel(ctx, u, host, opts.proxy, opts.control)
 	if err != nil {
 		return nil, nil, fmt.Errorf("websocket dial %s: %w", redactQuery(u), err)
 	}

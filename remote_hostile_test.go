@@ -1,0 +1,541 @@
+package main
+
+// Remote mode against a hostile registry and relay (docs/remote.md §3, §8; SECURITY.md §3):
+// a validate-401 storm must not burn the Codex sign-in, no credential may reach a proxy for
+// any spelling of localhost, a flood of malformed frames or refused handshakes must not fill
+// the log, the validate calls a relay can draw are bounded, and a registry cannot aim the
+// rendezvous dial at link-local or metadata addresses. Every test plays the hostile party on
+// loopback against the real executor (runRemote).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// hostileSetup starts an executor like startRemoteWith, but with a --remote URL of the test's
+// making (remote turns the test registry's URL into it) and the log at a level of its choice.
+type hostileSetup struct {
+	remote func(registryURL string) string // nil: the registry's own URL
+	env    func(string) (string, bool)
+	flags  []string  // nil: --registration-bearer-stdin with TOKEN
+	stdin  io.Reader // with flags
+	level  slog.Level
+	opts   []remoteOption
+}
+
+func startHostile(t *testing.T, s hostileSetup) *remoteEnv {
+	t.Helper()
+	e := &remoteEnv{t: t, reg: newTestRegistry(t), rv: newTestRendezvous(t), done: make(chan error, 1), logs: &remoteLog{written: make(chan struct{}, 1)}}
+	e.reg.url = e.rv.url()
+	flags, stdin := s.flags, s.stdin
+	if flags == nil {
+		flags, stdin = []string{"--registration-bearer-stdin"}, strings.NewReader("TOKEN\n")
+	}
+	env := s.env
+	if env == nil {
+		env = noEnv
+	}
+	remote := e.reg.srv.URL
+	if s.remote != nil {
+		remote = s.remote(remote)
+	}
+	cfg := testConfigEnv(t, remote, env, flags...)
+	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: s.level}))
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := newServer(ctx, serverConfig{sessionTTL: defaultSessionTTL, retention: defaultRetention}, log)
+	e.srv = srv
+	for _, o := range s.opts {
+		o(e, cfg)
+	}
+	go func() { e.done <- runRemote(ctx, cfg, srv, stdin, log) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-e.done:
+		case <-time.After(remoteTestTimeout):
+			t.Error("runRemote did not return after cancel")
+		}
+		srv.shutdown()
+		if g := relayGoroutines(); g != "" {
+			t.Errorf("relay goroutines left after runRemote returned:\n%s", g)
+		}
+		if t.Failed() {
+			t.Logf("executor log (%d bytes), first 4 KiB:\n%.4096s", len(e.logs.String()), e.logs.String())
+		}
+	})
+	return e
+}
+
+// Row 1: a registry that answers 401 to every validate, with a relay sending one well-formed
+// msg1 after another, must cost the sign-in at most one refresh: the token refreshed for the
+// first 401 is not refreshed again when it is refused in turn, and the refusals count toward
+// the failed-handshake pause. On 08cbb97 every handshake refreshed (and rewrote auth.json).
+func TestRemoteHostileValidate401StormRefreshesOnce(t *testing.T) {
+	const handshakes = 40
+	te := newTokenEndpoint(t)
+	old := chatGPTTestToken("acct-1", time.Now().Add(time.Hour), nil)
+	home := writeAuthDoc(t, chatGPTAuthDoc(old, "rt-old", "acct-1"))
+	e := startHostile(t, hostileSetup{flags: []string{}, env: envOf("CODEX_HOME", home), level: slog.LevelDebug,
+		opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
+			e.reg.validate = func(w http.ResponseWriter, _ map[string]json.RawMessage) { w.WriteHeader(http.StatusUnauthorized) }
+		}}})
+	h := e.harness()
+	rejected, reset := 0, 0
+	for i := range handshakes {
+		switch _, err := h.open(fmt.Sprintf("storm-%d", i)); {
+		case errors.Is(err, errNoiseRegistryRejected):
+			rejected++
+		case err != nil && err.Error() == "reset":
+			reset++
+		default:
+			t.Fatalf("handshake %d under a validate 401: %v", i, err)
+		}
+	}
+	refreshes := te.requests.Load()
+	t.Logf("%d handshakes: %d answered with the registry rejection, %d reset; %d token refreshes, %d validate calls",
+		handshakes, rejected, reset, refreshes, e.count("/validate"))
+	if refreshes != 1 {
+		t.Errorf("%d refresh_token exchanges under a validate-401 storm, want 1 (the first 401 only)", refreshes)
+	}
+	if got := readAuthJSON(t, home)["tokens"].(map[string]any)["refresh_token"]; got != "rt-new-1" {
+		t.Errorf("auth.json refresh_token %v, want rt-new-1: rewritten once", got)
+	}
+	if rejected > relayMaxFailedHandshakes || reset < handshakes-relayMaxFailedHandshakes {
+		t.Errorf("%d handshakes reached the registry, want at most %d before the pause", rejected, relayMaxFailedHandshakes)
+	}
+}
+
+// Row 1, the rate limit itself: a token endpoint that hands out tokens already stale (so that
+// every request wants a refresh) is asked once per codexRefreshMinInterval, and the requests
+// go on with the current token meanwhile.
+func TestCodexAuthRefreshRateLimit(t *testing.T) {
+	te := newTokenEndpoint(t)
+	home := t.TempDir()
+	writeCodexAuth(t, home, chatGPTAuthDoc(chatGPTTestToken("acct-1", codexTestNow.Add(-time.Minute), nil), "rt-old", "acct-1"))
+	later := func() time.Time { return codexTestNow.Add(2 * time.Hour) } // the endpoint's tokens expire at +1 h
+	l, err := loadCodexLogin(home, nil, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last http.Header
+	for i := range 20 {
+		h, err := l.headers(context.Background())
+		if err != nil {
+			t.Fatalf("headers %d: %v", i, err)
+		}
+		if err := l.onUnauthorized(context.Background(), h); !errors.Is(err, errCodexRefreshTooSoon) {
+			t.Fatalf("recovery %d: %v, want errCodexRefreshTooSoon", i, err)
+		}
+		last = h
+	}
+	if n := te.requests.Load(); n != 1 {
+		t.Fatalf("%d token exchanges for 20 stale requests and 20 401s within the interval, want 1", n)
+	}
+	ageLastExchange(l)
+	if err := l.onUnauthorized(context.Background(), last); err != nil || te.requests.Load() != 2 {
+		t.Fatalf("after codexRefreshMinInterval: %v, %d exchanges; want a second one", err, te.requests.Load())
+	}
+}
+
+// recordingProxy is a loopback "proxy" that records every byte it is sent and answers
+// nothing useful.
+type recordingProxy struct {
+	ln  net.Listener
+	mu  sync.Mutex
+	got bytes.Buffer
+	hit chan struct{} // a token on each connection
+	wg  sync.WaitGroup
+}
+
+func newRecordingProxy(t *testing.T) *recordingProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &recordingProxy{ln: ln, hit: make(chan struct{}, 64)}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(remoteTestTimeout))
+				buf := make([]byte, 4096)
+				n, _ := c.Read(buf)
+				p.mu.Lock()
+				p.got.Write(buf[:n])
+				p.mu.Unlock()
+				select { // after the bytes are recorded
+				case p.hit <- struct{}{}:
+				default:
+				}
+				io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *recordingProxy) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.got.String()
+}
+
+// Row 2: with HTTP_PROXY and HTTPS_PROXY set, --remote http://<any spelling of localhost> and
+// a rendezvous URL ws://<any spelling of localhost> go direct: the proxy receives nothing,
+// neither the registration bearer nor a CONNECT. On 08cbb97 the upper-case spellings sent
+// "Authorization: Bearer …" to the proxy.
+func TestRemoteHostileNoCredentialToProxyForLocalhost(t *testing.T) {
+	for _, tt := range []struct{ name, host, registryHost string }{
+		{"localhost", "localhost", "localhost"},
+		{"LOCALHOST", "LOCALHOST", "LOCALHOST"},
+		{"LocalHost", "LocalHost", "LocalHost"},
+		{"lOCALHOSt", "lOCALHOSt", "lOCALHOSt"},
+		{"rendezvous only LOCALHOST", "LOCALHOST", "127.0.0.1"}, // a registry handing out ws://LOCALHOST
+	} {
+		host := tt.host
+		t.Run(tt.name, func(t *testing.T) {
+			proxy := newRecordingProxy(t)
+			purl := "http://" + proxy.ln.Addr().String()
+			// The executor reads the proxy variables through its configuration's environment;
+			// they are set in the process too, for net/http's own reading (08cbb97 used it).
+			for _, v := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+				t.Setenv(v, purl)
+			}
+			e := startHostile(t, hostileSetup{
+				remote: func(u string) string { return strings.Replace(u, "127.0.0.1", tt.registryHost, 1) },
+				env:    envOf("HTTP_PROXY", purl, "HTTPS_PROXY", purl, "http_proxy", purl, "https_proxy", purl),
+				flags:  []string{"--registration-bearer-stdin"}, stdin: strings.NewReader("bearer-secret\n"),
+				level: slog.LevelDebug,
+				opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
+					e.reg.url = strings.Replace(e.rv.url(), "127.0.0.1", host, 1)
+				}},
+			})
+			select {
+			case c := <-e.rv.conns:
+				e.rv.conns <- c
+			case <-proxy.hit:
+				got := proxy.String()
+				t.Fatalf("the proxy was sent %d bytes (bearer included: %v):\n%.300s", len(got), strings.Contains(got, "bearer-secret"), got)
+			case <-time.After(remoteTestTimeout):
+				t.Fatal("neither the rendezvous nor the proxy was reached")
+			}
+			e.harness().mustOpen("s-1").initialize()
+			if got := proxy.String(); got != "" || len(proxy.hit) != 0 {
+				t.Fatalf("the proxy received %d bytes (bearer included: %v):\n%.300s", len(got), strings.Contains(got, "bearer-secret"), got)
+			}
+			if e.count("/register") != 1 || e.count("/validate") != 1 {
+				t.Fatalf("%d registrations and %d validations reached the registry directly, want 1 and 1", e.count("/register"), e.count("/validate"))
+			}
+		})
+	}
+}
+
+// Row 2, the rule itself: a plain request is never handed to a proxy, loopback never goes
+// through one, and NO_PROXY is honoured.
+func TestRemoteProxyRule(t *testing.T) {
+	c := &remoteConfig{lookupEnv: envOf("HTTPS_PROXY", "proxy.example:3128", "HTTP_PROXY", "http://proxy.example:3128", "NO_PROXY", "internal.example,10.0.0.0/8")}
+	pick := c.remoteProxy()
+	for _, tt := range []struct {
+		url, want string
+		err       bool
+	}{
+		{"https://registry.example/x", "http://proxy.example:3128", false},
+		{"https://LOCALHOST:8443/x", "", false},
+		{"http://LocalHost:8080/x", "", false},
+		{"http://[::1]:8080/x", "", false},
+		{"https://reg.internal.example/x", "", false},
+		{"https://10.1.2.3/x", "", false},
+		{"http://registry.example/x", "", true},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, tt.url, nil)
+		u, err := pick(req)
+		got := ""
+		if u != nil {
+			got = u.String()
+		}
+		if got != tt.want || (err != nil) != tt.err {
+			t.Errorf("%s: proxy %q, error %v; want %q, error %v", tt.url, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+// Row 3: a relay sending a flood of two-byte malformed frames, then a storm of handshakes
+// while handshakes are paused, gets a bounded log at the default level: a few lines per
+// message and interval, and a count of the rest. On 08cbb97 each frame wrote a WARN line of
+// about a hundred bytes, and each refused handshake an INFO line.
+func TestRemoteHostileFloodLogIsBounded(t *testing.T) {
+	const frames, refused = 20000, 2000
+	const maxBytesPerEvent = 0.5
+	e := startHostile(t, hostileSetup{level: slog.LevelInfo})
+	h := e.harness()
+
+	before := len(e.logs.String())
+	bad := []byte{0x08, 0x02} // version 2: dropped
+	for range frames {
+		h.sendRaw(bad)
+	}
+	// The reader handles frames in order: once data for no stream draws its reset, every
+	// malformed frame before it has been logged, or not.
+	h.send(relayFrame{streamID: "sentinel", body: relayBodyData, segmentCount: 1, payload: []byte{1}})
+	h.expectReset("sentinel")
+	perFrame := float64(len(e.logs.String())-before) / frames
+	t.Logf("%d malformed frames (%d bytes) wrote %d bytes of log: %.3f bytes per frame", frames, 2*frames,
+		len(e.logs.String())-before, perFrame)
+
+	for i := range relayMaxFailedHandshakes { // unsound msg1s pause the socket
+		h.send(relayFrame{streamID: fmt.Sprintf("bad-%d", i), body: relayBodyHandshake, payload: []byte("x")})
+		h.expectReset(fmt.Sprintf("bad-%d", i))
+	}
+	e.logs.waitFor(t, "pausing Noise relay handshakes")
+	before = len(e.logs.String())
+	for i := range refused {
+		h.send(relayFrame{streamID: fmt.Sprintf("p-%d", i), body: relayBodyHandshake, payload: []byte("x")})
+	}
+	for i := range refused {
+		h.expectReset(fmt.Sprintf("p-%d", i))
+	}
+	perRefusal := float64(len(e.logs.String())-before) / refused
+	t.Logf("%d handshakes refused while paused wrote %d bytes of log: %.3f bytes each", refused,
+		len(e.logs.String())-before, perRefusal)
+	if perFrame > maxBytesPerEvent || perRefusal > maxBytesPerEvent {
+		t.Fatalf("%.3f log bytes per malformed frame, %.3f per refused handshake; want at most %v", perFrame, perRefusal, maxBytesPerEvent)
+	}
+}
+
+// Row 4: a relay that sends sound msg1s as fast as it can, for a harness the registry refuses,
+// draws a bounded number of validate calls (each carrying our credential): the refusals
+// count toward the pause, and the socket's validate rate is capped. On 08cbb97 the calls
+// went on at the rate of the relay's messages (about 1,200 a second in the report).
+func TestRemoteHostileValidateRateIsBounded(t *testing.T) {
+	const storm = 1500 * time.Millisecond
+	var calls atomic.Int32
+	e := startHostile(t, hostileSetup{level: slog.LevelInfo, opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
+		e.reg.validate = func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+			calls.Add(1)
+			io.WriteString(w, `{"valid":false}`)
+		}
+	}}})
+	h := e.harness()
+	var ids []string
+	start := time.Now()
+	for i := 0; time.Since(start) < storm; i++ {
+		id := fmt.Sprintf("s-%d", i)
+		_, m := h.msg1(id, "harness-auth-token")
+		h.send(relayFrame{streamID: id, body: relayBodyHandshake, payload: m})
+		ids = append(ids, id)
+		if len(ids) == relayMaxPendingValidations/2 {
+			for _, id := range ids { // keep under the pending limit, so that each msg1 is considered
+				h.expectReset(id)
+			}
+			ids = ids[:0]
+		}
+	}
+	for _, id := range ids {
+		h.expectReset(id)
+	}
+	elapsed := time.Since(start)
+	n := int(calls.Load())
+	bound := relayValidateBurst + int(elapsed.Seconds()*relayValidatePerSecond)
+	t.Logf("handshakes for %v drew %d validate calls (%.1f/s); bound %d", elapsed.Round(time.Millisecond), n,
+		float64(n)/elapsed.Seconds(), bound)
+	if n > bound {
+		t.Fatalf("%d validate calls in %v, want at most %d (burst %d + %d/s)", n, elapsed, bound, relayValidateBurst, relayValidatePerSecond)
+	}
+}
+
+// Row 4, the rate when the registry accepts: harnesses that open streams at once are
+// validated at most relayValidateBurst at a time, then relayValidatePerSecond, and all open.
+func TestRemoteValidateRateAcceptedHarnesses(t *testing.T) {
+	const streams = 16
+	var mu sync.Mutex
+	var at []time.Time
+	e := startHostile(t, hostileSetup{level: slog.LevelInfo, opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
+		e.reg.validate = func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+			mu.Lock()
+			at = append(at, time.Now())
+			mu.Unlock()
+			io.WriteString(w, `{"valid":true}`)
+		}
+	}}})
+	h := e.harness()
+	type pending struct {
+		id string
+		i  *noiseInitiator
+	}
+	var ps []pending
+	for k := range streams {
+		id := fmt.Sprintf("s-%d", k)
+		i, m := h.msg1(id, "harness-auth-token")
+		h.send(relayFrame{streamID: id, body: relayBodyHandshake, payload: m})
+		ps = append(ps, pending{id, i})
+	}
+	for _, p := range ps {
+		f := h.nextFrame(p.id)
+		if f.body != relayBodyHandshake {
+			t.Fatalf("stream %s: %v, want msg2", p.id, f.body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Within any one second at most burst + rate calls.
+	for i := range at {
+		n := 0
+		for _, b := range at[i:] {
+			if b.Sub(at[i]) < time.Second {
+				n++
+			}
+		}
+		if n > relayValidateBurst+relayValidatePerSecond {
+			t.Fatalf("%d validate calls within one second, want at most %d", n, relayValidateBurst+relayValidatePerSecond)
+		}
+	}
+}
+
+// Row 4, the decay: failures spread out are forgotten, a burst pauses.
+func TestRelayFailureBudgetDecays(t *testing.T) {
+	var b failureBudget
+	now := time.Unix(1_800_000_000, 0)
+	for i := range 10 * relayMaxFailedHandshakes {
+		if b.add(now.Add(time.Duration(i) * relayFailureDecay)) {
+			t.Fatalf("failure %d, one per relayFailureDecay, paused the socket", i)
+		}
+	}
+	b = failureBudget{}
+	for i := range relayMaxFailedHandshakes - 1 {
+		if b.add(now.Add(time.Duration(i) * time.Millisecond)) {
+			t.Fatalf("failure %d of a burst paused early", i)
+		}
+	}
+	if !b.add(now.Add(time.Second)) {
+		t.Fatalf("%d failures within a second did not pause", relayMaxFailedHandshakes)
+	}
+}
+
+// addLoopbackAddr puts addr on the loopback interface for the test, so that a listener can
+// stand in for a metadata or link-local service; it skips where that cannot be done.
+func addLoopbackAddr(t *testing.T, cidr string) {
+	t.Helper()
+	ip, err := exec.LookPath("ip")
+	if err != nil {
+		t.Skip("no ip command to put a test address on lo")
+	}
+	args := []string{"addr", "add", cidr, "dev", "lo"}
+	if strings.Contains(cidr, ":") {
+		args = append(args, "nodad") // usable at once, not tentative
+	}
+	out, err := exec.Command(ip, args...).CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "File exists") {
+		t.Skipf("cannot add %s to lo (root needed): %v %s", cidr, err, out)
+	}
+	t.Cleanup(func() { exec.Command(ip, "addr", "del", cidr, "dev", "lo").Run() })
+}
+
+// Row 5: a registry (on loopback) that hands out a wss:// rendezvous URL at a link-local or
+// metadata address is refused before a TCP connection is made: a listener on that address
+// (put on lo for the test) sees no connection. On 08cbb97 the executor connected and tried
+// TLS there.
+func TestRemoteHostileRendezvousAddressRefused(t *testing.T) {
+	for _, tt := range []struct{ name, cidr, host string }{
+		{"link-local", "169.254.77.1/32", "169.254.77.1"},
+		{"metadata", "100.100.100.200/32", "100.100.100.200"},
+		{"metadata v6", "fd00:ec2::254/128", "[fd00:ec2::254]"},
+		{"private from loopback", "10.254.77.1/32", "10.254.77.1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			addLoopbackAddr(t, tt.cidr)
+			ln, err := net.Listen("tcp", net.JoinHostPort(strings.Trim(tt.host, "[]"), "0"))
+			if err != nil {
+				t.Skipf("listen on %s: %v", tt.host, err)
+			}
+			var accepted atomic.Int32
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					accepted.Add(1)
+					c.Close()
+				}
+			}()
+			t.Cleanup(func() { ln.Close(); <-done })
+			_, port, _ := net.SplitHostPort(ln.Addr().String())
+			e := startHostile(t, hostileSetup{level: slog.LevelInfo, opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
+				e.reg.url = "wss://" + net.JoinHostPort(strings.Trim(tt.host, "[]"), port) + "/relay?sig=SECRETSIG"
+			}}})
+			e.logs.waitFor(t, "rendezvous connection failed")
+			if n := accepted.Load(); n != 0 {
+				t.Fatalf("the executor connected %d times to %s, a %s address handed out by a loopback registry", n, tt.host, tt.name)
+			}
+			if !strings.Contains(e.logs.String(), errRendezvousAddr.Error()) {
+				t.Fatalf("the log does not say the address was refused")
+			}
+		})
+	}
+}
+
+// Row 5, the rule: public addresses always; the others only from a registry on the same kind
+// of network, so a self-hosted registry on 10.x keeps its 10.x rendezvous.
+func TestRendezvousAddrRule(t *testing.T) {
+	set := func(cs ...addrClass) *addrClassSet {
+		s := new(addrClassSet)
+		for _, c := range cs {
+			s.add(c)
+		}
+		return s
+	}
+	for _, tt := range []struct {
+		addr    string
+		reached *addrClassSet
+		ok      bool
+	}{
+		{"93.184.216.34", set(addrLoopback), true},
+		{"2606:2800:220:1::1", set(addrPublic), true},
+		{"10.1.2.3", set(addrPrivate), true},
+		{"10.1.2.3", set(addrPublic), false},
+		{"192.168.1.5", set(addrLoopback), false},
+		{"100.101.102.103", set(addrPrivate), true}, // a tailnet
+		{"127.0.0.1", set(addrLoopback), true},
+		{"127.0.0.1", set(addrPublic), false},
+		{"169.254.169.254", set(addrPublic, addrPrivate, addrLoopback), false},
+		{"169.254.10.10", set(addrPrivate), false},
+		{"169.254.10.10", set(addrLinkLocal), true},
+		{"fe80::1", set(addrPublic), false},
+		{"::ffff:169.254.169.254", set(addrPublic), false},
+		{"100.100.100.200", set(addrPrivate), false},
+		{"fd00:ec2::254", set(addrPrivate), false},
+		{"168.63.129.16", set(addrPublic), false},
+		{"0.0.0.0", set(addrLoopback), false},
+		{"224.0.0.1", set(addrPublic, addrPrivate), false},
+	} {
+		err := rendezvousAddrAllowed(netip.MustParseAddr(tt.addr), tt.reached)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s from a registry on %b: %v, want allowed=%v", tt.addr, tt.reached.bits.Load(), err, tt.ok)
+		}
+	}
+}
