@@ -90,13 +90,15 @@ type stageConfig struct {
 	Probe      bool            `json:"probe,omitempty"` // confine, then exit 0 instead of running a command
 	// Foreground: the command stays in the stage's process group, on the caller's terminal
 	// (`exec-server sandbox`), instead of leading a group or session of its own.
-	Foreground bool `json:"foreground,omitempty"`
+	Foreground bool  `json:"foreground,omitempty"`
+	ShmSize    int64 `json:"shmSize,omitempty"` // bytes of /dev/shm; 0: defaultShmSize
 }
 
 // sandboxer is a server's sandbox: the mechanism this host offers (probed once) and the
 // mount points it made for protected names that did not exist.
 type sandboxer struct {
 	isolatePids bool   // --linux-sandbox-pid-namespace isolate
+	shmSize     int64  // --linux-sandbox-shm-size; 0: defaultShmSize
 	force       string // a mechanism to use instead of probing (tests, and `sandbox --mechanism`)
 
 	once     sync.Once
@@ -121,6 +123,9 @@ func newSandboxer(pidNamespace, force string) (*sandboxer, error) {
 	}
 	return &sandboxer{isolatePids: pidNamespace != "inherit", force: force}, nil
 }
+
+// limitShm sets the size of each sandbox's /dev/shm (--linux-sandbox-shm-size), in bytes.
+func (s *sandboxer) limitShm(bytes int64) { s.shmSize = bytes }
 
 // mechanism is the mechanism in force, probed on first use: a stage is started in new
 // namespaces and builds a read-only view; if that fails, Landlock is used if the kernel has it.
@@ -221,7 +226,7 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 	if !files && !network {
 		return "linuxSeccomp", nil
 	}
-	cfg := stageConfig{Profile: p, TTY: spec.tty, Dir: spec.dir, Path: spec.path, Argv: spec.argv}
+	cfg := stageConfig{Profile: p, TTY: spec.tty, Dir: spec.dir, Path: spec.path, Argv: spec.argv, ShmSize: s.shmSize}
 	switch {
 	case network:
 		cfg.Seccomp = seccompNetwork

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -43,7 +45,8 @@ const protectedLockWait = 5 * time.Second
 const syntheticXattr = "user.exec-server.synthetic-mount-point"
 
 // heldDir is a protected directory a stage stands on: an open descriptor holding the
-// shared lock, and whether this server made it.
+// shared lock, and whether this server made it. It is removed from the directory it is in
+// then (its ".."), by no path: a directory on the way may have been renamed meanwhile.
 type heldDir struct {
 	path string
 	f    *os.File
@@ -63,8 +66,9 @@ func (d *syntheticDirs) acquire(paths []string) (func(), error) {
 	if wait == 0 {
 		wait = protectedLockWait
 	}
+	roots := writableRoots(protectedRoots(paths))
 	for _, p := range paths {
-		h, err := holdProtected(p, wait)
+		h, err := holdProtected(p, wait, roots)
 		if err != nil {
 			release()
 			return nil, err
@@ -76,49 +80,87 @@ func (d *syntheticDirs) acquire(paths []string) (func(), error) {
 	return release, nil
 }
 
+// protectedRoots are the writable roots whose protected names paths lists: each name's
+// directory.
+func protectedRoots(paths []string) []string {
+	var roots []string
+	for _, p := range paths {
+		if slices.Contains(protectedNames, filepath.Base(p)) && !slices.Contains(roots, filepath.Dir(p)) {
+			roots = append(roots, filepath.Dir(p))
+		}
+	}
+	return roots
+}
+
 // holdProtected makes p when it is missing and locks it, shared, when it is a directory,
-// waiting at most wait for the lock. A file or a symlink is bound or pinned as it is and never
+// waiting at most wait for the lock; roots are the writable roots (writableRoots). A file or a symlink is bound or pinned as it is and never
 // removed: nothing to hold.
-func holdProtected(p string, wait time.Duration) (heldDir, error) {
+//
+// p's directory is resolved as a string (a workspace may lie behind a symlink), then opened
+// with no symlink allowed, and everything after is relative to that descriptor: a directory
+// on the way swapped for a symlink (by a sandboxed command that can rename in the
+// workspace's parent) fails the start instead of making the name where the link leads. So
+// does a symlink on the way that lies in a writable root and leads out of it
+// (redirectedLink): the resolution itself may have met the attacker's link.
+func holdProtected(p string, wait time.Duration, roots []string) (heldDir, error) {
 	h := heldDir{path: p}
+	parent, err := resolveHostPath(filepath.Dir(p))
+	if err != nil {
+		return h, fmt.Errorf("make the mount point %s: %w", p, err)
+	}
+	if redirectedLink(parent.links, roots, filepath.Dir(p)) {
+		return h, fmt.Errorf("make the mount point %s: its directory is reached through a symlink in a writable root that leads out of it (made since the request was checked)", p)
+	}
+	dfd, err := openNoSymlinks(unix.AT_FDCWD, parent.real, false, 0)
+	if err != nil {
+		return h, fmt.Errorf("make the mount point %s: %w", p, err)
+	}
+	defer unix.Close(dfd)
+	name := filepath.Base(p)
+	nothing := func() (heldDir, error) { return heldDir{path: p}, nil }
+	fail := func(err error) (heldDir, error) { return heldDir{path: p}, err }
 	for range 8 {
-		fi, err := os.Lstat(p)
+		var st unix.Stat_t
+		err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 		switch {
-		case errors.Is(err, os.ErrNotExist):
-			if err := os.Mkdir(p, 0o755); err == nil {
-				unix.Setxattr(p, syntheticXattr, []byte("1"), 0) // where the file system can
+		case errors.Is(err, unix.ENOENT):
+			if err := unix.Mkdirat(dfd, name, 0o755); err == nil {
 				h.made = true
 			} else if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
 				// What this server cannot create there, the sandbox (the same user, with no
 				// capabilities, on a view of the same mount) cannot either: nothing to cover.
-				return h, nil
-			} else if !errors.Is(err, os.ErrExist) {
-				return h, fmt.Errorf("make the mount point %s: %w", p, err)
+				return nothing()
+			} else if !errors.Is(err, unix.EEXIST) {
+				return fail(fmt.Errorf("make the mount point %s: %w", p, err))
 			}
 			continue
 		case err != nil:
-			return h, fmt.Errorf("mount point %s: %w", p, err)
-		case !fi.IsDir():
-			return h, nil
+			return fail(fmt.Errorf("mount point %s: %w", p, err))
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			return nothing()
 		}
-		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
-		if errors.Is(err, os.ErrNotExist) {
+		fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
 			continue
 		}
 		if err != nil {
-			return h, fmt.Errorf("mount point %s: %w", p, err)
+			return fail(fmt.Errorf("mount point %s: %w", p, err))
+		}
+		f := os.NewFile(uintptr(fd), p)
+		if h.made {
+			unix.Fsetxattr(fd, syntheticXattr, []byte("1"), 0) // where the file system can
 		}
 		if err := flockWithin(f, unix.LOCK_SH, wait); err != nil {
 			f.Close()
-			return h, fmt.Errorf("lock the mount point %s: %w", p, err)
+			return fail(fmt.Errorf("lock the mount point %s: %w", p, err))
 		}
-		if sameDir(f, p) { // not removed by its last user while we waited for the lock
+		if sameDirAt(f, dfd, name) { // not removed by its last user while we waited for the lock
 			h.f = f
 			return h, nil
 		}
 		f.Close()
 	}
-	return h, fmt.Errorf("make the mount point %s: it keeps being removed", p)
+	return fail(fmt.Errorf("make the mount point %s: it keeps being removed", p))
 }
 
 // release removes the directory if it is a mount point this or another server made, it is
@@ -133,8 +175,13 @@ func (h heldDir) release() {
 			return // the user's own directory
 		}
 	}
-	if sameDir(h.f, h.path) {
-		os.Remove(h.path) // only if still empty
+	dir, err := unix.Openat(int(h.f.Fd()), "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(dir)
+	if name := filepath.Base(h.path); sameDirAt(h.f, dir, name) {
+		unix.Unlinkat(dir, name, unix.AT_REMOVEDIR) // only if still empty
 	}
 }
 
@@ -164,9 +211,11 @@ func flockWithin(f *os.File, how int, wait time.Duration) error {
 	}
 }
 
-// sameDir reports whether path still names the directory open as f.
-func sameDir(f *os.File, path string) bool {
-	a, err1 := f.Stat()
-	b, err2 := os.Lstat(path)
-	return err1 == nil && err2 == nil && os.SameFile(a, b)
+// sameDirAt reports whether name in the directory dir still is the directory open as f.
+func sameDirAt(f *os.File, dir int, name string) bool {
+	var a, b unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &a) != nil || unix.Fstatat(dir, name, &b, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return false
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino
 }
