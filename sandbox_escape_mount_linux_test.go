@@ -217,15 +217,9 @@ func TestSandboxProcSysReadOnly(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: /proc/sys is not writable by this user, in a sandbox or not")
 	}
-	orig, err := os.ReadFile(procSysProbe)
-	if err != nil {
+	if _, err := os.Stat(procSysProbe); err != nil {
 		t.Skipf("no %s on this kernel: %v", procSysProbe, err)
 	}
-	t.Cleanup(func() {
-		if now, _ := os.ReadFile(procSysProbe); string(now) != string(orig) {
-			os.WriteFile(procSysProbe, orig, 0) // a sandbox changed it: put the host back
-		}
-	})
 	var opens []string
 	for _, p := range procWriteTargets {
 		opens = append(opens, fmt.Sprintf(`[ -e %[1]s ] && (exec 3>>%[1]s) 2>/dev/null && echo "WRITABLE %[1]s"`, p))
@@ -255,6 +249,15 @@ echo done`, procSysProbe, strings.Join(opens, "\n"))
    {"path":{"type":"path","path":%s},"access":"deny"}]},"network":"restricted"},
   "windowsSandboxLevel":"disabled","cwd":%s}`, quote(fileURI(filepath.Join(f.outside, "secret"))), quote(fileURI(f.ws))))
 				}
+				orig, err := os.ReadFile(procSysProbe)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					if now, _ := os.ReadFile(procSysProbe); string(now) != string(orig) {
+						os.WriteFile(procSysProbe, orig, 0) // the sandbox changed it: put the host back
+					}
+				})
 				r := f.runServer(t, ts, sandbox, false, script)
 				if !strings.Contains(r.out, "done") {
 					t.Fatalf("exit %d: the script did not run:\n%s", r.exit, r.out)
