@@ -363,3 +363,44 @@ func TestSandboxShmSizeFlag(t *testing.T) {
 		t.Errorf("--linux-sandbox-shm-size 0: exit %d, stderr %q; want 2 and a usage error", code, stderr.String())
 	}
 }
+
+// TestSandboxMountLegitSymlinks: the symlinks a path legitimately goes through still lead
+// where they lead once the view is built from descriptors: a workspace reached through a
+// symlink outside every writable root (a symlinked home) is writable, under full and
+// restricted read, and a readable root named through a symlink (/var/run -> /run) is there.
+func TestSandboxMountLegitSymlinks(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	for _, prof := range []string{"full-read", "restricted-read"} {
+		t.Run(prof, func(t *testing.T) {
+			f := newSBFixture(t)
+			real := filepath.Join(f.base, "home-real")
+			mustMkdir(t, filepath.Join(real, "ws"))
+			link := filepath.Join(f.base, "home")
+			mustSymlink(t, "home-real", link)
+			f.ws = filepath.Join(link, "ws")
+			f.roots = []string{f.ws}
+			sandbox := f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted")
+			script := `echo hi > inside.txt && cat inside.txt`
+			if prof == "restricted-read" {
+				sandbox = json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[
+   {"path":{"type":"special","value":{"kind":"minimal"}},"access":"read"},
+   {"path":{"type":"path","path":"file:///var/run"},"access":"read"},
+   {"path":{"type":"path","path":%s},"access":"write"}]},"network":"restricted"},
+  "windowsSandboxLevel":"disabled","cwd":%s}`, quote(fileURI(f.ws)), quote(fileURI(f.ws))))
+				if fi, err := os.Lstat("/var/run"); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+					script += ` && test -L /var/run && test -d /var/run/ && echo varrun ok`
+				}
+			}
+			r := f.runServer(t, ts, sandbox, false, script)
+			if r.exit != 0 || !strings.Contains(r.out, "hi") {
+				t.Errorf("exit %d: the workspace behind a symlink is not writable:\n%s", r.exit, r.out)
+			}
+			if strings.Contains(script, "varrun") && !strings.Contains(r.out, "varrun ok") {
+				t.Errorf("/var/run is not the link to /run in the view:\n%s", r.out)
+			}
+			wantFile(t, filepath.Join(real, "ws", "inside.txt"), "hi\n")
+		})
+	}
+}

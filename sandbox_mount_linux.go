@@ -127,8 +127,8 @@ func planMounts(p *sandboxProfile) ([]mountOp, error) {
 	add := func(paths []string, access mountAccess, protect bool) error {
 		for _, path := range paths {
 			op, err := resolveHostPath(path)
-			if errors.Is(err, os.ErrNotExist) {
-				continue
+			if errors.Is(err, os.ErrNotExist) || access == mountWrite && errors.Is(err, unix.ELOOP) {
+				continue // a writable root behind a symlink loop grants nothing, as redirectedRoot says
 			}
 			if err != nil {
 				return err
