@@ -404,3 +404,52 @@ func TestSandboxMountLegitSymlinks(t *testing.T) {
 		})
 	}
 }
+
+// TestSandboxOtherTmpfsCannotBeFilled: /dev/shm is the only tmpfs of the view the command can
+// write. A restricted-read root (an empty tmpfs) and /dev (a tmpfs) are read-only, and the
+// staging tmpfs the view was built on is detached before the command runs: none of them is in
+// its mount table, read on the host.
+func TestSandboxOtherTmpfsCannotBeFilled(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	sandbox := json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[
+   {"path":{"type":"special","value":{"kind":"minimal"}},"access":"read"},
+   {"path":{"type":"path","path":%s},"access":"write"}]},"network":"restricted"},
+  "windowsSandboxLevel":"disabled","cwd":%s}`, quote(fileURI(f.ws)), quote(fileURI(f.ws))))
+	sleep := uniqueSleepArg()
+	tc := ts.connect(t)
+	id := nextSBID()
+	tc.mustCall("process/start", map[string]any{
+		"processId": id, "argv": []string{"sh", "-c", `echo x > /fill; echo x > /dev/fill; exec sleep ` + sleep},
+		"cwd": fileURI(f.ws), "env": f.env(), "tty": false, "sandbox": sandbox,
+	})
+	pid := waitHostPid(t, "sleep", sleep)
+	info, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.mustCall("process/terminate", map[string]any{"processId": id})
+	r := waitClosed(tc, id)
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(info), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 6 {
+			continue
+		}
+		seen[fields[4]] = true
+		switch mp, opts := fields[4], fields[5]; {
+		case mp == oldRoot || mp == newRoot || strings.HasPrefix(mp, oldRoot+"/"):
+			t.Errorf("the staging tree is still mounted in the sandbox: %s", line)
+		case (mp == "/" || mp == "/dev") && !strings.HasPrefix(opts, "ro"):
+			t.Errorf("%s is writable in the sandbox: %s", mp, line)
+		}
+	}
+	if !seen["/"] || !seen["/dev"] || !seen["/dev/shm"] {
+		t.Errorf("the sandbox's mount table lacks /, /dev or /dev/shm:\n%s", info)
+	}
+	if n := strings.Count(r.stdout()+r.stderr(), "Read-only file system"); n != 2 {
+		t.Errorf("want both writes refused with EROFS, got:\n%s", r.stdout()+r.stderr())
+	}
+}

@@ -7,7 +7,7 @@ package main
 //	staging                      tmpfs on /tmp; pivot_root into it: the host tree is /oldroot
 //	new root  /newroot           rbind of the host, read-only    empty tmpfs; each readable
 //	                             (read-write under root:write    root bound read-only, with
-//	                             with deny entries)              the symlinks on its way
+//	                             with deny entries, but /sys)    the symlinks on its way
 //	writable roots               bound read-write from the host, outermost first
 //	read entries, protected      bound read-only over what is above them (a protected path
 //	                             only inside a writable root: it takes writes away, never
@@ -15,9 +15,11 @@ package main
 //	protected name, a symlink    also an empty read-only file mounted on the link itself
 //	deny                         an empty, mode 000 file or directory bound over them
 //	/dev                         tmpfs: null zero full random urandom tty bound from the
-//	                             host, a new devpts (ptmx 0666), shm, fd, std{in,out,err},
-//	                             console = the terminal when stdin is one
-//	/proc                        a new proc (pid namespace), else the host's
+//	                             host, a new devpts (ptmx 0666), shm (a tmpfs of
+//	                             --linux-sandbox-shm-size), fd, std{in,out,err}, console =
+//	                             the terminal when stdin is one
+//	/proc                        a new proc (pid namespace), else the host's; procReadOnly
+//	                             bound read-only over themselves
 //	finish                       pivot_root into /newroot; the host tree is detached
 //
 // Paths are resolved as strings against the host first (planMounts), so that the symlinks a
