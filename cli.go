@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -26,6 +28,7 @@ type cliOptions struct {
 	managedSandbox   string
 	maxConnections   int
 	pidNamespace     string
+	shmSize          byteSize
 	wsAuth           string
 	wsTokenFile      string
 	wsTokenSHA256    string
@@ -52,6 +55,44 @@ type compatOptions struct {
 	// proxyPrivateIPs is --proxy-private-ips-via-upstream: accepted for wrappers, and ignored
 	// with the managed network proxy it configures (docs/protocol.md §12).
 	proxyPrivateIPs bool
+}
+
+// defaultShmSize is the size of a Linux sandbox's /dev/shm, as Docker's: it is a tmpfs,
+// memory of the host's, which would otherwise be half of it.
+const defaultShmSize = 64 << 20
+
+// byteSize is a flag's size in bytes: a number, or one with a K, M or G suffix (powers of
+// 1024). Zero and negative sizes are refused.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	num, mult := strings.TrimSpace(s), int64(1)
+	if n := len(num); n > 0 {
+		switch num[n-1] {
+		case 'k', 'K':
+			mult = 1 << 10
+		case 'm', 'M':
+			mult = 1 << 20
+		case 'g', 'G':
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			num = num[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(num, 10, 64)
+	switch {
+	case err != nil:
+		return fmt.Errorf("want bytes, or a number with a K, M or G suffix")
+	case v <= 0:
+		return fmt.Errorf("want a size above 0")
+	case v > math.MaxInt64/mult:
+		return fmt.Errorf("too large")
+	}
+	*b = byteSize(v * mult)
+	return nil
 }
 
 // configOverrides is the repeatable -c (--config) key=value. Like the reference, any value is
@@ -81,6 +122,8 @@ func newFlagSet(o *cliOptions) *flag.FlagSet {
 	fs.StringVar(&o.managedSandbox, "managed-sandbox", "enforce", "what to do with a request's managed sandbox (`MODE`): enforce it, or run-unsandboxed (only on a host that is itself the sandbox)")
 	fs.IntVar(&o.maxConnections, "max-connections", defaultMaxConnections, "websocket connections served at once; past it an upgrade is answered 503")
 	fs.StringVar(&o.pidNamespace, "linux-sandbox-pid-namespace", "isolate", "pid namespace `MODE` of a sandboxed process: isolate (one of its own) or inherit (the server's)")
+	o.shmSize = defaultShmSize
+	fs.Var(&o.shmSize, "linux-sandbox-shm-size", "`SIZE` of a sandbox's /dev/shm, in bytes or with a K, M or G suffix (memory of the host's; default 64M)")
 	fs.StringVar(&o.wsAuth, "ws-auth", "", "websocket auth `MODE`: capability-token or signed-bearer-token")
 	fs.StringVar(&o.wsTokenFile, "ws-token-file", "", "`FILE` holding the capability token")
 	fs.StringVar(&o.wsTokenSHA256, "ws-token-sha256", "", "SHA-256 of the capability token, in `HEX`")
@@ -115,7 +158,7 @@ var flagGroups = []struct {
 	{"remote credentials (default: CODEX_API_KEY, else the Codex sign-in in $CODEX_HOME/auth.json)", []string{
 		"registration-bearer-stdin", "executor-credential-stdin", "chatgpt-token-stdin", "chatgpt-account-id",
 		"use-agent-identity-auth", "aws-sigv4", "aws-profile", "aws-region", "aws-service"}},
-	{"sandbox", []string{"managed-sandbox", "linux-sandbox-pid-namespace"}},
+	{"sandbox", []string{"managed-sandbox", "linux-sandbox-pid-namespace", "linux-sandbox-shm-size"}},
 	{"logging", []string{"log-level", "log-format"}},
 	{"compatibility with codex exec-server", []string{"concurrent-requests", "c", "config", "enable", "disable", "strict-config", "proxy-private-ips-via-upstream"}},
 	{"information", []string{"version"}},

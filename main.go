@@ -222,6 +222,7 @@ func checkOptions(o *cliOptions) (*wsAuthConfig, *sandboxer, error) {
 	if err != nil {
 		return nil, nil, &usageError{err.Error()}
 	}
+	sbx.limitShm(int64(o.shmSize))
 	return auth, sbx, nil
 }
 

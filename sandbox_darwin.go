@@ -79,6 +79,9 @@ func newSandboxer(pidNamespace, force string) (*sandboxer, error) {
 
 func (s *sandboxer) describe() string { return sandboxMechanism() }
 
+// limitShm is --linux-sandbox-shm-size, which has no effect here.
+func (s *sandboxer) limitShm(int64) {}
+
 // enforces reports whether this host can confine files at all.
 func (s *sandboxer) enforces() bool { return seatbeltAvailable() }
 

@@ -38,7 +38,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -91,13 +90,15 @@ type stageConfig struct {
 	Probe      bool            `json:"probe,omitempty"` // confine, then exit 0 instead of running a command
 	// Foreground: the command stays in the stage's process group, on the caller's terminal
 	// (`exec-server sandbox`), instead of leading a group or session of its own.
-	Foreground bool `json:"foreground,omitempty"`
+	Foreground bool  `json:"foreground,omitempty"`
+	ShmSize    int64 `json:"shmSize,omitempty"` // bytes of /dev/shm; 0: defaultShmSize
 }
 
 // sandboxer is a server's sandbox: the mechanism this host offers (probed once) and the
 // mount points it made for protected names that did not exist.
 type sandboxer struct {
 	isolatePids bool   // --linux-sandbox-pid-namespace isolate
+	shmSize     int64  // --linux-sandbox-shm-size; 0: defaultShmSize
 	force       string // a mechanism to use instead of probing (tests, and `sandbox --mechanism`)
 
 	once     sync.Once
@@ -122,6 +123,9 @@ func newSandboxer(pidNamespace, force string) (*sandboxer, error) {
 	}
 	return &sandboxer{isolatePids: pidNamespace != "inherit", force: force}, nil
 }
+
+// limitShm sets the size of each sandbox's /dev/shm (--linux-sandbox-shm-size), in bytes.
+func (s *sandboxer) limitShm(bytes int64) { s.shmSize = bytes }
 
 // mechanism is the mechanism in force, probed on first use: a stage is started in new
 // namespaces and builds a read-only view; if that fails, Landlock is used if the kernel has it.
@@ -222,7 +226,7 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 	if !files && !network {
 		return "linuxSeccomp", nil
 	}
-	cfg := stageConfig{Profile: p, TTY: spec.tty, Dir: spec.dir, Path: spec.path, Argv: spec.argv}
+	cfg := stageConfig{Profile: p, TTY: spec.tty, Dir: spec.dir, Path: spec.path, Argv: spec.argv, ShmSize: s.shmSize}
 	switch {
 	case network:
 		cfg.Seccomp = seccompNetwork
@@ -369,163 +373,6 @@ func (st *sandboxStage) exited() {
 		st.release()
 		st.release = nil
 	}
-}
-
-// syntheticDirs are the empty directories made on the host as mount points for protected
-// names that did not exist (a missing `.git` must not be creatable inside the sandbox, and a
-// mount needs something to cover).
-//
-// Several sandboxes may stand on one such directory, of this server or of another process
-// (two exec-servers on one workspace), and removing a mount point on the host detaches its
-// mounts in every namespace: the sandbox still running would lose its protection. So every
-// stage holds a shared flock on each protected directory for as long as it runs, and a
-// directory is removed only by one that can then take the lock exclusively, that is, once
-// no sandbox stands on it. A directory made here is marked (an extended attribute), so that
-// whichever stage leaves it last removes it, and one left behind by a server that was
-// killed goes with the next sandbox that uses it.
-//
-// The lock is advisory, and anyone who can read a protected directory can take it
-// exclusively: a sandboxed command of another workspace, under a full-read profile. So the
-// shared lock is waited for a bounded time (wait), and a sandbox whose protected directory
-// stays locked is refused rather than left to hang.
-type syntheticDirs struct {
-	wait time.Duration // how long to wait for a shared lock; 0: protectedLockWait
-}
-
-// protectedLockWait bounds the wait for the shared lock on a protected directory. The only
-// exclusive holder it waits for otherwise is a stage's release, removing an empty directory.
-const protectedLockWait = 5 * time.Second
-
-// syntheticXattr marks a directory made as a mount point.
-const syntheticXattr = "user.exec-server.synthetic-mount-point"
-
-// heldDir is a protected directory a stage stands on: an open descriptor holding the
-// shared lock, and whether this server made it.
-type heldDir struct {
-	path string
-	f    *os.File
-	made bool
-}
-
-// acquire makes the missing directories among paths, locks every protected directory, and
-// returns the function that gives them back.
-func (d *syntheticDirs) acquire(paths []string) (func(), error) {
-	var held []heldDir
-	release := func() {
-		for _, h := range held {
-			h.release()
-		}
-	}
-	wait := d.wait
-	if wait == 0 {
-		wait = protectedLockWait
-	}
-	for _, p := range paths {
-		h, err := holdProtected(p, wait)
-		if err != nil {
-			release()
-			return nil, err
-		}
-		if h.f != nil {
-			held = append(held, h)
-		}
-	}
-	return release, nil
-}
-
-// holdProtected makes p when it is missing and locks it, shared, when it is a directory,
-// waiting at most wait for the lock. A file or a symlink is bound or pinned as it is and never
-// removed: nothing to hold.
-func holdProtected(p string, wait time.Duration) (heldDir, error) {
-	h := heldDir{path: p}
-	for range 8 {
-		fi, err := os.Lstat(p)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			if err := os.Mkdir(p, 0o755); err == nil {
-				unix.Setxattr(p, syntheticXattr, []byte("1"), 0) // where the file system can
-				h.made = true
-			} else if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
-				// What this server cannot create there, the sandbox (the same user, with no
-				// capabilities, on a view of the same mount) cannot either: nothing to cover.
-				return h, nil
-			} else if !errors.Is(err, os.ErrExist) {
-				return h, fmt.Errorf("make the mount point %s: %w", p, err)
-			}
-			continue
-		case err != nil:
-			return h, fmt.Errorf("mount point %s: %w", p, err)
-		case !fi.IsDir():
-			return h, nil
-		}
-		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return h, fmt.Errorf("mount point %s: %w", p, err)
-		}
-		if err := flockWithin(f, unix.LOCK_SH, wait); err != nil {
-			f.Close()
-			return h, fmt.Errorf("lock the mount point %s: %w", p, err)
-		}
-		if sameDir(f, p) { // not removed by its last user while we waited for the lock
-			h.f = f
-			return h, nil
-		}
-		f.Close()
-	}
-	return h, fmt.Errorf("make the mount point %s: it keeps being removed", p)
-}
-
-// release removes the directory if it is a mount point this or another server made, it is
-// still empty, and no other sandbox stands on it; then lets it go.
-func (h heldDir) release() {
-	defer h.f.Close()
-	if flock(h.f, unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return // another sandbox stands on it: the last one out removes it
-	}
-	if !h.made {
-		if _, err := unix.Fgetxattr(int(h.f.Fd()), syntheticXattr, nil); err != nil {
-			return // the user's own directory
-		}
-	}
-	if sameDir(h.f, h.path) {
-		os.Remove(h.path) // only if still empty
-	}
-}
-
-// flock is flock(2) on f, retried when interrupted.
-func flock(f *os.File, how int) error {
-	for {
-		err := unix.Flock(int(f.Fd()), how)
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
-}
-
-// flockWithin is flock(2) on f for how (LOCK_SH or LOCK_EX), tried without blocking until it
-// succeeds or wait has passed.
-func flockWithin(f *os.File, how int, wait time.Duration) error {
-	deadline := time.Now().Add(wait)
-	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
-		err := flock(f, how|unix.LOCK_NB)
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("another process has held it locked for %v", wait)
-		}
-		time.Sleep(pause)
-	}
-}
-
-// sameDir reports whether path still names the directory open as f.
-func sameDir(f *os.File, path string) bool {
-	a, err1 := f.Stat()
-	b, err2 := os.Lstat(path)
-	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
 // isSandboxStage reports whether this process was started as the sandbox stage.

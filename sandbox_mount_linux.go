@@ -7,7 +7,7 @@ package main
 //	staging                      tmpfs on /tmp; pivot_root into it: the host tree is /oldroot
 //	new root  /newroot           rbind of the host, read-only    empty tmpfs; each readable
 //	                             (read-write under root:write    root bound read-only, with
-//	                             with deny entries)              the symlinks on its way
+//	                             with deny entries, but /sys)    the symlinks on its way
 //	writable roots               bound read-write from the host, outermost first
 //	read entries, protected      bound read-only over what is above them (a protected path
 //	                             only inside a writable root: it takes writes away, never
@@ -15,14 +15,26 @@ package main
 //	protected name, a symlink    also an empty read-only file mounted on the link itself
 //	deny                         an empty, mode 000 file or directory bound over them
 //	/dev                         tmpfs: null zero full random urandom tty bound from the
-//	                             host, a new devpts (ptmx 0666), shm, fd, std{in,out,err},
-//	                             console = the terminal when stdin is one
-//	/proc                        a new proc (pid namespace), else the host's
+//	                             host, a new devpts (ptmx 0666), shm (a tmpfs of
+//	                             --linux-sandbox-shm-size), fd, std{in,out,err}, console =
+//	                             the terminal when stdin is one
+//	/proc                        a new proc (pid namespace), else the host's; procReadOnly
+//	                             bound read-only over themselves
 //	finish                       pivot_root into /newroot; the host tree is detached
 //
-// Paths are resolved against the host before the first pivot, so no symlink is followed
-// once the tree has moved. A missing protected name was made (empty) by the server before
-// the stage started (syntheticDirs), so there is always something to cover.
+// Paths are resolved as strings against the host first (planMounts), so that the symlinks a
+// path legitimately goes through (/var/run -> /run, a home reached through a link) still
+// lead where they lead. The view is then built from descriptors alone (viewBuild): each
+// resolved path is opened again one component at a time, with no symlink allowed, both
+// under /oldroot (what is bound) and under /newroot (where), each checked to be the same
+// directory or file on both sides, and bound with open_tree and move_mount onto the
+// descriptor. A path nested in a bind already made is opened relative to that bind, so that
+// renaming a directory of a writable root (as a sandboxed command may, while another
+// sandbox is being built) makes the build fail rather than bind something else: a symlink
+// that appears where a directory was is refused (ELOOP), a directory swapped between two
+// opens is refused by its device and inode. A missing protected name was made (empty) by the
+// server before the stage started (syntheticDirs), so there is always something to cover.
+// /proc's kernel settings (procReadOnly) are read-only in every view.
 
 import (
 	"errors"
@@ -96,7 +108,7 @@ func buildMountView(cfg *stageConfig) error {
 		{"stage", stage},
 		{"new root", func() error { return makeNewRoot(p) }},
 		{"binds", func() error { return applyMounts(ops, p.FullRead) }},
-		{"/dev", func() error { return makeDev(tty) }},
+		{"/dev", func() error { return makeDev(tty, cfg.ShmSize) }},
 		{"/proc", func() error { return makeProc(cfg.PidNS, p.FullRead) }},
 		{"enter", func() error { return enterNewRoot(p.FullRead) }},
 	}
@@ -113,17 +125,20 @@ func buildMountView(cfg *stageConfig) error {
 func planMounts(p *sandboxProfile) ([]mountOp, error) {
 	var ops []mountOp
 	var writable []string // the writable roots, resolved
+	roots := writableRoots(p.Write)
 	add := func(paths []string, access mountAccess, protect bool) error {
 		for _, path := range paths {
-			if access == mountWrite && redirectedRoot(path, p.Write) {
-				continue // checked again here: the link may have been made since the server looked
-			}
 			op, err := resolveHostPath(path)
-			if errors.Is(err, os.ErrNotExist) {
-				continue
+			if errors.Is(err, os.ErrNotExist) || access == mountWrite && errors.Is(err, unix.ELOOP) {
+				continue // a writable root behind a symlink loop grants nothing, as redirectedRoot says
 			}
 			if err != nil {
 				return err
+			}
+			if access == mountWrite && redirectedLink(op.links, roots, path) {
+				// Checked again here, on the very links this resolution followed: one may
+				// have been made since the server looked.
+				continue
 			}
 			if protect && !slices.ContainsFunc(writable, func(root string) bool { return pathWithin(op.real, root) }) {
 				// A protected path only takes writes away. Outside every writable root it is
@@ -169,6 +184,45 @@ func planMounts(p *sandboxProfile) ([]mountOp, error) {
 		return int(a.access) - int(b.access)
 	})
 	return ops, nil
+}
+
+// writableRoots are the writable roots write, each also as resolved on the host when it
+// differs.
+func writableRoots(write []string) []string {
+	roots := slices.Clone(write)
+	for _, w := range write {
+		if r, err := resolveHostPath(w); err == nil && r.real != w {
+			roots = append(roots, r.real)
+		}
+	}
+	return roots
+}
+
+// redirectedLink reports whether one of links, the symlinks met resolving path, lies inside
+// one of roots (other than path's own) and points out of it: a sandboxed command could have
+// made it to send the next sandbox's path elsewhere ($TMPDIR=/tmp/a/b, and in /tmp: rm -r
+// a; mkdir a; ln -s / a/b), or swapped a directory on the way for one holding it while
+// the path was resolved. It is the rule redirectedRoot applies when the profile is
+// resolved, judged on the links one resolution actually followed; a link's target is
+// judged as written (lexically), not by resolving it again.
+func redirectedLink(links []hostLink, roots []string, path string) bool {
+	own := map[string]bool{path: true}
+	if r, err := resolveHostPath(path); err == nil {
+		own[r.real] = true
+	}
+	for _, l := range links {
+		target := l.target
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(l.path), target)
+		}
+		target = filepath.Clean(target)
+		for _, w := range roots {
+			if !own[w] && l.path != w && pathWithin(l.path, w) && !pathWithin(target, w) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // resolveHostPath follows path's symlinks on the host, noting each one.
@@ -234,7 +288,9 @@ func stage() error {
 }
 
 // makeNewRoot makes /newroot: the whole host, read-only unless p writes everywhere (and
-// only denies), or an empty tmpfs.
+// only denies), or an empty tmpfs. Under a full-write profile /sys stays read-only: its
+// files are the kernel's settings, which a server run as root could otherwise change
+// (they are checked against the file's owner, not a capability).
 func makeNewRoot(p *sandboxProfile) error {
 	if !p.FullRead {
 		return unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755")
@@ -243,9 +299,174 @@ func makeNewRoot(p *sandboxProfile) error {
 		return err
 	}
 	if p.FullWrite {
-		return nil
+		return bindOverReadOnly(newRoot, "sys")
 	}
 	return setReadOnly(newRoot, true)
+}
+
+// Kernels older than these lack a call the view is built with; the stage then fails closed.
+const (
+	openat2Since      = "5.6"
+	mountAPISince     = "5.2" // open_tree, move_mount
+	mountSetattrSince = "5.12"
+)
+
+// kernelCall words the error of a call the view needs, saying so when this kernel lacks it.
+func kernelCall(call, since string, err error) error {
+	if errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("%s: this kernel lacks it (Linux %s or later needed): %w", call, since, err)
+	}
+	return fmt.Errorf("%s: %w", call, err)
+}
+
+// maxOpenRetries bounds the retries of an openat2 that answered EAGAIN: a rename somewhere
+// on the host while it resolved, which it could not rule out.
+const maxOpenRetries = 64
+
+// openStep opens name, one component, in the directory dirfd as an O_PATH descriptor,
+// following no symlink: one there is ELOOP, unless link is set, when the symlink itself is
+// opened.
+func openStep(dirfd int, name string, link bool) (int, error) {
+	return openNoSymlinks(dirfd, name, link, unix.RESOLVE_BENEATH)
+}
+
+// openRoot opens the absolute path dir (on the staging tmpfs, /oldroot and /newroot, or
+// beneath them) with no symlink on the way.
+func openRoot(dir string) (int, error) {
+	return openNoSymlinks(unix.AT_FDCWD, dir, false, 0)
+}
+
+// openNoSymlinks is openat2 of path in dirfd, O_PATH, with no symlink on the way.
+func openNoSymlinks(dirfd int, path string, link bool, resolve uint64) (int, error) {
+	how := unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | resolve,
+	}
+	if link {
+		how.Flags |= unix.O_NOFOLLOW
+	}
+	for range maxOpenRetries {
+		fd, err := unix.Openat2(dirfd, path, &how)
+		switch {
+		case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ENOSYS):
+			return -1, kernelCall("openat2", openat2Since, err)
+		case errors.Is(err, unix.ELOOP):
+			return -1, fmt.Errorf("%s is a symlink now (the host changed while the sandbox was built): %w", path, err)
+		case err != nil:
+			return -1, fmt.Errorf("open %s: %w", path, err)
+		}
+		return fd, nil
+	}
+	return -1, fmt.Errorf("open %s: the host kept changing while the sandbox was built: %w", path, unix.EAGAIN)
+}
+
+// fileID is a file's identity: its device and inode.
+type fileID struct{ dev, ino uint64 }
+
+func fdID(fd int) (fileID, unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fileID{}, st, err
+	}
+	return fileID{st.Dev, st.Ino}, st, nil
+}
+
+// sameFile checks that the descriptors host and view (the same path opened under /oldroot
+// and /newroot) are one file.
+func sameFile(host, view int, what string) error {
+	a, _, err := fdID(host)
+	if err != nil {
+		return err
+	}
+	b, _, err := fdID(view)
+	if err != nil {
+		return err
+	}
+	if a != b {
+		return fmt.Errorf("%s was replaced while the sandbox was built", what)
+	}
+	return nil
+}
+
+// bindAt clones the tree at src (recursively unless single) and attaches it on dst, both
+// descriptors: nothing is looked up by path. The clone is made read-only before it is
+// attached where ro. It returns the descriptor of the new mount, for the binds nested in it.
+func bindAt(src, dst int, single, ro bool) (int, error) {
+	flags := unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_EMPTY_PATH
+	if !single {
+		flags |= unix.AT_RECURSIVE
+	}
+	tree, err := unix.OpenTree(src, "", uint(flags))
+	if err != nil {
+		return -1, kernelCall("open_tree", mountAPISince, err)
+	}
+	if ro {
+		at := unix.AT_EMPTY_PATH
+		if !single {
+			at |= unix.AT_RECURSIVE
+		}
+		if err := unix.MountSetattr(tree, "", uint(at), &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			unix.Close(tree)
+			return -1, kernelCall("mount_setattr", mountSetattrSince, err)
+		}
+	}
+	if err := unix.MoveMount(tree, "", dst, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		unix.Close(tree)
+		return -1, kernelCall("move_mount", mountAPISince, err)
+	}
+	return tree, nil
+}
+
+// bindOverReadOnly binds dir/name, when it exists, read-only over itself, with every mount
+// beneath it.
+func bindOverReadOnly(dir, name string) error {
+	dfd, err := openRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	fd, err := openStep(dfd, name, false)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	mnt, err := bindAt(fd, fd, false, true)
+	if err != nil {
+		return fmt.Errorf("%s/%s read-only: %w", dir, name, err)
+	}
+	return unix.Close(mnt)
+}
+
+// viewBuild is the state of applyMounts: the descriptors the binds are made from and onto.
+type viewBuild struct {
+	oldRoot, newRoot  int    // /oldroot, /newroot
+	tmpfs             uint64 // the device of a restricted-read new root; 0 under full read
+	denyFile, denyDir int    // what a deny entry is bound from
+	placed            []placedBind
+	fds               []int // to close at the end
+}
+
+// placedBind is a directory bound already, which later binds may lie in.
+type placedBind struct {
+	real string
+	host int // the host directory, under /oldroot
+	mnt  int // its mount in /newroot
+}
+
+func (b *viewBuild) keep(fd int) int {
+	b.fds = append(b.fds, fd)
+	return fd
+}
+
+func (b *viewBuild) close() {
+	for _, fd := range b.fds {
+		unix.Close(fd)
+	}
 }
 
 // applyMounts makes the binds of ops in /newroot.
@@ -257,81 +478,226 @@ func applyMounts(ops []mountOp, fullRead bool) error {
 	if err := os.Mkdir(denyDir, 0); err != nil {
 		return err
 	}
+	b := &viewBuild{}
+	defer b.close()
+	for _, r := range []struct {
+		path string
+		fd   *int
+	}{{oldRoot, &b.oldRoot}, {newRoot, &b.newRoot}, {denyFile, &b.denyFile}, {denyDir, &b.denyDir}} {
+		fd, err := openRoot(r.path)
+		if err != nil {
+			return err
+		}
+		*r.fd = b.keep(fd)
+	}
+	if !fullRead {
+		id, _, err := fdID(b.newRoot)
+		if err != nil {
+			return err
+		}
+		b.tmpfs = id.dev
+	}
 	for _, op := range ops {
-		dst := newRoot + op.real
-		if op.access == mountPin {
-			// The link lies in a writable root, bound already.
-			if err := mountOnLink(denyFile, dst); err != nil {
-				return fmt.Errorf("pin the link %s: %w", op.real, err)
-			}
-			continue
-		}
-		if !fullRead {
-			if err := mirrorPath(op); err != nil {
-				return fmt.Errorf("%s: %w", op.real, err)
-			}
-		}
-		src := oldRoot + op.real
-		if op.access == mountDeny {
-			src = denyFile
-			if op.isDir {
-				src = denyDir
-			}
-		}
-		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return fmt.Errorf("bind %s: %w", op.real, err)
-		}
-		if op.access != mountWrite {
-			if err := setReadOnly(dst, true); err != nil {
-				return fmt.Errorf("%s read-only: %w", op.real, err)
-			}
+		if err := b.apply(op); err != nil {
+			return fmt.Errorf("%s: %w", op.real, err)
 		}
 	}
 	return nil
 }
 
-// mountOnLink mounts the file src, read-only, on the symlink dst itself: move_mount does
-// not follow a last component that is a symlink, where mount(2) would.
-func mountOnLink(src, dst string) error {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if err != nil {
-		return err
+// enclosing is the innermost directory bound already that holds path, nil if none.
+func (b *viewBuild) enclosing(path string) *placedBind {
+	var in *placedBind
+	for i := range b.placed {
+		if pathWithin(path, b.placed[i].real) && (in == nil || len(b.placed[i].real) >= len(in.real)) {
+			in = &b.placed[i]
+		}
 	}
-	defer unix.Close(fd)
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-		return err
-	}
-	return unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	return in
 }
 
-// mirrorPath makes op's mount point in a restricted-read root, and the symlinks that lead
-// to it, so that the path works there as it does on the host.
-func mirrorPath(op mountOp) error {
-	for _, l := range op.links {
-		if err := os.MkdirAll(newRoot+filepath.Dir(l.path), 0o755); err != nil {
-			return err
-		}
-		if err := os.Symlink(l.target, newRoot+l.path); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
-		}
+// apply makes one bind.
+func (b *viewBuild) apply(op mountOp) error {
+	in := b.enclosing(op.real)
+	if op.access == mountPin && in == nil {
+		return nil // a pin guards a link in a writable root, and there is none here
 	}
-	dst := newRoot + op.real
-	if op.isDir {
-		return os.MkdirAll(dst, 0o755)
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(dst, os.O_CREATE|os.O_RDONLY, 0o644)
+	host, view, err := b.open(op, in)
 	if err != nil {
 		return err
 	}
-	return f.Close()
+	defer unix.Close(host)
+	defer unix.Close(view)
+	src := host
+	switch {
+	case op.access == mountPin:
+		var st unix.Stat_t
+		if err := unix.Fstat(view, &st); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			return errors.New("the protected link was replaced while the sandbox was built")
+		}
+		src = b.denyFile
+	case op.access == mountDeny && op.isDir:
+		src = b.denyDir
+	case op.access == mountDeny:
+		src = b.denyFile
+	}
+	mnt, err := bindAt(src, view, op.access == mountPin, op.access != mountWrite)
+	if err != nil {
+		return err
+	}
+	if src == host {
+		// The mount's root is the host file checked above, and nothing else.
+		if err := sameFile(host, mnt, "it"); err != nil {
+			unix.Close(mnt)
+			return err
+		}
+	}
+	if !op.isDir || op.access == mountPin {
+		return unix.Close(mnt) // nothing lies in a file
+	}
+	hostDir, err := unix.Dup(host)
+	if err != nil {
+		unix.Close(mnt)
+		return err
+	}
+	b.placed = append(b.placed, placedBind{real: op.real, host: b.keep(hostDir), mnt: b.keep(mnt)})
+	return nil
 }
+
+// open opens op's path twice, one component at a time with no symlink: on the host, under
+// /oldroot, and in the view, under /newroot, each relative to the bind in that holds it when
+// there is one. Where the view's side is the host's tree (a full-read root, or a bind), each
+// component must be the same directory on both sides; in a restricted-read root the view's
+// side is the empty tmpfs, where the missing directories, and the symlinks met on the host,
+// are made.
+func (b *viewBuild) open(op mountOp, in *placedBind) (host, view int, err error) {
+	hostDir, viewDir, rel := b.oldRoot, b.newRoot, strings.TrimPrefix(op.real, "/")
+	if b.tmpfs != 0 {
+		if err := b.mirrorLinks(op); err != nil {
+			return -1, -1, err
+		}
+	}
+	if in != nil {
+		hostDir, viewDir, rel = in.host, in.mnt, strings.TrimPrefix(strings.TrimPrefix(op.real, in.real), "/")
+	}
+	if host, err = unix.Dup(hostDir); err != nil {
+		return -1, -1, err
+	}
+	if view, err = unix.Dup(viewDir); err != nil {
+		unix.Close(host)
+		return -1, -1, err
+	}
+	fail := func(e error) (int, int, error) {
+		unix.Close(host)
+		unix.Close(view)
+		return -1, -1, e
+	}
+	var names []string
+	if rel != "" {
+		names = strings.Split(rel, "/")
+	}
+	for i, name := range names {
+		last := i == len(names)-1
+		link := last && op.access == mountPin
+		h, err := openStep(host, name, link)
+		if err != nil {
+			return fail(err)
+		}
+		unix.Close(host)
+		host = h
+		v, err := b.viewStep(view, name, link, last && !op.isDir && !link)
+		if err != nil {
+			return fail(err)
+		}
+		unix.Close(view)
+		view = v
+		if b.onTmpfs(view) {
+			continue
+		}
+		if err := sameFile(host, view, "/"+strings.Join(names[:i+1], "/")); err != nil {
+			return fail(err)
+		}
+	}
+	return host, view, nil
+}
+
+// onTmpfs reports whether fd lies on a restricted-read new root's own tmpfs.
+func (b *viewBuild) onTmpfs(fd int) bool {
+	if b.tmpfs == 0 {
+		return false
+	}
+	id, _, err := fdID(fd)
+	return err == nil && id.dev == b.tmpfs
+}
+
+// viewStep opens name in the view's directory dir; on a restricted-read root's own tmpfs a
+// missing one is made first: a directory, or an empty file where file is set.
+func (b *viewBuild) viewStep(dir int, name string, link, file bool) (int, error) {
+	fd, err := openStep(dir, name, link)
+	if !errors.Is(err, unix.ENOENT) || !b.onTmpfs(dir) {
+		return fd, err
+	}
+	if file {
+		f, err := unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return -1, fmt.Errorf("make the mount point %s: %w", name, err)
+		}
+		unix.Close(f)
+	} else if err := unix.Mkdirat(dir, name, 0o755); err != nil {
+		return -1, fmt.Errorf("make the mount point %s: %w", name, err)
+	}
+	return openStep(dir, name, link)
+}
+
+// mirrorLinks makes, in a restricted-read root, the symlinks met on the way to op's path on
+// the host, so that the path works there as it does on the host. A link whose directory is
+// the host's (a readable root bound already) is there already.
+func (b *viewBuild) mirrorLinks(op mountOp) error {
+	for _, l := range op.links {
+		dir, err := unix.Dup(b.newRoot)
+		if err != nil {
+			return err
+		}
+		rel := strings.Trim(filepath.Dir(l.path), "/")
+		ok := true
+		if rel != "" {
+			for _, name := range strings.Split(rel, "/") {
+				if !b.onTmpfs(dir) {
+					ok = false
+					break
+				}
+				next, err := b.viewStep(dir, name, false, false)
+				unix.Close(dir)
+				if err != nil {
+					return err
+				}
+				dir = next
+			}
+		}
+		if ok && b.onTmpfs(dir) {
+			err = unix.Symlinkat(l.target, dir, filepath.Base(l.path))
+		}
+		unix.Close(dir)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("mirror the link %s: %w", l.path, err)
+		}
+	}
+	return nil
+}
+
+// shmInodeBytes is the size per inode /dev/shm is given inodes for: a tmpfs's inodes are
+// kernel memory its size does not count, so they are bounded with it.
+const shmInodeBytes = 4 << 10
+
+// minShmInodes is the fewest inodes /dev/shm gets, whatever its size.
+const minShmInodes = 1024
 
 // makeDev gives the new root a minimal /dev; tty is the host path of the terminal on
-// stdin, "" when there is none.
-func makeDev(tty string) error {
+// stdin, "" when there is none, and shmSize the size of /dev/shm in bytes.
+func makeDev(tty string, shmSize int64) error {
 	dev := newRoot + "/dev"
 	if err := os.MkdirAll(dev, 0o755); err != nil {
 		return err
@@ -361,7 +727,11 @@ func makeDev(tty string) error {
 	if err := unix.Mount("devpts", dev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
 		return fmt.Errorf("devpts: %w", err)
 	}
-	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+	if shmSize <= 0 {
+		shmSize = defaultShmSize
+	}
+	shmOpts := fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", shmSize, max(shmSize/shmInodeBytes, minShmInodes))
+	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, shmOpts); err != nil {
 		return fmt.Errorf("shm: %w", err)
 	}
 	for name, target := range map[string]string{
@@ -375,32 +745,58 @@ func makeDev(tty string) error {
 	return setReadOnly(dev, false)
 }
 
-// bindFile binds the file src over a new empty file dst.
+// bindFile binds the host file src (a path under /oldroot, opened with no symlink on its
+// way) over a new empty file dst.
 func bindFile(src, dst string) error {
-	if _, err := os.Stat(src); err != nil {
+	sfd, err := openRoot(src)
+	if err != nil {
 		return err
 	}
+	defer unix.Close(sfd)
 	f, err := os.OpenFile(dst, os.O_CREATE|os.O_RDONLY, 0o644)
 	if err != nil {
 		return err
 	}
-	f.Close()
-	return unix.Mount(src, dst, "", unix.MS_BIND, "")
+	defer f.Close()
+	mnt, err := bindAt(sfd, int(f.Fd()), true, false)
+	if err != nil {
+		return err
+	}
+	return unix.Close(mnt)
 }
 
-// makeProc gives the new root a /proc: a new one for the new pid namespace, else the host's.
+// procReadOnly are the entries of the sandbox's /proc bound read-only over themselves: the
+// kernel's settings and triggers. Their files are checked against the file's owner, not a
+// capability, so a command run as root (the server's user) would otherwise change the host's
+// kernel (core_pattern runs a program as real root), including the settings a pid namespace
+// does not separate. The list is the one container runtimes make read-only (bubblewrap's sys,
+// sysrq-trigger, irq and bus, and fs); the rest of /proc is either per process or gated on
+// a capability the command does not have.
+var procReadOnly = []string{"sys", "sysrq-trigger", "irq", "bus", "fs"}
+
+// makeProc gives the new root a /proc: a new one for the new pid namespace, else the host's;
+// either with procReadOnly read-only.
 func makeProc(pidNS, fullRead bool) error {
 	dst := newRoot + "/proc"
 	if err := os.MkdirAll(dst, 0o555); err != nil {
 		return err
 	}
-	if pidNS {
-		return unix.Mount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	switch {
+	case pidNS:
+		if err := unix.Mount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return err
+		}
+	case !fullRead: // with full read, the rbind has the host's
+		if err := unix.Mount(oldRoot+"/proc", dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return err
+		}
 	}
-	if fullRead {
-		return nil // the rbind has the host's
+	for _, name := range procReadOnly {
+		if err := bindOverReadOnly(dst, name); err != nil {
+			return err
+		}
 	}
-	return unix.Mount(oldRoot+"/proc", dst, "", unix.MS_BIND|unix.MS_REC, "")
+	return nil
 }
 
 // enterNewRoot makes /newroot the root and detaches everything else.
