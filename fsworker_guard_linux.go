@@ -41,9 +41,7 @@ const (
 	guardMaxDepth = unix.PathMax / 2
 )
 
-// fileID identifies a file: its device and inode.
-type fileID struct{ dev, ino uint64 }
-
+// fileIDOf is the identity (sandbox_mount_linux.go's fileID) of the file st describes.
 func fileIDOf(st *unix.Stat_t) fileID { return fileID{uint64(st.Dev), st.Ino} }
 
 // protectGuard is a worker's guard. Safe for concurrent use: it is read-only after

@@ -370,7 +370,7 @@ func fdID(fd int) (fileID, unix.Stat_t, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fileID{}, st, err
 	}
-	return fileID{st.Dev, st.Ino}, st, nil
+	return fileIDOf(&st), st, nil
 }
 
 // sameFile checks that the descriptors host and view (the same path opened under /oldroot
