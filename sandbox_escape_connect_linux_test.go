@@ -1,0 +1,313 @@
+package main
+
+// Connect-back (docs/sandbox.md §2, "Connect-back"): a sandboxed command with the network on
+// dials the server's own listener and asks it for a process without a sandbox. Every verdict
+// is read on the host: the file that process would write, and the server's own log line.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cbProbeEnv makes the test binary a connect-back client: its value is the way it connects
+// (cbProbe), argv[1] the server's URL and argv[2] the host file the unsandboxed process writes.
+const cbProbeEnv = "EXEC_SERVER_SBTEST_CONNECTBACK"
+
+func init() {
+	if isSandboxStage() {
+		return
+	}
+	if mode := os.Getenv(cbProbeEnv); mode != "" && len(os.Args) == 3 {
+		os.Exit(cbProbe(mode, os.Args[1], os.Args[2]))
+	}
+}
+
+// cbRequests are what the client sends: initialize, initialized, and process/start of an
+// unsandboxed command writing target.
+func cbRequests(target string) [][]byte {
+	start, _ := json.Marshal(map[string]any{"id": 2, "method": "process/start", "params": map[string]any{
+		"processId": "pwn", "argv": []string{"sh", "-c", "echo PWNED > " + target}, "cwd": fileURI("/"),
+		"env": map[string]string{"PATH": "/usr/bin:/bin"}, "tty": false}})
+	return [][]byte{
+		[]byte(`{"id":1,"method":"initialize","params":{"clientName":"connect-back"}}`),
+		[]byte(`{"method":"initialized","params":{}}`),
+		start,
+	}
+}
+
+// cbProbe is the client, run inside the sandbox. client: a websocket client that waits for
+// each answer; the others write the upgrade and every request at once, without waiting, and
+// then hide the socket before the server can look at it: close (FIN), rst (SO_LINGER 0: the
+// socket is gone at once), inflight (the only reference sent into a unix socket's queue).
+func cbProbe(mode, url, target string) int {
+	if mode == "client" {
+		ws, _, err := dialWebsocket(context.Background(), url, nil, nil, wsOptions{})
+		if err != nil {
+			fmt.Println("refused:", err)
+			return 3
+		}
+		defer ws.closeTCP()
+		for _, m := range cbRequests(target) {
+			if err := ws.writeMessage(m); err != nil {
+				fmt.Println("refused:", err)
+				return 3
+			}
+		}
+		for {
+			msg, err := ws.readMessage()
+			if err != nil {
+				fmt.Println("refused:", err)
+				return 3
+			}
+			if bytes.Contains(msg, []byte(`"process/exited"`)) {
+				fmt.Println("served")
+				return 0
+			}
+		}
+	}
+	addr := strings.TrimPrefix(url, "ws://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		fmt.Println("dial:", err)
+		return 1
+	}
+	var burst bytes.Buffer
+	fmt.Fprintf(&burst, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", addr)
+	for _, m := range cbRequests(target) {
+		burst.WriteByte(0x81) // FIN, text
+		if len(m) < 126 {
+			burst.WriteByte(0x80 | byte(len(m)))
+		} else {
+			burst.Write([]byte{0x80 | 126, byte(len(m) >> 8), byte(len(m))})
+		}
+		burst.Write([]byte{0, 0, 0, 0}) // a zero mask: the payload goes as is
+		burst.Write(m)
+	}
+	if _, err := c.Write(burst.Bytes()); err != nil {
+		fmt.Println("write:", err)
+		return 1
+	}
+	tc := c.(*net.TCPConn)
+	switch mode {
+	case "close":
+		tc.Close()
+	case "rst":
+		tc.SetLinger(0)
+		tc.Close()
+	case "inflight":
+		f, err := tc.File()
+		if err != nil {
+			fmt.Println("file:", err)
+			return 1
+		}
+		tc.Close()
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			fmt.Println("socketpair:", err)
+			return 1
+		}
+		if err := unix.Sendmsg(fds[0], []byte{0}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
+			fmt.Println("sendmsg:", err)
+			return 1
+		}
+		f.Close() // now only the message in flight holds the connection
+		time.Sleep(20 * time.Second)
+	}
+	fmt.Println("sent")
+	return 0
+}
+
+// cbLog is a server log that tells when a connection was refused.
+type cbLog struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	refused chan struct{} // closed on the first refusal
+}
+
+func (l *cbLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	if bytes.Contains(l.buf.Bytes(), []byte("refused a connection from a sandboxed process")) {
+		select {
+		case <-l.refused:
+		default:
+			close(l.refused)
+		}
+	}
+	return len(p), nil
+}
+
+func (l *cbLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// withLog sends the server's log to l.
+func withLog(l *cbLog) func(*server) {
+	return func(s *server) { s.log = slog.New(slog.NewTextHandler(l, nil)) }
+}
+
+// cbStart starts script as a process of tc in f's workspace, under sandbox (nil: none),
+// with extra in its environment.
+func cbStart(t *testing.T, tc *testClient, f *sbFixture, sandbox json.RawMessage, script string, extra map[string]string) string {
+	t.Helper()
+	env := f.env()
+	for k, v := range extra {
+		env[k] = v
+	}
+	id := nextSBID()
+	params := map[string]any{"processId": id, "argv": []string{"sh", "-c", script}, "cwd": fileURI(f.ws), "env": env, "tty": false}
+	if sandbox != nil {
+		params["sandbox"] = sandbox
+	}
+	tc.mustCall("process/start", params)
+	return id
+}
+
+// cbMechanisms are the sandboxes a network-enabled command can run in.
+var cbMechanisms = []struct{ name, mech, pidNS string }{
+	{"namespaces", "namespaces", "isolate"},
+	{"namespaces-inherit", "namespaces", "inherit"},
+	{"landlock", "landlock", "isolate"},
+	{"landlock-inherit", "landlock", "inherit"},
+}
+
+func cbRequire(t *testing.T, mech string) {
+	t.Helper()
+	if mech == "namespaces" {
+		requireUserNamespaces(t)
+	} else if landlockABI() == 0 {
+		t.Skip("Landlock unavailable on this kernel")
+	}
+}
+
+// TestSandboxConnectBackRefused: a workspace-write command with the network on connects to
+// the server that started it, in each mechanism and in each way of hiding its socket. The
+// server must refuse it before serving a byte, and the unsandboxed process it asks for must
+// never write its file on the host.
+func TestSandboxConnectBackRefused(t *testing.T) {
+	for _, m := range cbMechanisms {
+		for _, mode := range []string{"client", "close", "rst", "inflight"} {
+			t.Run(m.name+"/"+mode, func(t *testing.T) {
+				cbRequire(t, m.mech)
+				log := &cbLog{refused: make(chan struct{})}
+				ts := startTestServer(t, withSandboxer(t, m.pidNS, m.mech), withLog(log))
+				f := newSBFixture(t)
+				target := filepath.Join(f.outside, "pwned")
+				tc := ts.connect(t)
+				id := cbStart(t, tc, f, f.sandboxObject(sbWorkspaceWrite, viaPipe, "enabled"),
+					`"$PROBE" "$URL" "$TARGET"`, map[string]string{cbProbeEnv: mode, "URL": ts.url, "TARGET": target})
+				deadline := time.After(30 * time.Second)
+				tick := time.NewTicker(10 * time.Millisecond) // the host file has no event to await
+				defer tick.Stop()
+				for refused := false; !refused; {
+					select {
+					case <-log.refused:
+						refused = true
+					case <-tick.C:
+						if _, err := os.Stat(target); err == nil {
+							t.Fatalf("the sandboxed command drove the server: %s was written on the host\nserver log:\n%s", target, log)
+						}
+					case <-deadline:
+						t.Fatalf("the connection was neither refused nor served in 30 s\nserver log:\n%s", log)
+					}
+				}
+				if mode == "client" {
+					r := waitClosed(tc, id)
+					if out := r.stdout() + r.stderr(); !strings.Contains(out, "refused:") {
+						t.Errorf("the client says %q, want a refused connection", out)
+					}
+				} else {
+					tc.call("process/terminate", map[string]any{"processId": id})
+					waitClosed(tc, id)
+				}
+				wantAbsent(t, target)
+				t.Logf("server log:\n%s", log)
+			})
+		}
+	}
+}
+
+// TestSandboxConnectBackUnsandboxedClientsServed: while a network-enabled sandbox runs, the
+// server still serves its in-process client and an unsandboxed child of its own that connects
+// the same way.
+func TestSandboxConnectBackUnsandboxedClientsServed(t *testing.T) {
+	for _, m := range cbMechanisms[:3] {
+		t.Run(m.name, func(t *testing.T) {
+			cbRequire(t, m.mech)
+			log := &cbLog{refused: make(chan struct{})}
+			ts := startTestServer(t, withSandboxer(t, m.pidNS, m.mech), withLog(log))
+			f := newSBFixture(t)
+			tc := ts.connect(t)
+			sleeper := cbStart(t, tc, f, f.sandboxObject(sbWorkspaceWrite, viaPipe, "enabled"), `exec sleep 600`, nil)
+			if ts.srv.sandbox.live.snapshot() == nil {
+				t.Fatal("no live network-enabled stage registered: the check would not run")
+			}
+			ts.connect(t).close() // in process: this process holds the socket
+
+			target := filepath.Join(f.outside, "served")
+			id := cbStart(t, tc, f, nil, `"$PROBE" "$URL" "$TARGET"`, map[string]string{cbProbeEnv: "client", "URL": ts.url, "TARGET": target})
+			r := waitClosed(tc, id)
+			if r.exitCode != 0 {
+				t.Fatalf("unsandboxed client: exit %d, output %q\nserver log:\n%s", r.exitCode, r.stdout()+r.stderr(), log)
+			}
+			wantFile(t, target, "PWNED\n")
+			tc.call("process/terminate", map[string]any{"processId": sleeper})
+			waitClosed(tc, sleeper)
+			select {
+			case <-log.refused:
+				t.Fatalf("an unsandboxed client was refused\nserver log:\n%s", log)
+			default:
+			}
+		})
+	}
+}
+
+// TestSandboxSecretFilesDenied: the server's capability-token file is unreadable from a
+// workspace-write (full-read) sandbox in the namespace mechanism, in and out of the
+// workspace, and other files beside it are still readable. The copy is read on the host.
+func TestSandboxSecretFilesDenied(t *testing.T) {
+	requireUserNamespaces(t)
+	f := newSBFixture(t)
+	const token = "connect-back-capability-token-0123456789"
+	outsideToken := filepath.Join(f.outside, "token")
+	wsToken := filepath.Join(f.ws, "token")
+	mustWrite(t, outsideToken, token+"\n")
+	mustWrite(t, wsToken, token+"\n")
+	mustWrite(t, filepath.Join(f.outside, "plain"), "plain\n")
+	ts := startTestServer(t, withSandboxer(t, "isolate", "namespaces"), func(s *server) {
+		s.sandbox.setSecrets(secretFiles(&cliOptions{wsTokenFile: outsideToken, wsSecretFile: wsToken}))
+	})
+	for _, network := range []string{"enabled", "restricted"} {
+		t.Run(network, func(t *testing.T) {
+			copyPath := filepath.Join(f.ws, "copy-"+network)
+			r := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, network), false,
+				fmt.Sprintf(`cat "$OUT/token" "$WS/token" "$OUT/plain" > %s 2>&1; true`, copyPath))
+			got, err := os.ReadFile(copyPath)
+			if err != nil {
+				t.Fatalf("exit %d, output %q: %v", r.exit, r.out, err)
+			}
+			if bytes.Contains(got, []byte(token)) {
+				t.Errorf("the sandbox read the token file: %q", got)
+			}
+			if !bytes.Contains(got, []byte("plain")) {
+				t.Errorf("a file beside the token was not readable: %q", got)
+			}
+			wantFile(t, outsideToken, token+"\n")
+		})
+	}
+}
