@@ -9,8 +9,8 @@ package main
 //	peer address  --NETLINK_SOCK_DIAG, exact 4-tuple-->  the peer's socket inode (and uid)
 //	not found     remote, or another network namespace: allowed (a loopback or local address
 //	              whose socket has gone is refused: its bytes may already be queued)
-//	inode         --/proc/<pid>/fd-->  the first process holding it (this one, its parents,
-//	              then every other)  --/proc/<pid>/stat ppid-->  up to a live stage: refused
+//	inode         --/proc/<pid>/fd-->  the first process holding it (our parents, then
+//	              every process, newest first)  --/proc/<pid>/stat ppid-->  up to a live stage: refused
 //	no holder     refused (closed, or hidden in flight in a unix socket message)
 //
 // The check costs nothing while no network-enabled stage is live (registered in liveStages
@@ -38,6 +38,7 @@ const (
 	inetDiagMsgLen  = 72 // struct inet_diag_msg
 	inetDiagNoCooky = 0xffffffff
 	inetDiagAllTCP  = 0xfff // every TCP state, TIME_WAIT and the rest included
+	tcpListen       = 10    // TCP_LISTEN, the state of a listener
 	// maxPeerAncestry bounds the parent walk from a socket's holder (pid_max is 4M; real trees
 	// are a few dozen deep).
 	maxPeerAncestry = 4096
@@ -47,6 +48,21 @@ const (
 type liveStages struct {
 	mu   sync.Mutex
 	pids map[int]int // pid -> registrations (a pid is registered once at a time)
+	// lastClient is the last process found holding a served peer's socket: a client that
+	// connects again is looked at first. An order only: whoever holds the socket is checked.
+	lastClient int
+}
+
+func (l *liveStages) hint() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastClient
+}
+
+func (l *liveStages) setHint(pid int) {
+	l.mu.Lock()
+	l.lastClient = pid
+	l.mu.Unlock()
 }
 
 func (l *liveStages) add(pid int) {
@@ -127,13 +143,14 @@ func (s *sandboxer) refusePeer(nc net.Conn) string {
 	case inode == 0:
 		return "the peer's local socket is no longer held by any process"
 	}
-	holder := socketHolder(inode)
+	holder := socketHolder(inode, s.live.hint())
 	if holder <= 0 {
 		return fmt.Sprintf("no process holds the peer's socket (inode %d)", inode)
 	}
 	if stage := sandboxAncestor(holder, stages); stage > 0 {
 		return fmt.Sprintf("the peer is pid %d, in sandbox stage %d", holder, stage)
 	}
+	s.live.setHint(holder)
 	return ""
 }
 
@@ -200,6 +217,12 @@ func peerSocket(peer, us *net.TCPAddr) (inode, uid uint32, found bool, err error
 				if len(m.Data) < inetDiagMsgLen {
 					return 0, 0, false, errors.New("netlink sock_diag: short answer")
 				}
+				// The lookup falls back to a listener on the port: only the very connection counts.
+				n := len(src)
+				if got := m.Data[4:]; m.Data[1] == tcpListen || !bytes.Equal(got[:4], id[:4]) ||
+					!bytes.Equal(got[4:4+n], src) || !bytes.Equal(got[20:20+n], dst) {
+					return 0, 0, false, nil
+				}
 				return ne.Uint32(m.Data[68:]), ne.Uint32(m.Data[64:]), true, nil
 			case unix.NLMSG_DONE:
 				return 0, 0, false, nil
@@ -227,61 +250,78 @@ func isLocalAddr(ip net.IP) bool {
 }
 
 // socketHolder is a process holding socket inode in its descriptor table, 0 for none found. It
-// looks at this process first, then its parents (an in-process or parent client is found at
-// once), then at every other process.
-func socketHolder(inode uint32) int {
+// looks at hint first (the last client served), then this server's parents (a client that
+// started the server), then at every process, newest first: a sandboxed command, like a client started after the
+// server, is younger than most of the host. Skipping a process can only make the check refuse
+// a connection, never serve one: only a holder found serves it.
+func socketHolder(inode uint32, hint int) int {
 	target := []byte("socket:[" + strconv.FormatUint(uint64(inode), 10) + "]")
 	link := make([]byte, 64)
 	seen := map[int]bool{}
-	holds := func(pid int) bool {
+	if hint > 0 {
+		seen[hint] = true
+		if processHolds(hint, target, link) {
+			return hint
+		}
+	}
+	for pid, n := parentPid(os.Getpid()), 0; pid > 1 && n < maxPeerAncestry; pid, n = parentPid(pid), n+1 {
 		if seen[pid] {
-			return false
+			continue
 		}
 		seen[pid] = true
-		return processHolds(pid, target, link)
-	}
-	for pid, n := os.Getpid(), 0; pid > 1 && n < maxPeerAncestry; pid, n = parentPid(pid), n+1 {
-		if holds(pid) {
+		if processHolds(pid, target, link) {
 			return pid
 		}
 	}
-	d, err := os.Open("/proc")
+	names, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
 	}
-	defer d.Close()
-	for {
-		names, err := d.Readdirnames(256)
-		for _, name := range names {
-			pid, err := strconv.Atoi(name)
-			if err == nil && holds(pid) {
-				return pid
-			}
-		}
-		if err != nil {
-			return 0
+	pids := make([]int, 0, len(names))
+	for _, e := range names {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && !seen[pid] {
+			pids = append(pids, pid)
 		}
 	}
+	slices.Sort(pids)
+	for _, pid := range slices.Backward(pids) {
+		if processHolds(pid, target, link) {
+			return pid
+		}
+	}
+	return 0
 }
 
-// processHolds reports whether pid's descriptor table holds a link that reads target.
+// processHolds reports whether pid's descriptor table holds a link that reads target. The
+// links are read relative to the open fd directory: no path walk through /proc for each.
 func processHolds(pid int, target, link []byte) bool {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
-	d, err := os.Open(dir)
+	dfd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
 	}
-	defer d.Close()
+	defer unix.Close(dfd)
+	var buf [8192]byte
 	for {
-		names, err := d.Readdirnames(256)
-		for _, name := range names {
-			n, lerr := unix.Readlink(dir+name, link)
-			if lerr == nil && bytes.Equal(link[:n], target) {
+		n, err := unix.Getdents(dfd, buf[:])
+		if err != nil || n <= 0 {
+			return false
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:]))
+			if reclen < 19 || reclen > len(b) {
+				return false
+			}
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			b = b[reclen:]
+			if len(name) == 0 || name[0] == '.' {
+				continue
+			}
+			if n, err := unix.Readlinkat(dfd, string(name), link); err == nil && bytes.Equal(link[:n], target) {
 				return true
 			}
-		}
-		if err != nil {
-			return false
 		}
 	}
 }

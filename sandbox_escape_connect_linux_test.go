@@ -9,9 +9,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -52,6 +54,17 @@ func cbRequests(target string) [][]byte {
 // then hide the socket before the server can look at it: close (FIN), rst (SO_LINGER 0: the
 // socket is gone at once), inflight (the only reference sent into a unix socket's queue).
 func cbProbe(mode, url, target string) int {
+	if mode == "hold" { // connect, say so, and hold the connection (BenchmarkConnectBackCheck)
+		c, err := net.Dial("tcp", url)
+		if err != nil {
+			fmt.Println("dial:", err)
+			return 1
+		}
+		defer c.Close()
+		fmt.Println("held")
+		io.Copy(io.Discard, c)
+		return 0
+	}
 	if mode == "client" {
 		ws, _, err := dialWebsocket(context.Background(), url, nil, nil, wsOptions{})
 		if err != nil {
@@ -310,4 +323,122 @@ func TestSandboxSecretFilesDenied(t *testing.T) {
 			wantFile(t, outsideToken, token+"\n")
 		})
 	}
+}
+
+// TestPeerSocketFindsInode: the sock_diag lookup finds the peer's socket by its 4-tuple, in
+// both families, as the very inode the peer holds, and finds nothing for a tuple no socket has.
+func TestPeerSocketFindsInode(t *testing.T) {
+	for _, network := range []string{"tcp4", "tcp6"} {
+		t.Run(network, func(t *testing.T) {
+			addr := map[string]string{"tcp4": "127.0.0.1:0", "tcp6": "[::1]:0"}[network]
+			ln, err := net.Listen(network, addr)
+			if err != nil {
+				t.Skipf("no %s loopback: %v", network, err)
+			}
+			defer ln.Close()
+			client, err := net.Dial(network, ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			server, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer server.Close()
+			f, err := client.(*net.TCPConn).File()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var st unix.Stat_t
+			if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+				t.Fatal(err)
+			}
+			inode, uid, found, err := peerSocket(server.RemoteAddr().(*net.TCPAddr), server.LocalAddr().(*net.TCPAddr))
+			if err != nil || !found || uint64(inode) != st.Ino || uid != uint32(os.Geteuid()) {
+				t.Fatalf("peerSocket: inode %d uid %d found %v err %v; want inode %d uid %d", inode, uid, found, err, st.Ino, os.Geteuid())
+			}
+			if holder := socketHolder(inode, 0); holder != os.Getpid() {
+				t.Errorf("socketHolder = %d, want this process, %d", holder, os.Getpid())
+			}
+			gone := *server.RemoteAddr().(*net.TCPAddr)
+			gone.Port = server.LocalAddr().(*net.TCPAddr).Port // the listener's own port: no such connection
+			if _, _, found, err := peerSocket(&gone, server.LocalAddr().(*net.TCPAddr)); err != nil || found {
+				t.Errorf("a tuple no socket has: found %v, err %v", found, err)
+			}
+		})
+	}
+}
+
+// BenchmarkConnectBackCheck is the accept-time check of one loopback connection while a
+// network-enabled stage is live, with cbBenchProcs more processes on the host: the first
+// connection of a client that is neither the newest process nor a parent (a full scan of
+// /proc), a client that connects again (found first), and no stage live (returns at once).
+func BenchmarkConnectBackCheck(b *testing.B) {
+	const cbBenchProcs = 500
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	// The client first: older than every other process of the benchmark, it is scanned last.
+	holder := exec.Command(testBinaryPath, ln.Addr().String(), "-")
+	holder.Env = append(os.Environ(), cbProbeEnv+"=hold", "GORACE="+sbGORACE)
+	out, _ := holder.StdoutPipe()
+	if err := holder.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer holder.Wait()
+	defer holder.Process.Kill()
+	conn, err := ln.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	io.ReadFull(out, make([]byte, 5)) // "held\n"
+
+	var procs []*exec.Cmd
+	defer func() {
+		for _, c := range procs {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}()
+	for range cbBenchProcs {
+		c := exec.Command("sleep", "600")
+		if err := c.Start(); err != nil {
+			b.Fatal(err)
+		}
+		procs = append(procs, c)
+	}
+	sbx, _ := newSandboxer("isolate", "")
+	sbx.live.add(procs[0].Process.Pid) // a live stage, which holds nothing
+
+	b.Run("first-connection", func(b *testing.B) {
+		for b.Loop() {
+			sbx.live.setHint(0)
+			if why := sbx.refusePeer(conn); why != "" {
+				b.Fatal(why)
+			}
+		}
+	})
+	b.Run("same-client-again", func(b *testing.B) {
+		for b.Loop() {
+			if why := sbx.refusePeer(conn); why != "" {
+				b.Fatal(why)
+			}
+		}
+	})
+	b.Run("no-stage-live", func(b *testing.B) {
+		idle, _ := newSandboxer("isolate", "")
+		for b.Loop() {
+			idle.refusePeer(conn)
+		}
+	})
+	b.Run("sock-diag-lookup", func(b *testing.B) {
+		for b.Loop() {
+			peerSocket(conn.RemoteAddr().(*net.TCPAddr), conn.LocalAddr().(*net.TCPAddr))
+		}
+	})
 }
