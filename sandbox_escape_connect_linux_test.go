@@ -290,38 +290,59 @@ func TestSandboxConnectBackUnsandboxedClientsServed(t *testing.T) {
 	}
 }
 
-// TestSandboxSecretFilesDenied: the server's capability-token file is unreadable from a
-// workspace-write (full-read) sandbox in the namespace mechanism, in and out of the
-// workspace, and other files beside it are still readable. The copy is read on the host.
+// TestSandboxSecretFilesDenied: the server's capability-token and shared-secret files are
+// unreadable from a sandbox whose profile could read them, in and out of the workspace, while
+// a file beside them stays readable: a full-read (workspace-write) profile in the namespace
+// mechanism, and a restricted-read one in both mechanisms. The copy is read on the host.
 func TestSandboxSecretFilesDenied(t *testing.T) {
-	requireUserNamespaces(t)
-	f := newSBFixture(t)
-	const token = "connect-back-capability-token-0123456789"
-	outsideToken := filepath.Join(f.outside, "token")
-	wsToken := filepath.Join(f.ws, "token")
-	mustWrite(t, outsideToken, token+"\n")
-	mustWrite(t, wsToken, token+"\n")
-	mustWrite(t, filepath.Join(f.outside, "plain"), "plain\n")
-	ts := startTestServer(t, withSandboxer(t, "isolate", "namespaces"), func(s *server) {
-		s.sandbox.setSecrets(secretFiles(&cliOptions{wsTokenFile: outsideToken, wsSecretFile: wsToken}))
-	})
-	for _, network := range []string{"enabled", "restricted"} {
-		t.Run(network, func(t *testing.T) {
-			copyPath := filepath.Join(f.ws, "copy-"+network)
-			r := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, network), false,
-				fmt.Sprintf(`cat "$OUT/token" "$WS/token" "$OUT/plain" > %s 2>&1; true`, copyPath))
-			got, err := os.ReadFile(copyPath)
-			if err != nil {
-				t.Fatalf("exit %d, output %q: %v", r.exit, r.out, err)
-			}
-			if bytes.Contains(got, []byte(token)) {
-				t.Errorf("the sandbox read the token file: %q", got)
-			}
-			if !bytes.Contains(got, []byte("plain")) {
-				t.Errorf("a file beside the token was not readable: %q", got)
-			}
-			wantFile(t, outsideToken, token+"\n")
-		})
+	for _, tt := range []struct {
+		name, mech string
+		fullRead   bool
+	}{
+		{"namespaces/full-read", "namespaces", true},
+		{"namespaces/restricted-read", "namespaces", false},
+		{"landlock/restricted-read", "landlock", false},
+	} {
+		for _, network := range []string{"enabled", "restricted"} {
+			t.Run(tt.name+"/"+network, func(t *testing.T) {
+				cbRequire(t, tt.mech)
+				f := newSBFixture(t)
+				const token = "connect-back-capability-token-0123456789"
+				outsideToken := filepath.Join(f.outside, "token")
+				wsToken := filepath.Join(f.ws, "token")
+				mustWrite(t, outsideToken, token+"\n")
+				mustWrite(t, wsToken, token+"\n")
+				mustWrite(t, filepath.Join(f.outside, "plain"), "plain\n")
+				ts := startTestServer(t, withSandboxer(t, "isolate", tt.mech), func(s *server) {
+					s.sandbox.setSecrets(secretFiles(&cliOptions{wsTokenFile: outsideToken, wsSecretFile: wsToken}))
+				})
+				sandbox := f.sandboxObject(sbWorkspaceWrite, viaPipe, network)
+				if !tt.fullRead {
+					q := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+					sandbox = json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[
+   {"path":{"type":"special","value":{"kind":"minimal"}},"access":"read"},
+   {"path":{"type":"path","path":%s},"access":"read"},
+   {"path":{"type":"path","path":%s},"access":"read"},
+   {"path":{"type":"special","value":{"kind":"project_roots"}},"access":"write"}]},"network":%s},
+  "windowsSandboxLevel":"disabled","cwd":%s,"workspaceRoots":[%s]}`,
+						q(fileURI(f.outside)), q(fileURI(testBinaryPath)), q(network), q(fileURI(f.ws)), q(fileURI(f.ws))))
+				}
+				copyPath := filepath.Join(f.ws, "copy")
+				mustWrite(t, copyPath, "") // Landlock lets the command write an existing file only, at the top
+				r := f.runServer(t, ts, sandbox, false, `cat "$OUT/token" "$WS/token" "$OUT/plain" > "$WS/copy" 2>&1; true`)
+				got, err := os.ReadFile(copyPath)
+				if err != nil {
+					t.Fatalf("exit %d, output %q: %v", r.exit, r.out, err)
+				}
+				if bytes.Contains(got, []byte(token)) {
+					t.Errorf("the sandbox read the token file: %q", got)
+				}
+				if !bytes.Contains(got, []byte("plain")) {
+					t.Errorf("a file beside the token was not readable: %q", got)
+				}
+				wantFile(t, outsideToken, token+"\n")
+			})
+		}
 	}
 }
 
