@@ -147,8 +147,15 @@ func (s *sandboxer) refusePeer(nc net.Conn) string {
 	if holder <= 0 {
 		return fmt.Sprintf("no process holds the peer's socket (inode %d)", inode)
 	}
-	if stage := sandboxAncestor(holder, stages); stage > 0 {
+	stage, err := sandboxAncestor(holder, stages)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("the ancestry of pid %d, which holds the peer's socket: %v", holder, err)
+	case stage > 0:
 		return fmt.Sprintf("the peer is pid %d, in sandbox stage %d", holder, stage)
+	case !processHolds(holder, socketLink(inode), make([]byte, 64)):
+		// Gone meanwhile: the pid, hence the ancestry just read, may be another process's.
+		return fmt.Sprintf("pid %d let go of the peer's socket while it was checked", holder)
 	}
 	s.live.setHint(holder)
 	return ""
@@ -255,7 +262,7 @@ func isLocalAddr(ip net.IP) bool {
 // server, is younger than most of the host. Skipping a process can only make the check refuse
 // a connection, never serve one: only a holder found serves it.
 func socketHolder(inode uint32, hint int) int {
-	target := []byte("socket:[" + strconv.FormatUint(uint64(inode), 10) + "]")
+	target := socketLink(inode)
 	link := make([]byte, 64)
 	seen := map[int]bool{}
 	if hint > 0 {
@@ -292,6 +299,11 @@ func socketHolder(inode uint32, hint int) int {
 	return 0
 }
 
+// socketLink is what a descriptor's link in /proc/<pid>/fd reads for socket inode.
+func socketLink(inode uint32) []byte {
+	return []byte("socket:[" + strconv.FormatUint(uint64(inode), 10) + "]")
+}
+
 // processHolds reports whether pid's descriptor table holds a link that reads target. The
 // links are read relative to the open fd directory: no path walk through /proc for each.
 func processHolds(pid int, target, link []byte) bool {
@@ -326,32 +338,46 @@ func processHolds(pid int, target, link []byte) bool {
 	}
 }
 
-// sandboxAncestor is the live stage among pid and its ancestors, 0 when there is none.
-func sandboxAncestor(pid int, stages map[int]bool) int {
-	for n := 0; pid > 0 && n < maxPeerAncestry; pid, n = parentPid(pid), n+1 {
+// sandboxAncestor is the live stage among pid and its ancestors, 0 when there is none. A
+// process on the way that cannot be read (it has exited, and its children moved) is an error:
+// the chain read would not be the one the socket was made in.
+func sandboxAncestor(pid int, stages map[int]bool) (int, error) {
+	for n := 0; n < maxPeerAncestry; n++ {
 		if stages[pid] {
-			return pid
+			return pid, nil
 		}
+		ppid := parentPid(pid)
+		switch {
+		case ppid == 0:
+			return 0, nil
+		case ppid < 0:
+			return 0, fmt.Errorf("cannot read the parent of pid %d", pid)
+		}
+		pid = ppid
 	}
-	return 0
+	return 0, fmt.Errorf("more than %d ancestors", maxPeerAncestry)
 }
 
-// parentPid is pid's parent from /proc/<pid>/stat, 0 when it cannot be read.
+// parentPid is pid's parent from /proc/<pid>/stat: 0 for none (pid 1, a kernel thread, a
+// process whose parent is outside this pid namespace), -1 when it cannot be read.
 func parentPid(pid int) int {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0
+		return -1
 	}
 	// pid (comm) state ppid …: comm may hold spaces and parentheses, so cut at the last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0
+		return -1
 	}
 	f := bytes.Fields(b[i+1:])
 	if len(f) < 2 {
-		return 0
+		return -1
 	}
-	ppid, _ := strconv.Atoi(string(f[1]))
+	ppid, err := strconv.Atoi(string(f[1]))
+	if err != nil {
+		return -1
+	}
 	return ppid
 }
 
