@@ -392,6 +392,70 @@ func TestPeerSocketFindsInode(t *testing.T) {
 	}
 }
 
+// TestConnectBackFailsClosed: while a network-enabled stage is live, a loopback peer whose
+// holder cannot be found is refused, each way a client can hide its socket once its bytes are
+// queued: closed (FIN, no holder), reset (SO_LINGER 0: the socket is gone), and in flight (the
+// only reference in a unix socket's queue). Done here, in order, rather than raced from a
+// sandbox; a client that holds its socket is served.
+func TestConnectBackFailsClosed(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	sbx, _ := newSandboxer("isolate", "")
+	sleeper := exec.Command("sleep", "600")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	sbx.live.add(sleeper.Process.Pid) // a live stage, which holds nothing
+	for _, tt := range []struct {
+		name string
+		hide func(t *testing.T, c *net.TCPConn)
+		want string // "" for served
+	}{
+		{"held", func(t *testing.T, c *net.TCPConn) {}, ""},
+		{"closed", func(t *testing.T, c *net.TCPConn) { c.Close() }, "no longer held"},
+		{"reset", func(t *testing.T, c *net.TCPConn) { c.SetLinger(0); c.Close() }, "gone"},
+		{"in flight", func(t *testing.T, c *net.TCPConn) {
+			f, err := c.File()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+			if err := unix.Sendmsg(fds[0], []byte{0}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}, "no process holds"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			client, err := net.Dial("tcp4", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			server, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer server.Close()
+			client.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+			tt.hide(t, client.(*net.TCPConn))
+			why := sbx.refusePeer(server)
+			if tt.want == "" && why != "" || !strings.Contains(why, tt.want) {
+				t.Errorf("refusePeer = %q, want %q", why, tt.want)
+			}
+		})
+	}
+}
+
 // BenchmarkConnectBackCheck is the accept-time check of one loopback connection while a
 // network-enabled stage is live, with cbBenchProcs more processes on the host: the first
 // connection of a client that is neither the newest process nor a parent (a full scan of
