@@ -66,7 +66,11 @@ func cbProbe(mode, url, target string) int {
 		return 0
 	}
 	if mode == "client" {
-		ws, _, err := dialWebsocket(context.Background(), url, nil, nil, wsOptions{})
+		var header []upgradeHeader
+		if tok, err := os.ReadFile(os.Getenv("CB_TOKEN_FILE")); err == nil && len(bytes.TrimSpace(tok)) > 0 {
+			header = []upgradeHeader{{"Authorization", "Bearer " + string(bytes.TrimSpace(tok))}}
+		}
+		ws, _, err := dialWebsocket(context.Background(), url, header, nil, wsOptions{})
 		if err != nil {
 			fmt.Println("refused:", err)
 			return 3
@@ -287,6 +291,66 @@ func TestSandboxConnectBackUnsandboxedClientsServed(t *testing.T) {
 			default:
 			}
 		})
+	}
+}
+
+// TestSandboxConnectBackWithWSAuth is the issue's case through the command line: a server
+// with --ws-auth capability-token and --ws-token-file; a full-read, network-enabled sandboxed
+// command reads the token file and connects back with it. It reads nothing, is refused, and
+// the process it asks for writes nothing on the host. The server's log says it refused.
+func TestSandboxConnectBackWithWSAuth(t *testing.T) {
+	requireUserNamespaces(t)
+	f := newSBFixture(t)
+	const token = "connect-back-ws-auth-token-9876543210"
+	tokenFile := filepath.Join(f.outside, "ws-token")
+	mustWrite(t, tokenFile, token+"\n")
+	argv, _ := json.Marshal([]string{"--listen", "ws://127.0.0.1:0", "--ws-auth", "capability-token", "--ws-token-file", tokenFile})
+	cmd := exec.Command(testBinary(t))
+	cmd.Env = append(os.Environ(), sbRunEnv+"="+string(argv), "GORACE="+sbGORACE)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(unix.SIGTERM); cmd.Wait() }()
+	line := make([]byte, 0, 64)
+	for b := make([]byte, 1); len(line) == 0 || line[len(line)-1] != '\n'; {
+		if _, err := stdout.Read(b); err != nil {
+			t.Fatalf("the server printed no URL: %v\n%s", err, &stderr)
+		}
+		line = append(line, b[0])
+	}
+	url := strings.TrimSpace(string(line))
+	ws, _, err := dialWebsocket(context.Background(), url, []upgradeHeader{{"Authorization", "Bearer " + token}}, nil, wsOptions{})
+	if err != nil {
+		t.Fatalf("the token's holder was not served: %v", err)
+	}
+	tc := &testClient{t: t, ws: ws, pending: map[string]chan testReply{}, changed: make(chan struct{}), done: make(chan struct{})}
+	go tc.readLoop()
+	defer tc.close()
+	tc.initialize(nil)
+
+	target := filepath.Join(f.outside, "pwned")
+	copyPath := filepath.Join(f.ws, "token-copy")
+	id := cbStart(t, tc, f, f.sandboxObject(sbWorkspaceWrite, viaPipe, "enabled"),
+		`cat "$CB_TOKEN_FILE" > "$WS/token-copy" 2>&1; "$PROBE" "$URL" "$TARGET"`,
+		map[string]string{cbProbeEnv: "client", "URL": url, "TARGET": target, "CB_TOKEN_FILE": tokenFile})
+	r := waitClosed(tc, id)
+	wantAbsent(t, target)
+	if got, _ := os.ReadFile(copyPath); bytes.Contains(got, []byte(token)) {
+		t.Errorf("the sandbox read the token file: %q", got)
+	}
+	if out := r.stdout() + r.stderr(); !strings.Contains(out, "refused:") {
+		t.Errorf("the client says %q, want a refused connection", out)
+	}
+	cmd.Process.Signal(unix.SIGTERM)
+	cmd.Wait()
+	if !strings.Contains(stderr.String(), "level=WARN msg=\"refused a connection from a sandboxed process\"") {
+		t.Errorf("no WARN line for the refusal in the server's log:\n%s", &stderr)
 	}
 }
 
