@@ -9,9 +9,11 @@ package main
 //	peer address  --NETLINK_SOCK_DIAG, exact 4-tuple-->  the peer's socket inode (and uid)
 //	not found     remote, or another network namespace: allowed (a loopback or local address
 //	              whose socket has gone is refused: its bytes may already be queued)
-//	inode         --/proc/<pid>/fd-->  the first process holding it (our parents, then
-//	              every process, newest first)  --/proc/<pid>/stat ppid-->  up to a live stage: refused
-//	no holder     refused (closed, or hidden in flight in a unix socket message)
+//	inode 0       refused (closed by its holder: its bytes may already be queued)
+//	inode         --/proc/<pid>/fd-->  the first process holding it (the last client served,
+//	              our parents, then every process, newest first)
+//	              --/proc/<pid>/stat ppid-->  a live stage on the way up: refused
+//	no holder     refused (hidden in flight in a unix socket message, or unreadable)
 //
 // The check costs nothing while no network-enabled stage is live (registered in liveStages
 // when started, removed when reaped); a restricted-network stage cannot open a TCP socket in
@@ -36,7 +38,7 @@ import (
 const (
 	inetDiagReqLen  = 56 // struct inet_diag_req_v2
 	inetDiagMsgLen  = 72 // struct inet_diag_msg
-	inetDiagNoCooky = 0xffffffff
+	inetDiagNoCookie = 0xffffffff
 	inetDiagAllTCP  = 0xfff // every TCP state, TIME_WAIT and the rest included
 	tcpListen       = 10    // TCP_LISTEN, the state of a listener
 	// maxPeerAncestry bounds the parent walk from a socket's holder (pid_max is 4M; real trees
@@ -188,8 +190,8 @@ func peerSocket(peer, us *net.TCPAddr) (inode, uid uint32, found bool, err error
 	binary.BigEndian.PutUint16(id[2:], uint16(us.Port))
 	copy(id[4:20], src)
 	copy(id[20:36], dst)
-	ne.PutUint32(id[40:], inetDiagNoCooky)
-	ne.PutUint32(id[44:], inetDiagNoCooky)
+	ne.PutUint32(id[40:], inetDiagNoCookie)
+	ne.PutUint32(id[44:], inetDiagNoCookie)
 	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return 0, 0, false, fmt.Errorf("netlink sock_diag: %w", err)
 	}
@@ -256,11 +258,11 @@ func isLocalAddr(ip net.IP) bool {
 	return false
 }
 
-// socketHolder is a process holding socket inode in its descriptor table, 0 for none found. It
-// looks at hint first (the last client served), then this server's parents (a client that
-// started the server), then at every process, newest first: a sandboxed command, like a client started after the
-// server, is younger than most of the host. Skipping a process can only make the check refuse
-// a connection, never serve one: only a holder found serves it.
+// socketHolder is a process holding socket inode in its descriptor table, 0 for none found.
+// It looks at hint first (the last client served), then at this server's parents (a client
+// that started the server), then at every process, newest first: a sandboxed command, like a
+// client started after the server, is younger than most of the host. Skipping a process can
+// only make the check refuse a connection, never serve one: only a holder found serves it.
 func socketHolder(inode uint32, hint int) int {
 	target := socketLink(inode)
 	link := make([]byte, 64)
