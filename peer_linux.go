@@ -36,11 +36,11 @@ import (
 
 // Netlink sock_diag layout (linux/inet_diag.h), written by hand: x/sys has the constants only.
 const (
-	inetDiagReqLen  = 56 // struct inet_diag_req_v2
-	inetDiagMsgLen  = 72 // struct inet_diag_msg
+	inetDiagReqLen   = 56 // struct inet_diag_req_v2
+	inetDiagMsgLen   = 72 // struct inet_diag_msg
 	inetDiagNoCookie = 0xffffffff
-	inetDiagAllTCP  = 0xfff // every TCP state, TIME_WAIT and the rest included
-	tcpListen       = 10    // TCP_LISTEN, the state of a listener
+	inetDiagAllTCP   = 0xfff // every TCP state, TIME_WAIT and the rest included
+	tcpListen        = 10    // TCP_LISTEN, the state of a listener
 	// maxPeerAncestry bounds the parent walk from a socket's holder (pid_max is 4M; real trees
 	// are a few dozen deep).
 	maxPeerAncestry = 4096
