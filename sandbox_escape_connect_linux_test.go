@@ -203,6 +203,13 @@ var cbMechanisms = []struct{ name, mech, pidNS string }{
 	{"landlock-inherit", "landlock", "inherit"},
 }
 
+// cbDaemonMechanisms are the modes whose stage keeps the command's orphans (pid 1 of a pid
+// namespace of its own): under Landlock or `inherit` the stage execs the command in place, and
+// a double-forked daemon is reparented out of its tree, to be refused only once the stage
+// keeps its orphans (a subreaper) and ends them with it; then this is every mode
+// (docs/sandbox.md §2, Connect-back, "What remains").
+var cbDaemonMechanisms = cbMechanisms[:1]
+
 func cbRequire(t *testing.T, mech string) {
 	t.Helper()
 	if mech == "namespaces" {
@@ -256,6 +263,35 @@ func TestSandboxConnectBackRefused(t *testing.T) {
 				t.Logf("server log:\n%s", log)
 			})
 		}
+	}
+}
+
+// TestSandboxConnectBackDaemon: the connecting process has left the command's process group
+// and session (setsid, after a double fork) while the command still runs: it is still the
+// stage's descendant, and still refused. cbDaemonMechanisms are the modes where the stage
+// keeps such orphans today (docs/sandbox.md §2, Connect-back, "What remains").
+func TestSandboxConnectBackDaemon(t *testing.T) {
+	for _, m := range cbDaemonMechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			cbRequire(t, m.mech)
+			log := &cbLog{refused: make(chan struct{})}
+			ts := startTestServer(t, withSandboxer(t, m.pidNS, m.mech), withLog(log))
+			f := newSBFixture(t)
+			target := filepath.Join(f.outside, "pwned")
+			tc := ts.connect(t)
+			id := cbStart(t, tc, f, f.sandboxObject(sbWorkspaceWrite, viaPipe, "enabled"),
+				`(setsid "$PROBE" "$URL" "$TARGET" > /dev/null 2>&1 &); exec sleep 600`,
+				map[string]string{cbProbeEnv: "client", "URL": ts.url, "TARGET": target})
+			select {
+			case <-log.refused:
+			case <-time.After(30 * time.Second):
+				t.Errorf("the daemon's connection was not refused in 30 s\nserver log:\n%s", log)
+			}
+			tc.call("process/terminate", map[string]any{"processId": id})
+			waitClosed(tc, id)
+			wantAbsent(t, target)
+			t.Logf("server log:\n%s", log)
+		})
 	}
 }
 
