@@ -166,6 +166,7 @@ func serve(o *cliOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	sbx.setSecrets(secretFiles(o))
 	o.compat.logIgnored(log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

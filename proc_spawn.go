@@ -47,6 +47,9 @@ func (p *process) spawn(spec *launchSpec) error {
 		return errInternal("%s", err)
 	}
 	proc, exit, err := startProcess(spec.path, spec.argv, attr)
+	if err == nil {
+		spec.stage.started(proc.Pid) // before it is sent its configuration (peer_linux.go)
+	}
 	cio.closeChildEnds()
 	spec.stage.closeChildEnds()
 	if err != nil {

@@ -106,6 +106,9 @@ type sandboxer struct {
 	probeErr error
 
 	synthetic syntheticDirs
+
+	live    liveStages // network-enabled stages running now, refused as peers (peer_linux.go)
+	secrets []string   // files the server holds as secrets, denied to every stage (peer_linux.go)
 }
 
 // newSandboxer makes a server's sandboxer. pidNamespace is isolate or inherit; force is "",
@@ -226,6 +229,9 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 	if !files && !network {
 		return "linuxSeccomp", nil
 	}
+	if files {
+		p = s.denySecrets(p)
+	}
 	cfg := stageConfig{Profile: p, TTY: spec.tty, Dir: spec.dir, Path: spec.path, Argv: spec.argv, ShmSize: s.shmSize}
 	switch {
 	case network:
@@ -246,7 +252,7 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 			return "", errInvalidParams("sandbox intent cannot be enforced on this executor: %s", s.describe())
 		}
 	}
-	st := &sandboxStage{cfg: cfg}
+	st := &sandboxStage{cfg: cfg, live: &s.live}
 	if cfg.Namespaces {
 		if st.release, err = s.synthetic.acquire(p.Protected); err != nil {
 			return "", errInternal("sandbox: %v", err)
@@ -261,7 +267,8 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 // and its verdict.
 type sandboxStage struct {
 	cfg       stageConfig
-	release   func() // gives back the synthetic mount points, once the stage has exited
+	release   func()      // gives back the synthetic mount points, once the stage has exited
+	live      *liveStages // where started registers a network-enabled stage (peer_linux.go)
 	childEnds []*os.File
 	config    *os.File // our end of fd 3
 	status    *os.File // our end of fd 4

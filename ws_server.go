@@ -77,11 +77,58 @@ func (w *wsServer) leave() {
 }
 
 func (w *wsServer) serve(ln net.Listener) error {
-	err := w.http.Serve(ln)
+	err := w.http.Serve(peerCheckedListener{ln, w})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
+}
+
+// peerCheckedListener hands each connection over wrapped in a peerCheckedConn.
+type peerCheckedListener struct {
+	net.Listener
+	w *wsServer
+}
+
+func (l peerCheckedListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &peerCheckedConn{Conn: nc, w: l.w}, nil
+}
+
+// peerCheckedConn refuses a peer that is one of our own sandboxes (peer_linux.go) on its first
+// read, before a byte of it is parsed or answered: on the connection's own goroutine, so the
+// accept loop never waits for the check.
+type peerCheckedConn struct {
+	net.Conn
+	w       *wsServer
+	once    sync.Once
+	refused error
+}
+
+func (c *peerCheckedConn) Read(b []byte) (int, error) {
+	c.once.Do(func() {
+		if why := c.w.srv.sandbox.refusePeer(c.Conn); why != "" {
+			c.w.srv.log.Warn("refused a connection from a sandboxed process", "peer", c.Conn.RemoteAddr().String(), "reason", why)
+			c.refused = errors.New("connection refused: " + why)
+			c.Conn.Close()
+		}
+	})
+	if c.refused != nil {
+		return 0, c.refused
+	}
+	return c.Conn.Read(b)
+}
+
+// SyscallConn keeps the socket reachable for peerHungUp.
+func (c *peerCheckedConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("not a socket")
+	}
+	return sc.SyscallConn()
 }
 
 // close stops accepting. Upgraded connections end through the server's context.
