@@ -26,6 +26,7 @@ type cliOptions struct {
 	managedSandbox   string
 	maxConnections   int
 	pidNamespace     string
+	maxSandboxProcs  int
 	wsAuth           string
 	wsTokenFile      string
 	wsTokenSHA256    string
@@ -81,6 +82,7 @@ func newFlagSet(o *cliOptions) *flag.FlagSet {
 	fs.StringVar(&o.managedSandbox, "managed-sandbox", "enforce", "what to do with a request's managed sandbox (`MODE`): enforce it, or run-unsandboxed (only on a host that is itself the sandbox)")
 	fs.IntVar(&o.maxConnections, "max-connections", defaultMaxConnections, "websocket connections served at once; past it an upgrade is answered 503")
 	fs.StringVar(&o.pidNamespace, "linux-sandbox-pid-namespace", "isolate", "pid namespace `MODE` of a sandboxed process: isolate (one of its own) or inherit (the server's)")
+	fs.IntVar(&o.maxSandboxProcs, "linux-sandbox-max-processes", defaultSandboxMaxProcesses, "processes and threads (`N`) one sandbox may run at once, in its own user namespace")
 	fs.StringVar(&o.wsAuth, "ws-auth", "", "websocket auth `MODE`: capability-token or signed-bearer-token")
 	fs.StringVar(&o.wsTokenFile, "ws-token-file", "", "`FILE` holding the capability token")
 	fs.StringVar(&o.wsTokenSHA256, "ws-token-sha256", "", "SHA-256 of the capability token, in `HEX`")
@@ -115,7 +117,8 @@ var flagGroups = []struct {
 	{"remote credentials (default: CODEX_API_KEY, else the Codex sign-in in $CODEX_HOME/auth.json)", []string{
 		"registration-bearer-stdin", "executor-credential-stdin", "chatgpt-token-stdin", "chatgpt-account-id",
 		"use-agent-identity-auth", "aws-sigv4", "aws-profile", "aws-region", "aws-service"}},
-	{"sandbox", []string{"managed-sandbox", "linux-sandbox-pid-namespace"}},
+	{"sandbox", []string{"managed-sandbox", "linux-sandbox-pid-namespace",
+		"linux-sandbox-max-processes"}},
 	{"logging", []string{"log-level", "log-format"}},
 	{"compatibility with codex exec-server", []string{"concurrent-requests", "c", "config", "enable", "disable", "strict-config", "proxy-private-ips-via-upstream"}},
 	{"information", []string{"version"}},

@@ -222,6 +222,9 @@ func checkOptions(o *cliOptions) (*wsAuthConfig, *sandboxer, error) {
 	if err != nil {
 		return nil, nil, &usageError{err.Error()}
 	}
+	if err := sbx.setMaxProcesses(o.maxSandboxProcs); err != nil {
+		return nil, nil, &usageError{err.Error()}
+	}
 	return auth, sbx, nil
 }
 
