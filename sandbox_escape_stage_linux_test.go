@@ -281,9 +281,6 @@ func TestSandboxEscapeStageLandlockMetadata(t *testing.T) {
 // command has exited by itself, the daemon is gone: its pidfd reports it, so the file can
 // grow no more.
 func TestSandboxEscapeStageDaemon(t *testing.T) {
-	// In d/, a directory the test makes: under Landlock the top level of a writable root
-	// takes no new entries (docs/sandbox.md §2).
-	daemon := `cd d; setsid sh -c 'sh -c "echo \$\$ > daemon.pid.tmp; mv daemon.pid.tmp daemon.pid; while :; do echo x >> grow; sleep 0.005; done" &' &`
 	for _, c := range []struct{ name, pidns, mech string }{
 		{"inherit", "inherit", "namespaces"},
 		{"landlock", "isolate", "landlock"},
@@ -301,7 +298,7 @@ func TestSandboxEscapeStageDaemon(t *testing.T) {
 					mustMkdir(t, filepath.Join(f.ws, "d"))
 					tc := ts.connect(t)
 					id := nextSBID()
-					script := daemon + ` while [ ! -s daemon.pid ]; do sleep 0.01; done; echo started; `
+					script := stageDaemonScript
 					if end == "terminate" {
 						script += "exec sleep 1000"
 					} else {
@@ -322,26 +319,78 @@ func TestSandboxEscapeStageDaemon(t *testing.T) {
 						tc.mustCall("process/terminate", map[string]any{"processId": id})
 					}
 					waitClosed(tc, id)
-					fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-					for {
-						n, err := unix.Poll(fds, int(procWait/time.Millisecond))
-						if errors.Is(err, unix.EINTR) {
-							continue
-						}
-						if err != nil || n == 0 {
-							unix.Kill(pid, unix.SIGKILL)
-							t.Fatalf("the daemon %d outlived its command (%s) by %v: %v", pid, end, procWait, err)
-						}
-						break
-					}
-					size := fileSize(t, filepath.Join(f.ws, "d", "grow"))
-					if again := fileSize(t, filepath.Join(f.ws, "d", "grow")); again != size {
-						t.Errorf("grow went on growing: %d, then %d bytes", size, again)
-					}
+					awaitDaemonGone(t, pid, pidfd, end, filepath.Join(f.ws, "d", "grow"))
 				})
 			}
 		})
 	}
+}
+
+// stageDaemonScript starts, in d/, a daemon (setsid, then a double fork) that appends to
+// d/grow every 5 ms, and says "started" once it has left its pid in d/daemon.pid. In d/, a
+// directory the test makes: under Landlock the top level of a writable root takes no new
+// entries (docs/sandbox.md §2).
+const stageDaemonScript = `cd d; setsid sh -c 'sh -c "echo \$\$ > daemon.pid.tmp; mv daemon.pid.tmp daemon.pid; while :; do echo x >> grow; sleep 0.005; done" &' </dev/null >/dev/null 2>&1 & while [ ! -s daemon.pid ]; do sleep 0.01; done; echo started; `
+
+// awaitDaemonGone waits, on its pidfd, for the daemon pid to end; procWait without that is
+// the escape. Once it is gone, grow grows no more.
+func awaitDaemonGone(t *testing.T, pid, pidfd int, after, grow string) {
+	t.Helper()
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, int(procWait/time.Millisecond))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			unix.Kill(pid, unix.SIGKILL)
+			t.Fatalf("the daemon %d outlived its command (%s) by %v: %v", pid, after, procWait, err)
+		}
+		break
+	}
+	size := fileSize(t, grow)
+	if again := fileSize(t, grow); again != size {
+		t.Errorf("grow went on growing: %d, then %d bytes", size, again)
+	}
+}
+
+// TestSandboxEscapeStageDaemonServerKilled (row 6): a real server (the test binary) in the
+// server's pid namespace is killed with SIGKILL while a sandboxed command's daemon runs: the
+// daemon ends with it.
+func TestSandboxEscapeStageDaemonServerKilled(t *testing.T) {
+	requireUserNamespaces(t)
+	cmd := exec.Command(testBinary(t))
+	cmd.Env = append(os.Environ(), sbRunEnv+`=["--listen","ws://127.0.0.1:0","--linux-sandbox-pid-namespace","inherit"]`, "GORACE="+sbGORACE)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ws://") {
+		t.Fatalf("server printed %q, %v", line, err)
+	}
+	tc := (&testServer{url: strings.TrimSpace(line)}).connect(t)
+	f := newSBFixture(t)
+	mustMkdir(t, filepath.Join(f.ws, "d"))
+	id := nextSBID()
+	tc.mustCall("process/start", map[string]any{
+		"processId": id, "argv": []string{"sh", "-c", stageDaemonScript + "exec sleep 1000"}, "cwd": fileURI(f.ws),
+		"env": f.env(), "tty": false, "sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
+	})
+	waitOutput(tc, id, "stdout", "started")
+	pid := readPidFile(t, filepath.Join(f.ws, "d", "daemon.pid"))
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd of the daemon %d: %v", pid, err)
+	}
+	defer unix.Close(pidfd)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	awaitDaemonGone(t, pid, pidfd, "server killed", filepath.Join(f.ws, "d", "grow"))
 }
 
 func fileSize(t *testing.T, path string) int64 {
