@@ -33,8 +33,8 @@ const (
 )
 
 func init() {
-	if isSandboxStage() {
-		return // TestMain runs the stage
+	if isSandboxStage() || os.Getenv(sbRunEnv) != "" {
+		return // TestMain runs the stage; sandbox_linux_test.go's init the command line
 	}
 	if os.Getenv(stageProbeEnv) == "1" {
 		os.Exit(stageProbe(os.Args[1:]))
@@ -506,4 +506,62 @@ func TestSandboxEscapeStageUnixDatagram(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSandboxEscapeStageForkBombUnprivileged (row 7): `exec-server sandbox` run as an
+// unprivileged user, in the server's pid namespace, where RLIMIT_NPROC in the sandbox's own
+// user namespace is the bound: a command starting 1500 processes gets at most the default
+// 1024 tasks, counted on the host.
+func TestSandboxEscapeStageForkBombUnprivileged(t *testing.T) {
+	requireUserNamespaces(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run the sandbox as another user")
+	}
+	const nobody, attempts = 65534, 1500
+	dir := sbBaseDir(t)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "exec-server")
+	if err := copyExecutable(testBinary(t), exe); err != nil {
+		t.Fatal(err)
+	}
+	arg := uniqueSleepArg()
+	cmd := exec.Command(exe)
+	cmd.Dir = dir
+	argv, _ := json.Marshal([]string{"sandbox", "--read-only", "--linux-sandbox-pid-namespace", "inherit", "--",
+		exe, "fork", strconv.Itoa(attempts), arg})
+	cmd.Env = []string{"PATH=/usr/bin:/bin", sbRunEnv + "=" + string(argv), stageProbeEnv + "=1", "GORACE=" + sbGORACE}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "started ") {
+		t.Fatalf("the probe said %q, %v", line, err)
+	}
+	running := countHostProcesses(t, "sleep", arg)
+	t.Logf("%s%d of %d sleeps run", line, running, attempts)
+	if running > defaultSandboxMaxProcesses || running == 0 {
+		t.Errorf("%d sleeps run at once, want at most %d", running, defaultSandboxMaxProcesses)
+	}
+}
+
+// copyExecutable copies the executable src to dst, mode 0755.
+func copyExecutable(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o755)
 }
