@@ -29,6 +29,7 @@ type cliOptions struct {
 	maxConnections   int
 	pidNamespace     string
 	shmSize          byteSize
+	maxSandboxProcs  int
 	wsAuth           string
 	wsTokenFile      string
 	wsTokenSHA256    string
@@ -124,6 +125,7 @@ func newFlagSet(o *cliOptions) *flag.FlagSet {
 	fs.StringVar(&o.pidNamespace, "linux-sandbox-pid-namespace", "isolate", "pid namespace `MODE` of a sandboxed process: isolate (one of its own) or inherit (the server's)")
 	o.shmSize = defaultShmSize
 	fs.Var(&o.shmSize, "linux-sandbox-shm-size", "`SIZE` of a sandbox's /dev/shm, in bytes or with a K, M or G suffix (memory of the host's; default 64M)")
+	fs.IntVar(&o.maxSandboxProcs, "linux-sandbox-max-processes", defaultSandboxMaxProcesses, "processes and threads (`N`) one sandbox may run at once, in its own user namespace")
 	fs.StringVar(&o.wsAuth, "ws-auth", "", "websocket auth `MODE`: capability-token or signed-bearer-token")
 	fs.StringVar(&o.wsTokenFile, "ws-token-file", "", "`FILE` holding the capability token")
 	fs.StringVar(&o.wsTokenSHA256, "ws-token-sha256", "", "SHA-256 of the capability token, in `HEX`")
@@ -158,7 +160,8 @@ var flagGroups = []struct {
 	{"remote credentials (default: CODEX_API_KEY, else the Codex sign-in in $CODEX_HOME/auth.json)", []string{
 		"registration-bearer-stdin", "executor-credential-stdin", "chatgpt-token-stdin", "chatgpt-account-id",
 		"use-agent-identity-auth", "aws-sigv4", "aws-profile", "aws-region", "aws-service"}},
-	{"sandbox", []string{"managed-sandbox", "linux-sandbox-pid-namespace", "linux-sandbox-shm-size"}},
+	{"sandbox", []string{"managed-sandbox", "linux-sandbox-pid-namespace",
+		"linux-sandbox-shm-size", "linux-sandbox-max-processes"}},
 	{"logging", []string{"log-level", "log-format"}},
 	{"compatibility with codex exec-server", []string{"concurrent-requests", "c", "config", "enable", "disable", "strict-config", "proxy-private-ips-via-upstream"}},
 	{"information", []string{"version"}},

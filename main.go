@@ -224,6 +224,9 @@ func checkOptions(o *cliOptions) (*wsAuthConfig, *sandboxer, error) {
 		return nil, nil, &usageError{err.Error()}
 	}
 	sbx.limitShm(int64(o.shmSize))
+	if err := sbx.setMaxProcesses(o.maxSandboxProcs); err != nil {
+		return nil, nil, &usageError{err.Error()}
+	}
 	return auth, sbx, nil
 }
 

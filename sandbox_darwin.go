@@ -82,6 +82,17 @@ func (s *sandboxer) describe() string { return sandboxMechanism() }
 // limitShm is --linux-sandbox-shm-size, which has no effect here.
 func (s *sandboxer) limitShm(int64) {}
 
+// defaultSandboxMaxProcesses is --linux-sandbox-max-processes' default; the flag is checked
+// and has no effect here.
+const defaultSandboxMaxProcesses = 1024
+
+func (s *sandboxer) setMaxProcesses(n int) error {
+	if n <= 0 {
+		return fmt.Errorf("invalid --linux-sandbox-max-processes %d: want at least 1", n)
+	}
+	return nil
+}
+
 // enforces reports whether this host can confine files at all.
 func (s *sandboxer) enforces() bool { return seatbeltAvailable() }
 

@@ -8,6 +8,14 @@ package main
 //	           fd 3: stageConfig (JSON), read to EOF
 //	           fd 4: status: EOF once the command runs, or one line, the error
 //
+// Without a pid namespace of its own the stage is two processes, so that nothing the command
+// starts outlives it (runSandboxStage):
+//
+//	server ──▶ anchor ──exec, setsid──▶ supervisor (subreaper) ──fork+exec──▶ command
+//	           the server's child:     confines itself, forks the command, kills every
+//	           what it signals and     descendant when the command exits or the anchor
+//	           kills                   dies (its Pdeathsig)
+//
 //	mechanism   when                              the stage
 //	namespaces  user namespaces work              user+mount+ipc(+pid)(+net) namespaces: the
 //	                                              file system view of sandbox_mount_linux.go,
@@ -15,11 +23,13 @@ package main
 //	                                              capability dropped, seccomp; as pid 1 it
 //	                                              forks the command, forwards signals, reaps
 //	landlock    no user namespaces, Landlock      no_new_privs, Landlock, seccomp on its
-//	                                              locked thread, then execs the command
+//	                                              locked thread, then forks the command
 //	none        neither                           a profile that confines files fails closed
 //
 // A profile that only takes the network away (external, or an unrestricted file system) gets
-// the seccomp filter alone, exec'd in place; one that restricts nothing runs as is. Every
+// the seccomp filter alone, under the anchor and supervisor; one that restricts nothing runs
+// as is. Every stage joins a session keyring of its own and caps its tasks where it has a
+// user namespace of its own (capProcesses, capPidNamespace). Every
 // per-thread restriction (capabilities, no_new_privs, Landlock) is made on the stage's one
 // locked thread, and the command is forked or exec'd from that thread, so it inherits them
 // whatever Go does with its other threads.
@@ -88,6 +98,11 @@ type stageConfig struct {
 	Path       string          `json:"path"`
 	Argv       []string        `json:"argv"`
 	Probe      bool            `json:"probe,omitempty"` // confine, then exit 0 instead of running a command
+	// MaxProcs caps the tasks of the sandbox (RLIMIT_NPROC in its user namespace); 0: no cap.
+	MaxProcs int `json:"maxProcs,omitempty"`
+	// Anchor is set in the configuration the anchor stage gives the supervisor it starts:
+	// the anchor's pid (stageAnchor).
+	Anchor int `json:"anchor,omitempty"`
 	// Foreground: the command stays in the stage's process group, on the caller's terminal
 	// (`exec-server sandbox`), instead of leading a group or session of its own.
 	Foreground bool  `json:"foreground,omitempty"`
@@ -100,6 +115,7 @@ type sandboxer struct {
 	isolatePids bool   // --linux-sandbox-pid-namespace isolate
 	shmSize     int64  // --linux-sandbox-shm-size; 0: defaultShmSize
 	force       string // a mechanism to use instead of probing (tests, and `sandbox --mechanism`)
+	maxProcs    int    // --linux-sandbox-max-processes; 0: defaultSandboxMaxProcesses
 
 	once     sync.Once
 	mech     sandboxMechanism
@@ -129,6 +145,35 @@ func newSandboxer(pidNamespace, force string) (*sandboxer, error) {
 
 // limitShm sets the size of each sandbox's /dev/shm (--linux-sandbox-shm-size), in bytes.
 func (s *sandboxer) limitShm(bytes int64) { s.shmSize = bytes }
+
+// defaultSandboxMaxProcesses is --linux-sandbox-max-processes' default: the tasks (processes
+// and threads, the stage's included) one sandbox may have at once. A build (make -j, a test
+// runner, cargo's rustc and linker threads) stays far below it; a fork bomb stops there, at
+// 3% of the kernel's default pid_max (32,768), so a few sandboxes at their cap together still
+// leave the host room.
+const defaultSandboxMaxProcesses = 1024
+
+// stageThreadSlack is how far above the command's cap the stage's own limit lies: its Go
+// runtime starts threads while it supervises, and must not fail to (a runtime that cannot
+// start a thread dies) when the command has used up its cap.
+const stageThreadSlack = 64
+
+// setMaxProcesses sets --linux-sandbox-max-processes: at least 1.
+func (s *sandboxer) setMaxProcesses(n int) error {
+	if n <= 0 {
+		return fmt.Errorf("invalid --linux-sandbox-max-processes %d: want at least 1", n)
+	}
+	s.maxProcs = n
+	return nil
+}
+
+// maxProcesses is the cap in force.
+func (s *sandboxer) maxProcesses() int {
+	if s.maxProcs > 0 {
+		return s.maxProcs
+	}
+	return defaultSandboxMaxProcesses
+}
 
 // mechanism is the mechanism in force, probed on first use: a stage is started in new
 // namespaces and builds a read-only view; if that fails, Landlock is used if the kernel has it.
@@ -243,11 +288,16 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 		switch s.mechanism() {
 		case mechanismNamespaces:
 			cfg.Namespaces, cfg.PidNS = true, s.isolatePids
+			cfg.MaxProcs = s.maxProcesses()
 		case mechanismLandlock:
 			if _, err := landlockRulesFor(p); err != nil {
 				return "", errInvalidParams("sandbox intent cannot be enforced on this executor: %v", err)
 			}
 			cfg.Landlock = true
+			if !p.FullWrite && len(p.Write) == 0 {
+				// Nothing is writable, yet Landlock leaves chmod, utimes and xattrs alone.
+				cfg.Seccomp |= seccompNoMetadata
+			}
 		default:
 			return "", errInvalidParams("sandbox intent cannot be enforced on this executor: %s", s.describe())
 		}
@@ -319,8 +369,9 @@ func (st *sandboxStage) prepare(attr *os.ProcAttr, spec *launchSpec) error {
 			sys.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
 		}
 	}
-	if st.cfg.PidNS && !st.cfg.Probe {
-		// The stage's child takes the terminal: the stage itself stays out of it.
+	if !st.cfg.Probe {
+		// The command, the stage's child or grandchild, takes the terminal: the stage itself
+		// stays out of it.
 		sys.Setctty = false
 	}
 	return nil
@@ -390,6 +441,15 @@ func isSandboxStage() bool {
 // runSandboxStage is the stage's main. It never returns to the caller's code: it exits
 // with the command's status (128+N for a death by signal N), or stageFailureExit after
 // writing why to fd 4.
+//
+// Every stage that runs a command supervises it, so that nothing the command starts outlives
+// it (docs/sandbox.md §2, "Processes"). In a pid namespace of its own the stage is pid 1: the
+// kernel kills whatever is left in the namespace when it exits. Elsewhere (the server's pid
+// namespace, Landlock, the network filter alone) it is two processes: the anchor, the
+// server's child, which the server signals and kills, starts the supervisor, a second stage
+// in a session of its own, which confines itself, forks the command and, as the subreaper of
+// everything below it, kills every descendant when the command exits or the anchor dies
+// (stageAnchor, stageSupervise).
 func runSandboxStage() {
 	runtime.LockOSThread() // every per-thread restriction is made on this thread, and the command forked from it
 	// As pid 1 the stage outlives the command's start, and only this thread gives up its
@@ -398,7 +458,7 @@ func runSandboxStage() {
 	// /proc/1/mem, ptrace or pidfd_getfd on the stage would let it write code that one of those
 	// threads runs, and remount the view read-write. Not dumpable, the stage is out of reach of
 	// anything without CAP_SYS_PTRACE in its namespace. The command gets its own dumpable flag
-	// back from execve.
+	// back from execve. The anchor and the supervisor are kept out of reach the same way.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		fmt.Fprintf(os.NewFile(stageStatusFD, "status"), "sandbox: not dumpable: %v\n", err)
 		exitStage(stageFailureExit)
@@ -419,7 +479,23 @@ func runSandboxStage() {
 	if err != nil {
 		fail(err)
 	}
+	supervised := !cfg.PidNS && !cfg.Probe
+	if supervised && cfg.Anchor == 0 {
+		exitStage(stageAnchor(&cfg, status))
+	}
+	// The anchor's death is the supervisor's signal to end everything: listen before
+	// checking that it is still there, so that no death goes unseen.
+	anchorGone := make(chan os.Signal, 1)
+	if supervised {
+		signal.Notify(anchorGone, stageAnchorGoneSignal)
+		if unix.Getppid() != cfg.Anchor {
+			fail(errors.New("sandbox: the stage's anchor is gone"))
+		}
+	}
 	if cfg.Namespaces {
+		if cfg.PidNS {
+			capPidNamespace(cfg.MaxProcs)
+		}
 		if err := buildMountView(&cfg); err != nil {
 			fail(fmt.Errorf("sandbox: %w", err))
 		}
@@ -438,11 +514,15 @@ func runSandboxStage() {
 	if cfg.Probe {
 		exitStage(0)
 	}
-	if !cfg.PidNS {
-		// Exec in place: the command inherits this thread's restrictions, and fd 4, close on
-		// exec, reports success by closing.
-		err := syscall.Exec(cfg.Path, cfg.Argv, os.Environ())
-		fail(err)
+	if supervised {
+		// Orphans below the command come to the supervisor, whose descendants they stay.
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			fail(fmt.Errorf("sandbox: become a subreaper: %w", err))
+		}
+	}
+	limit, err := capProcesses(&cfg)
+	if err != nil {
+		fail(fmt.Errorf("sandbox: %w", err))
 	}
 	sys := &syscall.SysProcAttr{Setpgid: !cfg.TTY, Setsid: cfg.TTY, Setctty: cfg.TTY, Ctty: 0}
 	if cfg.Foreground {
@@ -454,8 +534,143 @@ func runSandboxStage() {
 	if err != nil {
 		fail(err)
 	}
+	if limit != nil {
+		// The command's own cap, below the stage's (capProcesses). What it forked before
+		// this took effect counts against the stage's.
+		unix.Prlimit(proc.Pid, unix.RLIMIT_NPROC, limit, nil)
+	}
 	status.Close()
-	exitStage(superviseChild(proc.Pid, cfg.Foreground))
+	if !supervised {
+		exitStage(superviseChild(proc.Pid, cfg.Foreground, nil))
+	}
+	exitStage(superviseChild(proc.Pid, cfg.Foreground, anchorGone))
+}
+
+// stageAnchorGoneSignal is what the supervisor receives when its anchor dies (its
+// PR_SET_PDEATHSIG): a signal nothing else sends it, caught, never forwarded.
+const stageAnchorGoneSignal = unix.SIGPWR
+
+// stageAnchor is the anchor's life (runSandboxStage): it starts the supervisor in a session
+// of its own, out of reach of the group and session kills the server sends the anchor, with
+// the configuration, fd 4, and 0, 1, 2; passes on the signals it gets; and returns the
+// supervisor's status once it has exited and nothing is left below the anchor. The anchor is
+// a subreaper too: if the supervisor dies first (killed by hand), what it leaves comes here,
+// and is killed.
+func stageAnchor(cfg *stageConfig, status *os.File) int {
+	fail := func(err error) int {
+		fmt.Fprintf(status, "sandbox: start the supervisor: %v\n", err)
+		return stageFailureExit
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fail(fmt.Errorf("become a subreaper: %w", err))
+	}
+	sup := *cfg
+	sup.Anchor = os.Getpid()
+	payload, err := json.Marshal(sup)
+	if err != nil {
+		return fail(err)
+	}
+	cr, cw, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwardedSignals...)
+	// Forked from this locked thread, which lives as long as the anchor: the kernel ties
+	// Pdeathsig to the forking thread.
+	proc, err := os.StartProcess(stageExe, []string{"exec-server-sandbox", sandboxStageArg}, &os.ProcAttr{
+		Env:   os.Environ(),
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, cr, status},
+		Sys:   &syscall.SysProcAttr{Setsid: !cfg.Foreground, Pdeathsig: stageAnchorGoneSignal},
+	})
+	cr.Close()
+	if err != nil {
+		cw.Close()
+		return fail(err)
+	}
+	status.Close() // the supervisor answers on it now
+	cw.Write(payload)
+	cw.Close()
+	go func() {
+		for sig := range sigs {
+			if !cfg.Foreground || (sig != unix.SIGINT && sig != unix.SIGQUIT) {
+				unix.Kill(proc.Pid, sig.(syscall.Signal))
+			}
+		}
+	}()
+	r := startStageReaper(proc.Pid)
+	code := stageFailureExit
+	if ws, ok := <-r.exit; ok {
+		code = exitCodeOfStatus(ws)
+	}
+	killDescendants(r)
+	return code
+}
+
+// exitCodeOfStatus is a wait status as the stage reports it: the exit status, or 128+N for a
+// death by signal N.
+func exitCodeOfStatus(ws unix.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+// pidNamespaceMinPidMax is the least pid_max a pid namespace takes (RESERVED_PIDS + 1).
+const pidNamespaceMinPidMax = 301
+
+// capPidNamespace bounds the pids of the stage's own pid namespace, whose pid 1 it is, to
+// maxProcs (Linux 6.14 made kernel.pid_max a setting of each pid namespace): every task of
+// the sandbox, thread or process, has a pid there. This bound holds for root too, whom
+// RLIMIT_NPROC exempts (capProcesses). It must be set while the stage still has
+// CAP_SYS_ADMIN in its user namespace, before /proc/sys is made read-only. An older kernel
+// has one pid_max, the host's, which a stage of a root server could write (sysctls check the
+// user id, not the namespace): there it is never touched, and the cap rests on RLIMIT_NPROC
+// alone (docs/sandbox.md §2, "Processes").
+func capPidNamespace(maxProcs int) {
+	if maxProcs <= 0 || !kernelAtLeast(pidMaxPerNamespaceMajor, pidMaxPerNamespaceMinor) {
+		return
+	}
+	os.WriteFile("/proc/sys/kernel/pid_max", []byte(strconv.Itoa(max(maxProcs+1, pidNamespaceMinPidMax))), 0)
+}
+
+// The first Linux release whose kernel.pid_max belongs to each pid namespace.
+const (
+	pidMaxPerNamespaceMajor = 6
+	pidMaxPerNamespaceMinor = 14
+)
+
+// kernelAtLeast reports whether the running kernel's release is at least major.minor.
+func kernelAtLeast(wantMajor, wantMinor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	rel := unix.ByteSliceToString(u.Release[:])
+	var major, minor int
+	if _, err := fmt.Sscanf(rel, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > wantMajor || major == wantMajor && minor >= wantMinor
+}
+
+// capProcesses applies cfg.MaxProcs (docs/sandbox.md §2, "Processes"): RLIMIT_NPROC counts
+// the tasks of a user in one user namespace, so in the sandbox's own namespace it counts the
+// sandbox's tasks alone, whatever the server's user (root included: the command has no
+// capability over the host's user namespace to exceed it with). The stage's own limit is
+// stageThreadSlack higher than the command's, which it returns for the caller to set on the
+// command once forked. Without a user namespace of its own (Landlock, the network filter
+// alone) the limit would count every process of the server's user: nothing is set there.
+func capProcesses(cfg *stageConfig) (*unix.Rlimit, error) {
+	if cfg.MaxProcs <= 0 || !cfg.Namespaces {
+		return nil, nil
+	}
+	own := uint64(cfg.MaxProcs + stageThreadSlack)
+	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: own, Max: own}); err != nil {
+		return nil, fmt.Errorf("cap the processes at %d: %w", cfg.MaxProcs, err)
+	}
+	n := uint64(cfg.MaxProcs)
+	return &unix.Rlimit{Cur: n, Max: n}, nil
 }
 
 // exitStage ends the stage at once. It skips what os.Exit runs first: nothing the stage needs,
@@ -523,10 +738,25 @@ func restrictThread(cfg *stageConfig) error {
 			return err
 		}
 	}
+	if err := joinFreshSessionKeyring(); err != nil {
+		return err
+	}
 	if err := dropCapabilities(); err != nil {
 		return err
 	}
 	return installSeccomp(cfg.Seccomp)
+}
+
+// joinFreshSessionKeyring gives the calling thread, and what it forks, a new anonymous
+// session keyring instead of the server's: the kernel keyrings are shared by every process
+// that inherits them, namespaces or not. A kernel without keyrings (ENOSYS) has nothing to
+// share. The filter then refuses keyctl, add_key and request_key (seccomp_linux.go).
+func joinFreshSessionKeyring() error {
+	_, _, errno := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0) // NULL: anonymous
+	if errno != 0 && errno != unix.ENOSYS {
+		return fmt.Errorf("join a session keyring of its own: %w", errno)
+	}
+	return nil
 }
 
 // dropCapabilities empties the thread's ambient, bounding, effective, permitted and
@@ -561,12 +791,14 @@ func dropCapabilities() error {
 // forwardedSignals are what the stage, as pid 1, passes on to the command's process group.
 var forwardedSignals = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2}
 
-// superviseChild is pid 1's life: forward signals to the command's group, reap every
-// process that ends in the namespace, and return the command's status once it ends (which
-// ends the namespace, and everything left in it). In the foreground the command shares the
-// stage's group, so the terminal's signals reach it without help; only those sent to the
-// stage alone are passed on.
-func superviseChild(pid int, foreground bool) int {
+// superviseChild is the supervising stage's life: forward signals to the command's group,
+// reap every process that ends below it, and return the command's status once it ends. As
+// pid 1 (anchorGone nil) its exit then ends the namespace and everything left in it; as the
+// anchored supervisor it kills every descendant first (killDescendants), and does so as
+// well, and returns, when anchorGone fires: the anchor is dead, killed by process/terminate
+// or with the server. In the foreground the command shares the stage's group, so the
+// terminal's signals reach it without help; only those sent to the stage alone are passed on.
+func superviseChild(pid int, foreground bool, anchorGone <-chan os.Signal) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardedSignals...)
 	go func() {
@@ -579,23 +811,155 @@ func superviseChild(pid int, foreground bool) int {
 			}
 		}
 	}()
-	for {
-		var ws unix.WaitStatus
-		wpid, err := unix.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
+	r := startStageReaper(pid)
+	code := stageFailureExit
+	select {
+	case ws, ok := <-r.exit:
+		if ok {
+			code = exitCodeOfStatus(ws)
 		}
-		if err != nil {
-			return stageFailureExit
-		}
-		if wpid != pid {
-			continue
-		}
-		if ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ws.ExitStatus()
+	case <-anchorGone: // never, as pid 1
+		code = 128 + int(unix.SIGKILL)
 	}
+	if anchorGone != nil {
+		killDescendants(r)
+	}
+	return code
+}
+
+// stageReaper reaps every child of the stage, on a goroutine of its own that ends when the
+// stage has no child left (the stage exits soon after, in any case).
+type stageReaper struct {
+	exit   chan unix.WaitStatus // the watched child's status; closed unseen if wait4 failed
+	reaped chan struct{}        // a child was reaped (buffered: one pending at most)
+	none   chan struct{}        // closed once no child is left
+}
+
+// startStageReaper starts reaping; pid is the child whose status exit reports.
+func startStageReaper(pid int) *stageReaper {
+	r := &stageReaper{exit: make(chan unix.WaitStatus, 1), reaped: make(chan struct{}, 1), none: make(chan struct{})}
+	go func() {
+		defer close(r.none)
+		seen := false
+		defer func() {
+			if !seen {
+				close(r.exit)
+			}
+		}()
+		for {
+			var ws unix.WaitStatus
+			wpid, err := unix.Wait4(-1, &ws, 0, nil)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				return // ECHILD: nothing below the stage any more; no orphan can come now
+			}
+			if wpid == pid && !seen {
+				seen = true
+				r.exit <- ws
+			}
+			select {
+			case r.reaped <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return r
+}
+
+// killDescendants kills every process below the stage, however deep and whatever session it
+// made for itself, and returns once none is left, reaped by r. Each pass stops every
+// descendant it finds (stopDescendants: a stopped process forks no more, so a fork loop
+// cannot outrun it), then kills them all. One forked while it was being stopped is found by
+// the next pass: its parent's death hands it to the stage, a subreaper.
+func killDescendants(r *stageReaper) {
+	for {
+		// No child, no descendant: an orphan can only come to the stage from below it. This
+		// spares the usual case, a command that left nothing, a reading of all of /proc.
+		var info unix.Siginfo
+		if err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); errors.Is(err, unix.ECHILD) {
+			return
+		}
+		pids := stopDescendants()
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+		// Some of them are the stage's own children: their deaths are reaped, and
+		// whatever they leave comes to the stage for the next pass.
+		select {
+		case <-r.reaped:
+		case <-r.none:
+			return
+		}
+	}
+}
+
+// stopDescendants stops, and lists, every process below the stage that /proc shows, reading
+// the process tree again until a reading finds none it had not stopped yet.
+func stopDescendants() []int {
+	self := os.Getpid()
+	stopped := map[int]bool{}
+	var out []int
+	for {
+		children := procChildren()
+		found := false
+		queue := []int{self}
+		for len(queue) > 0 {
+			parent := queue[0]
+			queue = queue[1:]
+			for _, pid := range children[parent] {
+				if !stopped[pid] {
+					stopped[pid], found = true, true
+					unix.Kill(pid, unix.SIGSTOP)
+					out = append(out, pid)
+				}
+				queue = append(queue, pid)
+			}
+		}
+		if !found {
+			return out
+		}
+	}
+}
+
+// procChildren maps each process of /proc to its children, from the parent field of every
+// /proc/PID/stat (the kernel's own children lists, /proc/PID/task/TID/children, exist only
+// with CONFIG_PROC_CHILDREN). A process gone meanwhile is left out.
+func procChildren() map[int][]int {
+	children := map[int][]int{}
+	dir, err := os.Open("/proc")
+	if err != nil {
+		return children
+	}
+	defer dir.Close()
+	names, _ := dir.Readdirnames(-1)
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + name + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold anything, up to the last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	return children
 }
 
 // stageErrorText words an error for process/start as the reference does.
@@ -635,7 +999,27 @@ func (s *sandboxer) statusLines(w io.Writer) {
 	} else {
 		fmt.Fprintf(bw, "landlock: unavailable\n")
 	}
+	fmt.Fprintf(bw, "processes: %s\n", s.processCapText())
 	bw.Flush()
+}
+
+// processCapText says how --linux-sandbox-max-processes is enforced here (docs/sandbox.md §2,
+// "Processes").
+func (s *sandboxer) processCapText() string {
+	n := s.maxProcesses()
+	switch s.mechanism() {
+	case mechanismNamespaces:
+		root := "as root, only with a pid namespace of its own on Linux 6.14 or later (its pid_max); not capped otherwise"
+		if os.Geteuid() != 0 {
+			root = "RLIMIT_NPROC in its user namespace"
+		} else if s.isolatePids && kernelAtLeast(pidMaxPerNamespaceMajor, pidMaxPerNamespaceMinor) {
+			root = "the pid_max of its pid namespace (RLIMIT_NPROC does not bind root)"
+		}
+		return fmt.Sprintf("at most %d tasks per sandbox: %s", n, root)
+	case mechanismLandlock:
+		return "not capped per sandbox under Landlock (no user namespace: RLIMIT_NPROC would count every process of the user)"
+	}
+	return "no sandbox"
 }
 
 // runForeground runs path under profile p as `exec-server sandbox` does: in this process's

@@ -73,7 +73,17 @@ const (
 	// seccompVsock: network allowed, but AF_VSOCK sockets and io_uring denied (file system
 	// restricted, network enabled).
 	seccompVsock
+
+	// seccompNoMetadata, added to either mode, also denies every call that changes a file's
+	// mode, owner, times, extended attributes or inode flags (seccompRuleMetadata, and the
+	// ioctls of seccompMetadataRequests). It is for the Landlock fallback under a profile
+	// with no writable root: Landlock does not cover those calls, so without it a read-only
+	// command could chmod, touch or setfacl any file of its user (docs/sandbox.md §2).
+	seccompNoMetadata seccompMode = 1 << 4
 )
+
+// base is m without seccompNoMetadata.
+func (m seccompMode) base() seccompMode { return m &^ seccompNoMetadata }
 
 // Offsets into struct seccomp_data (the table above).
 const (
@@ -82,6 +92,10 @@ const (
 	seccompDataArg0Low = 16
 	seccompDataArg1Low = 24
 )
+
+// seccompSockTypeMask is SOCK_TYPE_MASK: the socket type in socket's and socketpair's second
+// argument, below the SOCK_NONBLOCK and SOCK_CLOEXEC flags.
+const seccompSockTypeMask = 0xf
 
 // seccompX32SyscallNr is __X32_SYSCALL_BIT: the x32 ABI's system calls enter through the
 // amd64 entry with this bit set in their numbers, and report AUDIT_ARCH_X86_64.
@@ -98,17 +112,33 @@ const (
 type seccompRule uint8
 
 const (
-	seccompRuleNetwork seccompRule = iota + 1 // EPERM under seccompNetwork
-	seccompRuleAlways                         // EPERM under seccompNetwork and seccompVsock
-	seccompRuleDomain                         // socket, socketpair: decided by the domain
-	seccompRuleRequest                        // ioctl: decided by the request (seccompDeniedRequests)
+	seccompRuleNetwork  seccompRule = iota + 1 // EPERM under seccompNetwork
+	seccompRuleAlways                          // EPERM under seccompNetwork and seccompVsock
+	seccompRuleDomain                          // socket, socketpair: decided by the domain (and type)
+	seccompRuleRequest                         // ioctl: decided by the request (seccompDeniedRequests)
+	seccompRuleMetadata                        // EPERM with seccompNoMetadata: changes a file's metadata
 )
+
+// seccompAbsent marks a syscall an architecture does not have (arm64 has no chmod, only
+// fchmodat): the filter has no line for it there.
+const seccompAbsent = ^uint32(0)
 
 // seccompDeniedRequests are the ioctl requests every filter denies: those that insert input
 // into a terminal (the file comment).
 func seccompDeniedRequests() []uint32 {
 	return []uint32{unix.TIOCSTI, unix.TIOCLINUX}
 }
+
+// seccompMetadataRequests are the ioctl requests seccompNoMetadata adds: setting a file's
+// inode flags (chattr) and its fsxattr (flags, project id), both allowed to the owner on a
+// descriptor opened read-only.
+func seccompMetadataRequests() []uint32 {
+	return []uint32{unix.FS_IOC_SETFLAGS, seccompFSIocFSSetXattr}
+}
+
+// seccompFSIocFSSetXattr is FS_IOC_FSSETXATTR, _IOW('X', 32, struct fsxattr) (28 bytes), the
+// same on amd64 and arm64; x/sys/unix does not name it.
+const seccompFSIocFSSetXattr = 0x401c5820
 
 // seccompSyscall is one row of the syscall table.
 type seccompSyscall struct {
@@ -119,9 +149,9 @@ type seccompSyscall struct {
 
 // seccompSyscalls is the table every filter is built from: the syscalls the filters name,
 // with their numbers from the kernel's arch/x86/entry/syscalls/syscall_64.tbl (amd64) and
-// include/uapi/asm-generic/unistd.h (arm64). Every one exists on both architectures. It is a
-// function, not a variable, so that nothing can change it; TestSeccompSyscallTable checks
-// both columns against x/sys/unix.
+// include/uapi/asm-generic/unistd.h (arm64); seccompAbsent where arm64 has only the *at form.
+// It is a function, not a variable, so that nothing can change it; TestSeccompSyscallTable
+// checks both columns against x/sys/unix.
 func seccompSyscalls() []seccompSyscall {
 	return []seccompSyscall{
 		// name                amd64 arm64
@@ -144,6 +174,34 @@ func seccompSyscalls() []seccompSyscall {
 		{"io_uring_setup", 425, 425, seccompRuleAlways},
 		{"io_uring_enter", 426, 426, seccompRuleAlways},
 		{"io_uring_register", 427, 427, seccompRuleAlways},
+		// The kernel keyrings are not namespaced: the stage joins a session keyring of its
+		// own, and these keep the command from reaching the user's keyrings (and every key it
+		// may read) by id, as container runtimes do.
+		{"keyctl", 250, 219, seccompRuleAlways},
+		{"add_key", 248, 217, seccompRuleAlways},
+		{"request_key", 249, 218, seccompRuleAlways},
+		// Metadata, which Landlock does not cover (seccompNoMetadata).
+		{"chmod", 90, seccompAbsent, seccompRuleMetadata},
+		{"fchmod", 91, 52, seccompRuleMetadata},
+		{"fchmodat", 268, 53, seccompRuleMetadata},
+		{"fchmodat2", 452, 452, seccompRuleMetadata},
+		{"chown", 92, seccompAbsent, seccompRuleMetadata},
+		{"fchown", 93, 55, seccompRuleMetadata},
+		{"lchown", 94, seccompAbsent, seccompRuleMetadata},
+		{"fchownat", 260, 54, seccompRuleMetadata},
+		{"utime", 132, seccompAbsent, seccompRuleMetadata},
+		{"utimes", 235, seccompAbsent, seccompRuleMetadata},
+		{"futimesat", 261, seccompAbsent, seccompRuleMetadata},
+		{"utimensat", 280, 88, seccompRuleMetadata},
+		{"setxattr", 188, 5, seccompRuleMetadata},
+		{"lsetxattr", 189, 6, seccompRuleMetadata},
+		{"fsetxattr", 190, 7, seccompRuleMetadata},
+		{"setxattrat", 463, 463, seccompRuleMetadata},
+		{"removexattr", 197, 14, seccompRuleMetadata},
+		{"lremovexattr", 198, 15, seccompRuleMetadata},
+		{"fremovexattr", 199, 16, seccompRuleMetadata},
+		{"removexattrat", 466, 466, seccompRuleMetadata},
+		{"file_setattr", 469, 469, seccompRuleMetadata},
 		{"ioctl", 16, 29, seccompRuleRequest},
 		{"socket", 41, 198, seccompRuleDomain},
 		{"socketpair", 53, 199, seccompRuleDomain},
@@ -177,6 +235,8 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 	if arch != unix.AUDIT_ARCH_X86_64 && arch != unix.AUDIT_ARCH_AARCH64 {
 		return nil, fmt.Errorf("seccomp: no syscall table for audit arch %#x", arch)
 	}
+	metadata := mode&seccompNoMetadata != 0
+	mode = mode.base()
 	if mode != seccompNetwork && mode != seccompVsock {
 		return nil, fmt.Errorf("seccomp: mode %d has no filter", mode)
 	}
@@ -192,11 +252,13 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 	var domain []uint32 // socket, socketpair
 	for _, s := range seccompSyscalls() {
 		switch {
+		case s.number(arch) == seccompAbsent:
 		case s.rule == seccompRuleDomain:
 			domain = append(domain, s.number(arch))
 		case s.rule == seccompRuleRequest:
 			a.jump(unix.BPF_JEQ, s.number(arch), toRequest, toNext)
-		case s.rule == seccompRuleAlways, s.rule == seccompRuleNetwork && mode == seccompNetwork:
+		case s.rule == seccompRuleAlways, s.rule == seccompRuleNetwork && mode == seccompNetwork,
+			s.rule == seccompRuleMetadata && metadata:
 			a.jump(unix.BPF_JEQ, s.number(arch), toDeny, toNext)
 		}
 	}
@@ -210,13 +272,23 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 	a.mark(toDomain)
 	a.load(seccompDataArg0Low)
 	if mode == seccompNetwork {
-		a.jump(unix.BPF_JEQ, unix.AF_UNIX, toAllow, toDeny)
+		a.jump(unix.BPF_JEQ, unix.AF_UNIX, toType, toDeny)
+		// Only connection-oriented unix sockets: a datagram one (SOCK_RAW is one too, for
+		// AF_UNIX) sends to any socket by path with sendmsg, connected or not.
+		a.mark(toType)
+		a.load(seccompDataArg1Low)
+		a.and(seccompSockTypeMask)
+		a.jump(unix.BPF_JEQ, unix.SOCK_STREAM, toAllow, toNext)
+		a.jump(unix.BPF_JEQ, unix.SOCK_SEQPACKET, toAllow, toDeny)
 	} else {
 		a.jump(unix.BPF_JEQ, unix.AF_VSOCK, toDeny, toAllow)
 	}
 	a.mark(toRequest)
 	a.load(seccompDataArg1Low)
 	requests := seccompDeniedRequests()
+	if metadata {
+		requests = append(requests, seccompMetadataRequests()...)
+	}
 	for i, req := range requests {
 		orElse := toNext
 		if i == len(requests)-1 {
@@ -240,6 +312,7 @@ type bpfTarget uint8
 const (
 	toNext    bpfTarget = iota // the following instruction
 	toDomain                   // the domain check of socket and socketpair
+	toType                     // the type check of an AF_UNIX socket or socketpair
 	toRequest                  // the request check of ioctl
 	toAllow                    // ret ALLOW
 	toDeny                     // ret ERRNO|EPERM
@@ -263,6 +336,11 @@ type bpfAssembler struct {
 // load appends `ld [off]`: a 32-bit word of seccomp_data into A, the only load seccomp allows.
 func (a *bpfAssembler) load(off uint32) {
 	a.insns = append(a.insns, bpfInsn{code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, k: off})
+}
+
+// and appends `and #k`: A &= k.
+func (a *bpfAssembler) and(k uint32) {
+	a.insns = append(a.insns, bpfInsn{code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, k: k})
 }
 
 // jump appends a conditional jump comparing A with k (op: BPF_JEQ or BPF_JGE, unsigned).

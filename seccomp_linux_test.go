@@ -85,14 +85,30 @@ func TestSeccompSyscallTable(t *testing.T) {
 		"read": unix.SYS_READ, "write": unix.SYS_WRITE, "close": unix.SYS_CLOSE,
 		"openat": unix.SYS_OPENAT, "execve": unix.SYS_EXECVE, "recvfrom": unix.SYS_RECVFROM,
 		"recvmsg": unix.SYS_RECVMSG, "sendmsg": unix.SYS_SENDMSG,
+		"keyctl": unix.SYS_KEYCTL, "add_key": unix.SYS_ADD_KEY, "request_key": unix.SYS_REQUEST_KEY,
+		"fchmod": unix.SYS_FCHMOD, "fchmodat": unix.SYS_FCHMODAT, "fchmodat2": unix.SYS_FCHMODAT2,
+		"fchown": unix.SYS_FCHOWN, "fchownat": unix.SYS_FCHOWNAT, "utimensat": unix.SYS_UTIMENSAT,
+		"setxattr": unix.SYS_SETXATTR, "lsetxattr": unix.SYS_LSETXATTR, "fsetxattr": unix.SYS_FSETXATTR,
+		"setxattrat": unix.SYS_SETXATTRAT, "removexattr": unix.SYS_REMOVEXATTR,
+		"lremovexattr": unix.SYS_LREMOVEXATTR, "fremovexattr": unix.SYS_FREMOVEXATTR,
+		"removexattrat": unix.SYS_REMOVEXATTRAT, "file_setattr": unix.SYS_FILE_SETATTR,
+	}
+	for name, nr := range seccompNativeOnlyCalls() {
+		native[name] = nr
 	}
 	arch, err := seccompNativeArch()
 	if err != nil {
 		t.Skip(err)
 	}
 	rows := append(seccompSyscalls(), seccompAllowedCalls()...)
-	if len(rows) != len(native) {
-		t.Errorf("%d rows, %d x/sys constants: a row is missing from one side", len(rows), len(native))
+	present := 0
+	for _, s := range rows {
+		if s.number(arch) != seccompAbsent {
+			present++
+		}
+	}
+	if present != len(native) {
+		t.Errorf("%d rows, %d x/sys constants: a row is missing from one side", present, len(native))
 	}
 	seen := map[string]bool{}
 	for _, s := range rows {
@@ -100,6 +116,12 @@ func TestSeccompSyscallTable(t *testing.T) {
 			t.Errorf("%s is listed twice", s.name)
 		}
 		seen[s.name] = true
+		if s.number(arch) == seccompAbsent {
+			if _, ok := native[s.name]; ok {
+				t.Errorf("%s: marked absent on %s, where unix.SYS_%s exists", s.name, runtime.GOARCH, strings.ToUpper(s.name))
+			}
+			continue
+		}
 		if want, ok := native[s.name]; !ok || s.number(arch) != want {
 			t.Errorf("%s: table says %d on %s, unix.SYS_%s is %d", s.name, s.number(arch), runtime.GOARCH,
 				strings.ToUpper(s.name), want)
@@ -108,6 +130,9 @@ func TestSeccompSyscallTable(t *testing.T) {
 	for _, a := range seccompTestArches() {
 		numbers := map[uint32]string{}
 		for _, s := range rows {
+			if s.number(a.audit) == seccompAbsent {
+				continue
+			}
 			if prev, dup := numbers[s.number(a.audit)]; dup {
 				t.Errorf("%s: %s and %s share number %d", a.name, prev, s.name, s.number(a.audit))
 			}
@@ -129,6 +154,12 @@ func TestSeccompSyscallTable(t *testing.T) {
 			}
 			for _, s := range rows {
 				key := strings.ToUpper(s.name)
+				if s.number(a.audit) == seccompAbsent {
+					if _, ok := defined[key]; ok {
+						t.Errorf("%s: %s marked absent, x/sys has SYS_%s", a.name, s.name, key)
+					}
+					continue
+				}
 				if got, ok := defined[key]; !ok || got != s.number(a.audit) {
 					t.Errorf("%s: table says %s = %d, x/sys has SYS_%s = %d (defined %v)", a.name, s.name,
 						s.number(a.audit), key, got, ok)
@@ -194,7 +225,7 @@ func newSeccompVM(t *testing.T, prog []unix.SockFilter) *bpf.VM {
 				t.Fatalf("instruction %d loads [%d], outside seccomp_data's words", i, f.K)
 			}
 		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K,
-			unix.BPF_RET | unix.BPF_K:
+			unix.BPF_RET | unix.BPF_K, unix.BPF_ALU | unix.BPF_AND | unix.BPF_K:
 		default:
 			t.Fatalf("instruction %d has code %#x, outside the filter's instruction set", i, f.Code)
 		}
@@ -240,77 +271,111 @@ func TestSeccompProgramInterpreter(t *testing.T) {
 		"getsockname", "shutdown", "sendto", "sendmmsg", "recvmmsg", "getsockopt", "setsockopt",
 		"ptrace", "process_vm_readv", "process_vm_writev"}
 	ioUring := []string{"io_uring_setup", "io_uring_enter", "io_uring_register"}
+	keyCalls := []string{"keyctl", "add_key", "request_key"}
+	metadataCalls := []string{"chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown",
+		"fchownat", "utime", "utimes", "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr",
+		"setxattrat", "removexattr", "lremovexattr", "fremovexattr", "removexattrat", "file_setattr"}
 	const junk = uint64(0xdeadbeef) << 32
 	for _, a := range seccompTestArches() {
 		type tc struct {
 			name           string
 			call           seccompCall
 			network, vsock uint32
+			metadata       bool // denied as well with seccompNoMetadata
 		}
 		call := func(name string, arg0 uint64) seccompCall {
-			return seccompCall{nr: seccompNr(t, name, a.audit), arch: a.audit, arg0: arg0}
+			c := seccompCall{nr: seccompNr(t, name, a.audit), arch: a.audit, arg0: arg0}
+			if name == "socket" || name == "socketpair" {
+				c.arg1 = unix.SOCK_STREAM | unix.SOCK_CLOEXEC
+			}
+			return c
+		}
+		typed := func(name string, domain, typ uint64) seccompCall {
+			return seccompCall{nr: seccompNr(t, name, a.audit), arch: a.audit, arg0: domain, arg1: typ}
 		}
 		cases := []tc{
-			{"read from the other arch", seccompCall{nr: seccompNr(t, "read", a.other), arch: a.other}, seccompKill, seccompKill},
-			{"read with our number, other arch", seccompCall{nr: seccompNr(t, "read", a.audit), arch: a.other}, seccompKill, seccompKill},
-			{"i386 (int 0x80)", seccompCall{nr: 3, arch: unix.AUDIT_ARCH_I386}, seccompKill, seccompKill},
-			{"arm32", seccompCall{nr: 3, arch: unix.AUDIT_ARCH_ARM}, seccompKill, seccompKill},
-			{"arch 0", seccompCall{nr: 0}, seccompKill, seccompKill},
+			{"read from the other arch", seccompCall{nr: seccompNr(t, "read", a.other), arch: a.other}, seccompKill, seccompKill, false},
+			{"read with our number, other arch", seccompCall{nr: seccompNr(t, "read", a.audit), arch: a.other}, seccompKill, seccompKill, false},
+			{"i386 (int 0x80)", seccompCall{nr: 3, arch: unix.AUDIT_ARCH_I386}, seccompKill, seccompKill, false},
+			{"arm32", seccompCall{nr: 3, arch: unix.AUDIT_ARCH_ARM}, seccompKill, seccompKill, false},
+			{"arch 0", seccompCall{nr: 0}, seccompKill, seccompKill, false},
 		}
 		for _, name := range networkDenied {
-			cases = append(cases, tc{name, call(name, unix.AF_UNIX), seccompDeny, seccompAllow})
+			cases = append(cases, tc{name, call(name, unix.AF_UNIX), seccompDeny, seccompAllow, false})
 		}
 		for _, name := range ioUring {
-			cases = append(cases, tc{name, call(name, 0), seccompDeny, seccompDeny})
+			cases = append(cases, tc{name, call(name, 0), seccompDeny, seccompDeny, false})
+		}
+		for _, name := range keyCalls {
+			cases = append(cases, tc{name, call(name, 0), seccompDeny, seccompDeny, false})
+		}
+		for _, name := range metadataCalls {
+			if seccompNr(t, name, a.audit) != seccompAbsent {
+				cases = append(cases, tc{name, call(name, 0), seccompAllow, seccompAllow, true})
+			}
 		}
 		for _, s := range seccompAllowedCalls() {
-			cases = append(cases, tc{s.name, call(s.name, unix.AF_INET), seccompAllow, seccompAllow})
+			cases = append(cases, tc{s.name, call(s.name, unix.AF_INET), seccompAllow, seccompAllow, false})
 		}
 		for _, sys := range []string{"socket", "socketpair"} {
 			cases = append(cases,
-				tc{sys + " AF_UNIX", call(sys, unix.AF_UNIX), seccompAllow, seccompAllow},
-				tc{sys + " AF_INET", call(sys, unix.AF_INET), seccompDeny, seccompAllow},
-				tc{sys + " AF_INET6", call(sys, unix.AF_INET6), seccompDeny, seccompAllow},
-				tc{sys + " AF_NETLINK", call(sys, unix.AF_NETLINK), seccompDeny, seccompAllow},
-				tc{sys + " AF_PACKET", call(sys, unix.AF_PACKET), seccompDeny, seccompAllow},
-				tc{sys + " AF_VSOCK", call(sys, unix.AF_VSOCK), seccompDeny, seccompDeny},
-				tc{sys + " AF_UNSPEC", call(sys, unix.AF_UNSPEC), seccompDeny, seccompAllow},
+				tc{sys + " AF_UNIX", call(sys, unix.AF_UNIX), seccompAllow, seccompAllow, false},
+				tc{sys + " AF_INET", call(sys, unix.AF_INET), seccompDeny, seccompAllow, false},
+				tc{sys + " AF_INET6", call(sys, unix.AF_INET6), seccompDeny, seccompAllow, false},
+				tc{sys + " AF_NETLINK", call(sys, unix.AF_NETLINK), seccompDeny, seccompAllow, false},
+				tc{sys + " AF_PACKET", call(sys, unix.AF_PACKET), seccompDeny, seccompAllow, false},
+				tc{sys + " AF_VSOCK", call(sys, unix.AF_VSOCK), seccompDeny, seccompDeny, false},
+				tc{sys + " AF_UNSPEC", call(sys, unix.AF_UNSPEC), seccompDeny, seccompAllow, false},
 				// The kernel takes the domain as an int: only the low word counts, for it and
 				// for the filter (seccomp_linux.go's top comment).
-				tc{sys + " AF_UNIX, junk high word", call(sys, junk|unix.AF_UNIX), seccompAllow, seccompAllow},
-				tc{sys + " AF_INET, junk high word", call(sys, junk|unix.AF_INET), seccompDeny, seccompAllow},
-				tc{sys + " AF_VSOCK, junk high word", call(sys, junk|unix.AF_VSOCK), seccompDeny, seccompDeny},
-				tc{sys + " AF_INET, AF_UNIX in the high word", call(sys, unix.AF_UNIX<<32|unix.AF_INET), seccompDeny, seccompAllow},
+				tc{sys + " AF_UNIX, junk high word", call(sys, junk|unix.AF_UNIX), seccompAllow, seccompAllow, false},
+				tc{sys + " AF_INET, junk high word", call(sys, junk|unix.AF_INET), seccompDeny, seccompAllow, false},
+				tc{sys + " AF_VSOCK, junk high word", call(sys, junk|unix.AF_VSOCK), seccompDeny, seccompDeny, false},
+				tc{sys + " AF_INET, AF_UNIX in the high word", call(sys, unix.AF_UNIX<<32|unix.AF_INET), seccompDeny, seccompAllow, false},
+				// A datagram unix socket sends to any bound socket by path (sendmsg): only
+				// connection-oriented ones are made without the network (SOCK_RAW is a
+				// datagram socket for AF_UNIX).
+				tc{sys + " AF_UNIX SOCK_DGRAM", typed(sys, unix.AF_UNIX, unix.SOCK_DGRAM), seccompDeny, seccompAllow, false},
+				tc{sys + " AF_UNIX SOCK_DGRAM|SOCK_CLOEXEC|SOCK_NONBLOCK", typed(sys, unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK), seccompDeny, seccompAllow, false},
+				tc{sys + " AF_UNIX SOCK_RAW", typed(sys, unix.AF_UNIX, unix.SOCK_RAW), seccompDeny, seccompAllow, false},
+				tc{sys + " AF_UNIX SOCK_SEQPACKET", typed(sys, unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK), seccompAllow, seccompAllow, false},
+				tc{sys + " AF_UNIX SOCK_STREAM, junk high word", typed(sys, unix.AF_UNIX, junk|unix.SOCK_STREAM), seccompAllow, seccompAllow, false},
+				tc{sys + " AF_UNIX SOCK_DGRAM, SOCK_STREAM in the high word", typed(sys, unix.AF_UNIX, unix.SOCK_STREAM<<32|unix.SOCK_DGRAM), seccompDeny, seccompAllow, false},
+				tc{sys + " AF_VSOCK SOCK_STREAM", typed(sys, unix.AF_VSOCK, unix.SOCK_STREAM), seccompDeny, seccompDeny, false},
 			)
 		}
 		ioctl := func(fd, req uint64) seccompCall {
 			return seccompCall{nr: seccompNr(t, "ioctl", a.audit), arch: a.audit, arg0: fd, arg1: req}
 		}
 		cases = append(cases,
-			tc{"ioctl TIOCSTI", ioctl(0, unix.TIOCSTI), seccompDeny, seccompDeny},
-			tc{"ioctl TIOCLINUX", ioctl(0, unix.TIOCLINUX), seccompDeny, seccompDeny},
+			tc{"ioctl TIOCSTI", ioctl(0, unix.TIOCSTI), seccompDeny, seccompDeny, false},
+			tc{"ioctl TIOCLINUX", ioctl(0, unix.TIOCLINUX), seccompDeny, seccompDeny, false},
 			// The kernel takes the request as an unsigned int: only the low word counts.
-			tc{"ioctl TIOCSTI, junk high word", ioctl(0, junk|unix.TIOCSTI), seccompDeny, seccompDeny},
-			tc{"ioctl TCGETS", ioctl(0, unix.TCGETS), seccompAllow, seccompAllow},
-			tc{"ioctl TIOCSWINSZ", ioctl(0, unix.TIOCSWINSZ), seccompAllow, seccompAllow},
-			tc{"ioctl fd TIOCSTI, request TCGETS", ioctl(unix.TIOCSTI, unix.TCGETS), seccompAllow, seccompAllow},
-			tc{"ioctl TIOCSTI in the high word", ioctl(0, uint64(unix.TIOCSTI)<<32|unix.TCGETS), seccompAllow, seccompAllow},
+			tc{"ioctl TIOCSTI, junk high word", ioctl(0, junk|unix.TIOCSTI), seccompDeny, seccompDeny, false},
+			tc{"ioctl TCGETS", ioctl(0, unix.TCGETS), seccompAllow, seccompAllow, false},
+			tc{"ioctl TIOCSWINSZ", ioctl(0, unix.TIOCSWINSZ), seccompAllow, seccompAllow, false},
+			tc{"ioctl fd TIOCSTI, request TCGETS", ioctl(unix.TIOCSTI, unix.TCGETS), seccompAllow, seccompAllow, false},
+			tc{"ioctl TIOCSTI in the high word", ioctl(0, uint64(unix.TIOCSTI)<<32|unix.TCGETS), seccompAllow, seccompAllow, false},
+			tc{"ioctl FS_IOC_SETFLAGS", ioctl(3, unix.FS_IOC_SETFLAGS), seccompAllow, seccompAllow, true},
+			tc{"ioctl FS_IOC_FSSETXATTR", ioctl(3, seccompFSIocFSSetXattr), seccompAllow, seccompAllow, true},
+			tc{"ioctl FS_IOC_GETFLAGS", ioctl(3, unix.FS_IOC_GETFLAGS), seccompAllow, seccompAllow, false},
 		)
 		if a.audit == unix.AUDIT_ARCH_X86_64 {
 			cases = append(cases,
-				tc{"x32 read", seccompCall{nr: seccompX32SyscallNr | 0, arch: a.audit}, seccompDeny, seccompDeny},
-				tc{"x32 socket AF_UNIX", seccompCall{nr: seccompX32SyscallNr | 41, arch: a.audit, arg0: unix.AF_UNIX}, seccompDeny, seccompDeny},
-				tc{"nr -1", seccompCall{nr: 0xffffffff, arch: a.audit}, seccompDeny, seccompDeny},
+				tc{"x32 read", seccompCall{nr: seccompX32SyscallNr | 0, arch: a.audit}, seccompDeny, seccompDeny, false},
+				tc{"x32 socket AF_UNIX", seccompCall{nr: seccompX32SyscallNr | 41, arch: a.audit, arg0: unix.AF_UNIX}, seccompDeny, seccompDeny, false},
+				tc{"nr -1", seccompCall{nr: 0xffffffff, arch: a.audit}, seccompDeny, seccompDeny, false},
 			)
 		} else {
 			// No x32 on arm64: such numbers name no syscall there, and the kernel answers ENOSYS.
 			cases = append(cases,
-				tc{"x32-style number", seccompCall{nr: seccompX32SyscallNr | 198, arch: a.audit}, seccompAllow, seccompAllow},
-				tc{"nr -1", seccompCall{nr: 0xffffffff, arch: a.audit}, seccompAllow, seccompAllow},
+				tc{"x32-style number", seccompCall{nr: seccompX32SyscallNr | 198, arch: a.audit}, seccompAllow, seccompAllow, false},
+				tc{"nr -1", seccompCall{nr: 0xffffffff, arch: a.audit}, seccompAllow, seccompAllow, false},
 			)
 		}
 
-		for _, mode := range []seccompMode{seccompNetwork, seccompVsock} {
+		for _, mode := range []seccompMode{seccompNetwork, seccompVsock,
+			seccompNetwork | seccompNoMetadata, seccompVsock | seccompNoMetadata} {
 			prog, err := seccompProgram(mode, a.audit)
 			if err != nil {
 				t.Fatal(err)
@@ -318,8 +383,11 @@ func TestSeccompProgramInterpreter(t *testing.T) {
 			vm := newSeccompVM(t, prog)
 			for _, c := range cases {
 				want := c.network
-				if mode == seccompVsock {
+				if mode.base() == seccompVsock {
 					want = c.vsock
+				}
+				if c.metadata && mode&seccompNoMetadata != 0 {
+					want = seccompDeny
 				}
 				if got := seccompRun(t, vm, c.call); got != want {
 					t.Errorf("%s mode %d: %s (nr %#x, arg0 %#x): %s, want %s", a.name, mode, c.name,
@@ -331,10 +399,19 @@ func TestSeccompProgramInterpreter(t *testing.T) {
 			for _, name := range ioUring {
 				denied[seccompNr(t, name, a.audit)] = true
 			}
-			if mode == seccompNetwork {
+			for _, name := range keyCalls {
+				denied[seccompNr(t, name, a.audit)] = true
+			}
+			if mode.base() == seccompNetwork {
 				for _, name := range networkDenied {
 					denied[seccompNr(t, name, a.audit)] = true
 				}
+			}
+			if mode&seccompNoMetadata != 0 {
+				for _, name := range metadataCalls {
+					denied[seccompNr(t, name, a.audit)] = true
+				}
+				denied[seccompNr(t, "ioctl", a.audit)] = true // by request, above
 			}
 			denied[seccompNr(t, "socket", a.audit)] = true
 			denied[seccompNr(t, "socketpair", a.audit)] = true
@@ -377,9 +454,11 @@ func seccompListing(prog []unix.SockFilter, mode seccompMode, a seccompTestArch)
 		names[s.number(a.audit)] = s.name
 	}
 	fields := map[uint32]string{seccompDataNr: "nr", seccompDataArch: "arch", seccompDataArg0Low: "args[0] low word: domain",
-		seccompDataArg1Low: "args[1] low word: request"}
+		seccompDataArg1Low: "args[1] low word: request, or type"}
 	var b strings.Builder
-	modeName := map[seccompMode]string{seccompNetwork: "seccompNetwork", seccompVsock: "seccompVsock"}[mode]
+	modeName := map[seccompMode]string{seccompNetwork: "seccompNetwork", seccompVsock: "seccompVsock",
+		seccompNetwork | seccompNoMetadata: "seccompNetwork|seccompNoMetadata",
+		seccompVsock | seccompNoMetadata:   "seccompVsock|seccompNoMetadata"}[mode]
 	fmt.Fprintf(&b, "# %s for %s (AUDIT_ARCH %#x), %d instructions. Regenerate: %s=1 go test -run SeccompProgramListing\n",
 		modeName, a.name, a.audit, len(prog), seccompGoldenEnv)
 	var loaded uint32
@@ -409,10 +488,16 @@ func seccompListing(prog []unix.SockFilter, mode seccompMode, a seccompTestArch)
 			case loaded == seccompDataArg0Low:
 				note = map[uint32]string{unix.AF_UNIX: "AF_UNIX", unix.AF_VSOCK: "AF_VSOCK"}[f.K]
 			case loaded == seccompDataArg1Low:
-				note = map[uint32]string{unix.TIOCSTI: "TIOCSTI", unix.TIOCLINUX: "TIOCLINUX"}[f.K]
+				note = map[uint32]string{unix.TIOCSTI: "TIOCSTI", unix.TIOCLINUX: "TIOCLINUX",
+					unix.FS_IOC_SETFLAGS: "FS_IOC_SETFLAGS", seccompFSIocFSSetXattr: "FS_IOC_FSSETXATTR"}[f.K]
+			case loaded == ^uint32(0):
+				note = map[uint32]string{unix.SOCK_STREAM: "SOCK_STREAM", unix.SOCK_SEQPACKET: "SOCK_SEQPACKET"}[f.K]
 			}
 		case unix.BPF_RET | unix.BPF_K:
 			text, note = fmt.Sprintf("ret  #%#x", f.K), seccompAction(f.K)
+		case unix.BPF_ALU | unix.BPF_AND | unix.BPF_K:
+			text, note = fmt.Sprintf("and  #%#x", f.K), "SOCK_TYPE_MASK: the socket type"
+			loaded = ^uint32(0) // A is no longer a field of seccomp_data
 		default:
 			text = fmt.Sprintf("code %#x jt %d jf %d k %#x", f.Code, f.Jt, f.Jf, f.K)
 		}
@@ -427,7 +512,8 @@ const seccompGoldenEnv = "EXEC_SERVER_SECCOMP_GOLDEN"
 // testdata/seccomp/, which is there for a reviewer to audit the filters as text.
 func TestSeccompProgramListing(t *testing.T) {
 	for _, a := range seccompTestArches() {
-		for mode, name := range map[seccompMode]string{seccompNetwork: "network", seccompVsock: "vsock"} {
+		for mode, name := range map[seccompMode]string{seccompNetwork: "network", seccompVsock: "vsock",
+			seccompNetwork | seccompNoMetadata: "network_nometadata", seccompVsock | seccompNoMetadata: "vsock_nometadata"} {
 			prog, err := seccompProgram(mode, a.audit)
 			if err != nil {
 				t.Fatal(err)
@@ -492,6 +578,11 @@ func seccompProbes() []seccompProbe {
 		{"socket AF_UNIX, junk high word", nil},
 		{"socket AF_INET, junk high word", netOnly},
 		{"socketpair AF_UNIX", nil},
+		{"socket AF_UNIX SOCK_DGRAM", netOnly},
+		{"socket AF_UNIX SOCK_SEQPACKET", nil},
+		{"socketpair AF_UNIX SOCK_DGRAM", netOnly},
+		{"keyctl", both},
+		{"add_key", both},
 		{"socketpair AF_INET", netOnly},
 		{"socketpair AF_VSOCK", both},
 		{"connect AF_UNIX", netOnly},
@@ -647,6 +738,25 @@ func seccompChildProbes() []struct {
 		{"socket AF_UNIX, junk high word", func() error { return socketProbe(unix.AF_UNIX, junk) }},
 		{"socket AF_INET, junk high word", func() error { return socketProbe(unix.AF_INET, junk) }},
 		{"socketpair AF_UNIX", func() error { return socketpairProbe(unix.AF_UNIX) }},
+		{"socket AF_UNIX SOCK_DGRAM", func() error { return socketTypeProbe(unix.AF_UNIX, unix.SOCK_DGRAM) }},
+		{"socket AF_UNIX SOCK_SEQPACKET", func() error { return socketTypeProbe(unix.AF_UNIX, unix.SOCK_SEQPACKET) }},
+		{"socketpair AF_UNIX SOCK_DGRAM", func() error {
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			unix.Close(fds[0])
+			return unix.Close(fds[1])
+		}},
+		{"keyctl", func() error {
+			_, err := unix.KeyctlInt(unix.KEYCTL_GET_KEYRING_ID, unix.KEY_SPEC_SESSION_KEYRING, 0, 0, 0)
+			return err
+		}},
+		{"add_key", func() error {
+			// No payload for a keyring type that needs one: EINVAL unfiltered, nothing added.
+			_, err := unix.AddKey("user", "exec-server-seccomp-probe", nil, 0)
+			return err
+		}},
 		{"socketpair AF_INET", func() error { return socketpairProbe(unix.AF_INET) }},
 		{"socketpair AF_VSOCK", func() error { return socketpairProbe(unix.AF_VSOCK) }},
 		{"connect AF_UNIX", func() error {
@@ -713,6 +823,15 @@ func socketProbe(domain int, hi uint64) error {
 		return e
 	}
 	return unix.Close(int(fd))
+}
+
+// socketTypeProbe makes a socket of the domain and type, and closes it.
+func socketTypeProbe(domain, typ int) error {
+	fd, err := unix.Socket(domain, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
 }
 
 func socketpairProbe(domain int) error {
