@@ -203,12 +203,10 @@ var cbMechanisms = []struct{ name, mech, pidNS string }{
 	{"landlock-inherit", "landlock", "inherit"},
 }
 
-// cbDaemonMechanisms are the modes whose stage keeps the command's orphans (pid 1 of a pid
-// namespace of its own): under Landlock or `inherit` the stage execs the command in place, and
-// a double-forked daemon is reparented out of its tree, to be refused only once the stage
-// keeps its orphans (a subreaper) and ends them with it; then this is every mode
-// (docs/sandbox.md §2, Connect-back, "What remains").
-var cbDaemonMechanisms = cbMechanisms[:1]
+// cbDaemonMechanisms are the modes whose stage keeps the command's orphans: every one (pid 1
+// of a pid namespace of its own, or the supervisor, a subreaper; docs/sandbox.md §2,
+// Processes).
+var cbDaemonMechanisms = cbMechanisms
 
 func cbRequire(t *testing.T, mech string) {
 	t.Helper()
@@ -268,8 +266,7 @@ func TestSandboxConnectBackRefused(t *testing.T) {
 
 // TestSandboxConnectBackDaemon: the connecting process has left the command's process group
 // and session (setsid, after a double fork) while the command still runs: it is still the
-// stage's descendant, and still refused. cbDaemonMechanisms are the modes where the stage
-// keeps such orphans today (docs/sandbox.md §2, Connect-back, "What remains").
+// stage's descendant, and still refused, in every mode (cbDaemonMechanisms).
 func TestSandboxConnectBackDaemon(t *testing.T) {
 	for _, m := range cbDaemonMechanisms {
 		t.Run(m.name, func(t *testing.T) {
