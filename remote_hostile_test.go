@@ -539,3 +539,32 @@ func TestRendezvousAddrRule(t *testing.T) {
 		}
 	}
 }
+
+// Row 3, the size of a line: the throttle bounds lines, and a line must be bounded too. A
+// stream_id may be relayMaxStreamID bytes (about 190 KB) of the relay's choosing, and every
+// line about a handshake names it: a relay sending unsound handshakes with such ids (failed
+// handshakes, then a pause and refusals during it) must get short lines. On f79d9f1
+// each of the throttled lines quoted the whole id, escaped: about 760 KB a line, some
+// 10 lines per message per 10 s, a megabyte of log a second for as long as the relay goes on.
+func TestRemoteHostileLongStreamIDLogIsBounded(t *testing.T) {
+	const frames = 3 * relayMaxFailedHandshakes
+	const maxLogBytes = 64 << 10
+	e := startHostile(t, hostileSetup{level: slog.LevelInfo, opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
+		e.reg.validate = func(w http.ResponseWriter, _ map[string]json.RawMessage) { io.WriteString(w, `{"valid":false}`) }
+	}}})
+	h := e.harness()
+	longID := func(i int) string { return fmt.Sprintf("%04d", i) + strings.Repeat("\x01", relayMaxStreamID-4) }
+	before := len(e.logs.String())
+	sent := 0
+	for i := range frames { // unsound msg1s: failed handshakes, a pause, refusals during it
+		id := longID(i)
+		h.send(relayFrame{streamID: id, body: relayBodyHandshake, payload: []byte("x")})
+		h.expectReset(id)
+		sent += len(id)
+	}
+	logged := len(e.logs.String()) - before
+	t.Logf("%d handshakes with %d-byte stream ids (%d bytes sent) wrote %d bytes of log", frames, relayMaxStreamID, sent, logged)
+	if logged > maxLogBytes {
+		t.Fatalf("%d bytes of log for %d handshakes with long stream ids, want at most %d", logged, frames, maxLogBytes)
+	}
+}
