@@ -168,10 +168,8 @@ func (x *relayExecutor) dial(ctx context.Context, reg *registration, attempt int
 	// An address in the URL is vetted here too: through a proxy, the control below sees
 	// only the proxy's.
 	if u, err := url.Parse(reg.url); err == nil {
-		if a, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
-			if err := rendezvousAddrAllowed(a.WithZone(""), x.registry.reached); err != nil {
-				return nil, nil, requestID, err
-			}
+		if err := rendezvousHostAllowed(u.Hostname(), x.registry.reached); err != nil {
+			return nil, nil, requestID, err
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, x.timings.dialTimeout)
@@ -271,6 +269,34 @@ func (x *relayExecutor) vetRendezvousAddr(_, address string, _ syscall.RawConn) 
 	return rendezvousAddrAllowed(ap.Addr(), x.registry.reached)
 }
 
+// rendezvousHostAllowed applies rendezvousAddrAllowed to the host of a rendezvous URL when it
+// is an address. Through a proxy this is the only check, since the proxy resolves the host,
+// so a host that a resolver would read as an IPv4 address although netip does not is
+// refused too: inet_aton, which getaddrinfo and so many proxies use, takes 2852039166,
+// 0xa9fea9fe, 0251.0376.0251.0376 or 169.254.43518 for 169.254.169.254, and an address with
+// a trailing dot is still that address.
+func rendezvousHostAllowed(host string, reached *addrClassSet) error {
+	h := strings.TrimSuffix(host, ".")
+	if a, err := netip.ParseAddr(h); err == nil {
+		return rendezvousAddrAllowed(a.WithZone(""), reached)
+	}
+	if numericHost(h) {
+		return fmt.Errorf("%w: %q is an IPv4 address in a spelling that resolvers read differently", errRendezvousAddr, host)
+	}
+	return nil
+}
+
+// numericHost reports whether the last label of host is a number, decimal or 0x hex: what
+// the WHATWG URL standard takes for an IPv4 address in any spelling. No top-level domain is
+// numeric, so no name of a real relay is refused.
+func numericHost(host string) bool {
+	label := strings.ToLower(host[strings.LastIndexByte(host, '.')+1:])
+	if hex, ok := strings.CutPrefix(label, "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return label != "" && strings.Trim(label, "0123456789") == ""
+}
+
 // addrClass sorts the addresses a registry may hand out for the rendezvous (docs/remote.md §3).
 type addrClass uint8
 
@@ -302,8 +328,17 @@ func isMetadataAddr(a netip.Addr) bool {
 	return false
 }
 
+// nat64Prefix is the well-known NAT64 prefix (RFC 6052): 64:ff9b::a9fe:a9fe reaches
+// 169.254.169.254 through a translator, so an address in it is judged by the IPv4 address
+// it embeds.
+var nat64Prefix = netip.MustParsePrefix("64:ff9b::/96")
+
 func classifyAddr(a netip.Addr) addrClass {
 	a = a.Unmap().WithZone("")
+	if nat64Prefix.Contains(a) {
+		b := a.As16()
+		a = netip.AddrFrom4([4]byte(b[12:]))
+	}
 	switch {
 	case isMetadataAddr(a):
 		return addrMetadata

@@ -532,6 +532,9 @@ func TestRendezvousAddrRule(t *testing.T) {
 		{"168.63.129.16", set(addrPublic), false},
 		{"0.0.0.0", set(addrLoopback), false},
 		{"224.0.0.1", set(addrPublic, addrPrivate), false},
+		{"64:ff9b::a9fe:a9fe", set(addrPublic), false}, // NAT64 of 169.254.169.254
+		{"64:ff9b::a00:1", set(addrPublic), false},     // NAT64 of 10.0.0.1
+		{"64:ff9b::5db8:d822", set(addrPublic), true},  // NAT64 of 93.184.216.34
 	} {
 		err := rendezvousAddrAllowed(netip.MustParseAddr(tt.addr), tt.reached)
 		if (err == nil) != tt.ok {
@@ -566,5 +569,61 @@ func TestRemoteHostileLongStreamIDLogIsBounded(t *testing.T) {
 	t.Logf("%d handshakes with %d-byte stream ids (%d bytes sent) wrote %d bytes of log", frames, relayMaxStreamID, sent, logged)
 	if logged > maxLogBytes {
 		t.Fatalf("%d bytes of log for %d handshakes with long stream ids, want at most %d", logged, frames, maxLogBytes)
+	}
+}
+
+// Row 5, through a proxy: only an address written in the rendezvous URL can be checked there,
+// since the proxy resolves what it is given, so every spelling of an address must be caught,
+// not only the one netip reads. A proxy resolving with getaddrinfo (inet_aton) takes
+// 2852039166, 0xa9fea9fe, 0251.0376.0251.0376, 169.254.43518 or 169.16689662 for
+// 169.254.169.254. A loopback registry handing out such a wss:// URL, with HTTPS_PROXY set,
+// must send the proxy nothing. On f79d9f1 the proxy was asked to CONNECT to each.
+func TestRemoteHostileRendezvousAddressSpellingsThroughProxy(t *testing.T) {
+	for _, host := range []string{"2852039166", "0xa9fea9fe", "0251.0376.0251.0376", "169.254.43518", "169.16689662",
+		"0xa9.0xfe.0xa9.0xfe", "169.254.169.254.", "[::ffff:a9fe:a9fe]", "[64:ff9b::a9fe:a9fe]"} {
+		t.Run(host, func(t *testing.T) {
+			proxy := newRecordingProxy(t)
+			purl := "http://" + proxy.ln.Addr().String()
+			e := startHostile(t, hostileSetup{level: slog.LevelInfo, env: envOf("HTTPS_PROXY", purl),
+				opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
+					e.reg.url = "wss://" + host + ":443/relay?sig=SECRETSIG"
+				}}})
+			e.logs.waitFor(t, "rendezvous connection failed")
+			if got := proxy.String(); got != "" {
+				t.Fatalf("the proxy was asked for %s by a loopback registry:\n%.200s", host, got)
+			}
+			if !strings.Contains(e.logs.String(), errRendezvousAddr.Error()) {
+				t.Fatalf("the log does not say the address was refused")
+			}
+		})
+	}
+}
+
+// Row 5, the host of the URL: names pass (the dial checks what they resolve to), addresses
+// follow the rule, and numeric spellings that are not plain addresses are refused.
+func TestRendezvousHostRule(t *testing.T) {
+	loopback := new(addrClassSet)
+	loopback.add(addrLoopback)
+	for _, tt := range []struct {
+		host string
+		ok   bool
+	}{
+		{"relay.example.com", true},
+		{"1e100.net", true},
+		{"relay-0x1.example", true},
+		{"127.0.0.1", true},
+		{"localhost", true},
+		{"93.184.216.34.", true},
+		{"169.254.169.254", false},
+		{"169.254.169.254.", false},
+		{"2852039166", false},
+		{"0XA9FEA9FE", false},
+		{"0251.0376.0251.0376", false},
+		{"169.254.43518", false},
+		{"relay.example.0x10", false},
+	} {
+		if err := rendezvousHostAllowed(tt.host, loopback); (err == nil) != tt.ok {
+			t.Errorf("%s: %v, want allowed=%v", tt.host, err, tt.ok)
+		}
 	}
 }
