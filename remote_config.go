@@ -276,7 +276,7 @@ func (c *remoteConfig) remoteProxy() func(*http.Request) (*url.URL, error) {
 		case req.URL.Scheme == "https" && httpsProxy != "":
 			return parseProxyURL(httpsProxy)
 		case req.URL.Scheme != "https" && httpProxy != "":
-			return nil, fmt.Errorf("refusing to send a plain %s request to %s through HTTP_PROXY: its credential would cross the proxy in clear", req.URL.Scheme, host)
+			return nil, fmt.Errorf("refusing to send an unencrypted request (http or ws) to %s through HTTP_PROXY: its credential would cross the proxy in clear", host)
 		}
 		return nil, nil
 	}

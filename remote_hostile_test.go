@@ -627,3 +627,15 @@ func TestRendezvousHostRule(t *testing.T) {
 		}
 	}
 }
+
+// Row 2, the wording: a websocket dial that the proxy rule refuses (a plain ws:// URL to
+// another host with HTTP_PROXY set) says so, and never quotes the proxy variable. On f79d9f1
+// it said the proxy variable was not a valid URL, whatever the reason.
+func TestRemoteProxyRefusalWording(t *testing.T) {
+	c := &remoteConfig{lookupEnv: envOf("HTTP_PROXY", "http://user:pw-secret@proxy.invalid:3128")}
+	_, _, err := dialWebsocket(context.Background(), "ws://relay.invalid/relay?sig=SECRETSIG", nil, nil, wsOptions{proxy: c.remoteProxy()})
+	if err == nil || !strings.Contains(err.Error(), "refusing to send an unencrypted request (http or ws)") ||
+		strings.Contains(err.Error(), "pw-secret") || strings.Contains(err.Error(), "SECRETSIG") {
+		t.Fatalf("dial refused by the proxy rule: %v; want the refusal, without the proxy's password or the query", err)
+	}
+}
