@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -33,10 +34,14 @@ func dialTunnel(ctx context.Context, u *url.URL, addr string, proxy func(*http.R
 	}
 	pu, err := proxy(&http.Request{Method: http.MethodGet, URL: target, Host: u.Host, Header: http.Header{}})
 	if err != nil || pu == nil {
-		if err != nil {
-			// Wrapped: every caller passes remoteProxy, whose errors never quote a variable's
-			// value (a password), and say why, such as a plain request refused a proxy.
+		var rule proxyRuleError
+		switch {
+		case errors.As(err, &rule):
+			// remoteProxy's reason (a plain request refused a proxy) quotes no value.
 			return nil, fmt.Errorf("proxy: %w", err)
+		case err != nil:
+			// Not wrapped: the error may quote the variable's value, password included.
+			return nil, errors.New("proxy: the proxy variable (HTTPS_PROXY, HTTP_PROXY or ALL_PROXY) is not a valid URL")
 		}
 		return d.DialContext(ctx, "tcp", addr)
 	}
