@@ -165,8 +165,8 @@ func (x *relayExecutor) run(ctx context.Context) error {
 func (x *relayExecutor) dial(ctx context.Context, reg *registration, attempt int) (*wsConn, *http.Response, string, error) {
 	requestID := newRendezvousRequestID()
 	x.log.Info("connecting to the rendezvous", "connection_attempt", attempt, "request_id", requestID)
-	// An address in the URL is vetted here too: through a proxy, the control below sees
-	// only the proxy's.
+	// An address in the URL is vetted here too: through a proxy, the control below is not
+	// applied (the proxy, not this host, connects to the rendezvous).
 	if u, err := url.Parse(reg.url); err == nil {
 		if err := rendezvousHostAllowed(u.Hostname(), x.registry.reached); err != nil {
 			return nil, nil, requestID, err
@@ -354,8 +354,8 @@ func classifyAddr(a netip.Addr) addrClass {
 	return addrPublic
 }
 
-// addrClassSet is the set of address classes the registry has been reached at (or its proxy,
-// through one); safe for concurrent use.
+// addrClassSet is the set of address classes the registry has been reached at (nothing for a
+// registry behind a proxy, unless --remote names an address); safe for concurrent use.
 type addrClassSet struct{ bits atomic.Uint32 }
 
 func (s *addrClassSet) add(c addrClass) { s.bits.Or(1 << c) }

@@ -8,6 +8,7 @@ package main
 // loopback against the real executor (runRemote).
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,7 +19,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,12 +38,17 @@ type hostileSetup struct {
 	stdin  io.Reader // with flags
 	level  slog.Level
 	opts   []remoteOption
+	tls    bool                    // the registry over HTTPS (httptest's certificate: example.com, 127.0.0.1)
+	before func(reg *testRegistry) // called before the configuration is read
 }
 
 func startHostile(t *testing.T, s hostileSetup) *remoteEnv {
 	t.Helper()
-	e := &remoteEnv{t: t, reg: newTestRegistry(t), rv: newTestRendezvous(t), done: make(chan error, 1), logs: &remoteLog{written: make(chan struct{}, 1)}}
+	e := &remoteEnv{t: t, reg: newTestRegistryServer(t, s.tls), rv: newTestRendezvous(t), done: make(chan error, 1), logs: &remoteLog{written: make(chan struct{}, 1)}}
 	e.reg.url = e.rv.url()
+	if s.before != nil {
+		s.before(e.reg)
+	}
 	flags, stdin := s.flags, s.stdin
 	if flags == nil {
 		flags, stdin = []string{"--registration-bearer-stdin"}, strings.NewReader("TOKEN\n")
@@ -638,4 +646,108 @@ func TestRemoteProxyRefusalWording(t *testing.T) {
 		strings.Contains(err.Error(), "pw-secret") || strings.Contains(err.Error(), "SECRETSIG") {
 		t.Fatalf("dial refused by the proxy rule: %v; want the refusal, without the proxy's password or the query", err)
 	}
+}
+
+// tunnelProxy is a loopback HTTP CONNECT proxy that tunnels every CONNECT, whatever its
+// target, to one address: it stands in for a proxy that resolves a registry's name.
+type tunnelProxy struct {
+	ln       net.Listener
+	connects atomic.Int32
+	wg       sync.WaitGroup
+}
+
+func newTunnelProxy(t *testing.T, to string) *tunnelProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tunnelProxy{ln: ln}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil || req.Method != http.MethodConnect {
+					return
+				}
+				p.connects.Add(1)
+				up, err := net.Dial("tcp", to)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+				go func() { io.Copy(up, br); up.(*net.TCPConn).CloseWrite() }()
+				io.Copy(c, up)
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+// Row 5, a registry behind a proxy: the executor reaches the proxy, not the registry, so the
+// proxy's address (here loopback, as a local forwarding proxy is) says nothing of the
+// registry's network. A registry reached as https://example.com through a loopback
+// HTTPS_PROXY that hands out a loopback rendezvous URL is refused: the loopback rendezvous
+// sees no connection. On f79d9f1 the proxy's loopback address counted as the registry's, and
+// the executor connected to whatever loopback port the registry named.
+func TestRemoteHostileRendezvousLoopbackViaProxiedRegistry(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	var proxy *tunnelProxy
+	e := startHostile(t, hostileSetup{tls: true, level: slog.LevelInfo,
+		remote: func(u string) string { return strings.Replace(u, "127.0.0.1", "example.com", 1) },
+		flags:  []string{"--registration-bearer-stdin", "--remote-ca", ca}, stdin: strings.NewReader("TOKEN\n"),
+		env: func(k string) (string, bool) {
+			if k == "HTTPS_PROXY" {
+				return "http://" + proxy.ln.Addr().String(), true
+			}
+			return "", false
+		},
+		before: func(reg *testRegistry) {
+			os.WriteFile(ca, pemCert(reg.srv.Certificate().Raw), 0o600)
+			proxy = newTunnelProxy(t, reg.srv.Listener.Addr().String())
+		},
+	})
+	select {
+	case c := <-e.rv.conns:
+		e.rv.conns <- c
+		t.Fatalf("the executor connected to the loopback rendezvous %s named by a registry it reached through %d proxy CONNECTs",
+			e.rv.url(), proxy.connects.Load())
+	case <-waitLog(e.logs, "rendezvous connection failed"):
+	case <-time.After(remoteTestTimeout):
+		t.Fatal("the rendezvous dial neither connected nor failed")
+	}
+	if proxy.connects.Load() == 0 {
+		t.Fatal("the registry was not reached through the proxy")
+	}
+	if !strings.Contains(e.logs.String(), errRendezvousAddr.Error()) {
+		t.Fatal("the log does not say the address was refused")
+	}
+}
+
+// waitLog is closed once the log contains text; it gives up after remoteTestTimeout.
+func waitLog(l *remoteLog, text string) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		timeout := time.After(remoteTestTimeout)
+		for !strings.Contains(l.String(), text) {
+			select {
+			case <-l.written:
+			case <-timeout:
+				return
+			}
+		}
+		close(c)
+	}()
+	return c
 }
