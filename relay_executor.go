@@ -176,7 +176,7 @@ func (x *relayExecutor) dial(ctx context.Context, reg *registration, attempt int
 	defer cancel()
 	ws, resp, err := dialWebsocket(dctx, reg.url, []upgradeHeader{{"x-request-id", requestID}}, x.tls, wsOptions{
 		proxy:        x.proxy,
-		control:      x.vetRendezvousAddr,
+		control:      rendezvousControl(x.registry.reached),
 		maxMessage:   relayMaxMessage,
 		maxFrame:     relayMaxMessage,
 		pingInterval: x.timings.pingInterval,
@@ -258,15 +258,17 @@ func newRendezvousRequestID() string {
 	return rendezvousRequestIDPrefix + hex.EncodeToString(b[:])
 }
 
-// vetRendezvousAddr is the dial control of the rendezvous socket: it sees each address the
-// dial connects to, after name resolution, so a name that resolves to a refused address is
-// refused as well.
-func (x *relayExecutor) vetRendezvousAddr(_, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("rendezvous dial: unexpected address %q", address)
+// rendezvousControl is the dial control of the rendezvous (or direct) socket: it sees each
+// address the dial connects to, after name resolution, so a name that resolves to a refused
+// address is refused as well.
+func rendezvousControl(reached *addrClassSet) func(network, address string, c syscall.RawConn) error {
+	return func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return fmt.Errorf("rendezvous dial: unexpected address %q", address)
+		}
+		return rendezvousAddrAllowed(ap.Addr(), reached)
 	}
-	return rendezvousAddrAllowed(ap.Addr(), x.registry.reached)
 }
 
 // rendezvousHostAllowed applies rendezvousAddrAllowed to the host of a rendezvous URL when it

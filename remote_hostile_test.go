@@ -751,3 +751,42 @@ func waitLog(l *remoteLog, text string) <-chan struct{} {
 	}()
 	return c
 }
+
+// Row 5, the direct transport: its registry names the websocket too, and the upgrade carries
+// the executor's SigV4 headers, so the same address rule holds. A loopback registry handing
+// out a link-local endpoint (put on lo for the test) is refused before a connection is made.
+// On f79d9f1 the direct transport did not apply the rule and connected.
+func TestRemoteHostileDirectAddressRefused(t *testing.T) {
+	addLoopbackAddr(t, "169.254.77.2/32")
+	ln, err := net.Listen("tcp", "169.254.77.2:0")
+	if err != nil {
+		t.Skipf("listen on 169.254.77.2: %v", err)
+	}
+	var accepted atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	d := newTestDirect(t)
+	d.answers = []func(w http.ResponseWriter){func(w http.ResponseWriter) {
+		json.NewEncoder(w).Encode(map[string]string{"environment_id": "env-test-1", "transport": "direct_jsonrpc_v1",
+			"registration_id": "dreg-1", "url": "wss://" + ln.Addr().String() + "/ws?sig=SECRETSIG"})
+	}}
+	d.start()
+	d.logs.waitFor(t, "direct connection failed")
+	if n := accepted.Load(); n != 0 {
+		t.Fatalf("the direct transport connected %d times to %s, a link-local address named by a loopback registry", n, ln.Addr())
+	}
+	if !strings.Contains(d.logs.String(), errRendezvousAddr.Error()) {
+		t.Fatal("the log does not say the address was refused")
+	}
+}
