@@ -175,7 +175,7 @@ func (x *directExecutor) dial(ctx context.Context, reg *directRegistration, atte
 	}
 	return dialWebsocket(dctx, reg.url, extra, x.cfg.tlsConfig(), wsOptions{
 		proxy:        x.cfg.proxy,
-		control:      rendezvousControl(x.reg.reached),
+		control:      rendezvousControl(x.reg.reached, u.Scheme == "ws"),
 		pingInterval: x.timings.pingInterval,
 		pongTimeout:  x.timings.pongTimeout,
 	})

@@ -176,7 +176,7 @@ func (x *relayExecutor) dial(ctx context.Context, reg *registration, attempt int
 	defer cancel()
 	ws, resp, err := dialWebsocket(dctx, reg.url, []upgradeHeader{{"x-request-id", requestID}}, x.tls, wsOptions{
 		proxy:        x.proxy,
-		control:      rendezvousControl(x.registry.reached),
+		control:      rendezvousControl(x.registry.reached, strings.HasPrefix(reg.url, "ws:")),
 		maxMessage:   relayMaxMessage,
 		maxFrame:     relayMaxMessage,
 		pingInterval: x.timings.pingInterval,
@@ -260,12 +260,17 @@ func newRendezvousRequestID() string {
 
 // rendezvousControl is the dial control of the rendezvous (or direct) socket: it sees each
 // address the dial connects to, after name resolution, so a name that resolves to a refused
-// address is refused as well.
-func rendezvousControl(reached *addrClassSet) func(network, address string, c syscall.RawConn) error {
+// address is refused as well. A plain ws:// URL is allowed only for a loopback host
+// (isLoopbackHost), and "localhost" is a name: should it resolve elsewhere (no entry in
+// /etc/hosts, and a DNS answer), the plain dial is refused rather than sent off the host.
+func rendezvousControl(reached *addrClassSet, plain bool) func(network, address string, c syscall.RawConn) error {
 	return func(_, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
 			return fmt.Errorf("rendezvous dial: unexpected address %q", address)
+		}
+		if plain && !ap.Addr().Unmap().IsLoopback() {
+			return fmt.Errorf("%w: a plain ws URL resolved to %s, not a loopback address", errRendezvousAddr, ap.Addr())
 		}
 		return rendezvousAddrAllowed(ap.Addr(), reached)
 	}

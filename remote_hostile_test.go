@@ -790,3 +790,28 @@ func TestRemoteHostileDirectAddressRefused(t *testing.T) {
 		t.Fatal("the log does not say the address was refused")
 	}
 }
+
+// Row 2 and 5, a plain ws:// rendezvous: allowed for a loopback host only, so its dial must
+// end on loopback whatever the name resolves to (a host without localhost in /etc/hosts asks
+// DNS). The control refuses any other address for it, even one the registry's network allows.
+func TestRendezvousControlPlainIsLoopbackOnly(t *testing.T) {
+	reached := new(addrClassSet)
+	reached.add(addrLoopback)
+	reached.add(addrPrivate)
+	for _, tt := range []struct {
+		addr  string
+		plain bool
+		ok    bool
+	}{
+		{"127.0.0.1:80", true, true},
+		{"[::1]:80", true, true},
+		{"[::ffff:127.0.0.1]:80", true, true},
+		{"10.0.0.7:80", true, false},
+		{"93.184.216.34:80", true, false},
+		{"10.0.0.7:443", false, true},
+	} {
+		if err := rendezvousControl(reached, tt.plain)("tcp", tt.addr, nil); (err == nil) != tt.ok {
+			t.Errorf("%s (plain %v): %v, want allowed=%v", tt.addr, tt.plain, err, tt.ok)
+		}
+	}
+}
