@@ -146,13 +146,26 @@ type registryClient struct {
 
 func newRegistryClient(cfg *remoteConfig, creds *registryCredentials, log *slog.Logger) *registryClient {
 	reached := new(addrClassSet)
+	// Through a proxy the dial below reaches the proxy, whose address says nothing of the
+	// registry's network: a proxy on loopback would let a registry anywhere hand out
+	// loopback rendezvous URLs. A registry behind a proxy counts as public, unless --remote
+	// names an address.
+	viaProxy := false
+	if req, err := http.NewRequest(http.MethodPost, cfg.base, nil); err == nil && cfg.proxy != nil {
+		if pu, _ := cfg.proxy(req); pu != nil {
+			viaProxy = true
+			if a, err := netip.ParseAddr(req.URL.Hostname()); err == nil {
+				reached.add(classifyAddr(a))
+			}
+		}
+	}
 	var d net.Dialer
 	tr := &http.Transport{
-		// The classes of the addresses the registry (or its proxy) was reached at decide
-		// which rendezvous addresses are allowed (rendezvousAddrAllowed).
+		// The classes of the addresses the registry was reached at decide which rendezvous
+		// addresses are allowed (rendezvousAddrAllowed).
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			conn, err := d.DialContext(ctx, network, addr)
-			if err == nil {
+			if err == nil && !viaProxy {
 				if ap, perr := netip.ParseAddrPort(conn.RemoteAddr().String()); perr == nil {
 					reached.add(classifyAddr(ap.Addr()))
 				}

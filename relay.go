@@ -98,6 +98,8 @@ const (
 	// besides: with a longer id that frame would pass relayMaxMessage and get the executor's
 	// whole socket dropped by the rendezvous. Longer ids are dropped like blank ones.
 	relayMaxStreamID = relayMaxMessage - noiseRecordCiphertextMax - relayDataFrameOverhead
+	// relayLogStreamIDMax is how much of a stream_id a log line shows (logStreamID).
+	relayLogStreamIDMax = 64
 	// relayDataFrameOverhead is a full Data frame's bytes besides its stream_id and record:
 	// version 2, stream_id tag and length 4, data tag and length 4, seq 6, segment_count 2,
 	// payload tag and length 4.

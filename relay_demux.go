@@ -40,6 +40,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Stream queue limits.
@@ -160,13 +161,13 @@ func (s *relaySocket) data(f *relayFrame) {
 	st := s.lookup(f.streamID)
 	switch {
 	case st == nil:
-		s.log.Debug("relay data for an unknown stream", "stream_id", f.streamID)
+		s.log.Debug("relay data for an unknown stream", "stream_id", logStreamID(f.streamID))
 		s.sendReset(f.streamID)
 	case !st.active.Load():
 		st.teardown(errors.New("data_before_handshake"), true)
 	default:
 		if err := st.receive(f.seq, f.payload); err != nil {
-			s.quiet.Info("relay stream failed", "stream_id", st.id, "stream", st.instance, "error", err.Error())
+			s.quiet.Info("relay stream failed", "stream_id", logStreamID(st.id), "stream", st.instance, "error", err.Error())
 			st.teardown(err, true)
 		}
 	}
@@ -189,7 +190,7 @@ func (s *relaySocket) handshake(id string, msg1 []byte) {
 	}
 	if refuse := s.refusal(); refuse != "" {
 		s.mu.Unlock()
-		s.quiet.Info("refusing a relay handshake", "stream_id", id, "reason", refuse)
+		s.quiet.Info("refusing a relay handshake", "stream_id", logStreamID(id), "reason", refuse)
 		s.sendReset(id)
 		return
 	}
@@ -361,12 +362,12 @@ func (st *relayStream) handshake(msg1 []byte) *noiseTransport {
 		err = r.readInitiation(msg1)
 	}
 	if err != nil {
-		s.quiet.Info("relay handshake failed", "stream_id", st.id, "stream", st.instance, "error", err.Error())
+		s.quiet.Info("relay handshake failed", "stream_id", logStreamID(st.id), "stream", st.instance, "error", err.Error())
 		return st.refuse(err, true)
 	}
 	if err := st.awaitValidate(); err != nil {
 		// Not counted: this harness did nothing wrong yet, or the socket is ending.
-		s.quiet.Info("refusing a relay handshake", "stream_id", st.id, "stream", st.instance, "reason", err.Error())
+		s.quiet.Info("refusing a relay handshake", "stream_id", logStreamID(st.id), "stream", st.instance, "reason", err.Error())
 		return st.refuse(err, false)
 	}
 	payload, outcome, err := st.validate(r)
@@ -418,11 +419,11 @@ func (st *relayStream) validate(r *noiseResponder) (payload []byte, outcome vali
 	switch outcome {
 	case validateAccepted:
 	case validateCredentialsRejected:
-		s.quiet.Warn("registry rejected the executor credential while validating a harness", "stream_id", st.id,
+		s.quiet.Warn("registry rejected the executor credential while validating a harness", "stream_id", logStreamID(st.id),
 			"stream", st.instance, "error", errString(err))
 		payload = []byte(noiseRegistryRejected)
 	default:
-		s.quiet.Info("registry did not validate the harness key", "stream_id", st.id, "stream", st.instance,
+		s.quiet.Info("registry did not validate the harness key", "stream_id", logStreamID(st.id), "stream", st.instance,
 			"error", errString(err))
 	}
 	return payload, outcome, err
@@ -436,8 +437,22 @@ func (st *relayStream) refuse(err error, counted bool) *noiseTransport {
 	return nil
 }
 
+// logStreamID is a stream_id as log lines show it: at most relayLogStreamIDMax bytes of it,
+// then its length. The relay picks the id, up to relayMaxStreamID bytes, and every line about
+// a stream names it: quoted whole, each throttled line would be hundreds of kilobytes.
+func logStreamID(id string) string {
+	if len(id) <= relayLogStreamIDMax {
+		return id
+	}
+	n := relayLogStreamIDMax
+	for n > 0 && !utf8.RuneStart(id[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", id[:n], len(id))
+}
+
 func (st *relayStream) log() *slog.Logger {
-	return st.sock.log.With("stream_id", st.id, "stream", st.instance)
+	return st.sock.log.With("stream_id", logStreamID(st.id), "stream", st.instance)
 }
 
 // sendMsg2 writes msg2 unless the stream is already torn down. With a transport t the
@@ -543,7 +558,7 @@ func (st *relayStream) teardown(reason error, reset bool) {
 		s.sendReset(st.id)
 		st.writeMu.Unlock()
 	}
-	s.log.Debug("relay stream torn down", "stream_id", st.id, "stream", st.instance, "reason", errString(reason), "reset_sent", reset)
+	s.log.Debug("relay stream torn down", "stream_id", logStreamID(st.id), "stream", st.instance, "reason", errString(reason), "reset_sent", reset)
 }
 
 // relayInbox is one stream's queue of decoded JSON-RPC messages waiting for its dispatcher.

@@ -155,6 +155,11 @@ func (x *directExecutor) dial(ctx context.Context, reg *directRegistration, atte
 	if err != nil {
 		return nil, nil, errors.New("direct transport: the registered url does not parse")
 	}
+	// The registry names the endpoint, and the upgrade carries our SigV4 headers: the
+	// rendezvous address rule applies (docs/remote.md §3).
+	if err := rendezvousHostAllowed(u.Hostname(), x.reg.reached); err != nil {
+		return nil, nil, err
+	}
 	req := &http.Request{Method: http.MethodGet, URL: u, Host: u.Host, Header: http.Header{}}
 	if err := x.sign(req, nil); err != nil {
 		return nil, nil, err
@@ -170,6 +175,7 @@ func (x *directExecutor) dial(ctx context.Context, reg *directRegistration, atte
 	}
 	return dialWebsocket(dctx, reg.url, extra, x.cfg.tlsConfig(), wsOptions{
 		proxy:        x.cfg.proxy,
+		control:      rendezvousControl(x.reg.reached, u.Scheme == "ws"),
 		pingInterval: x.timings.pingInterval,
 		pongTimeout:  x.timings.pongTimeout,
 	})

@@ -165,20 +165,18 @@ func (x *relayExecutor) run(ctx context.Context) error {
 func (x *relayExecutor) dial(ctx context.Context, reg *registration, attempt int) (*wsConn, *http.Response, string, error) {
 	requestID := newRendezvousRequestID()
 	x.log.Info("connecting to the rendezvous", "connection_attempt", attempt, "request_id", requestID)
-	// An address in the URL is vetted here too: through a proxy, the control below sees
-	// only the proxy's.
+	// An address in the URL is vetted here too: through a proxy, the control below is not
+	// applied (the proxy, not this host, connects to the rendezvous).
 	if u, err := url.Parse(reg.url); err == nil {
-		if a, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
-			if err := rendezvousAddrAllowed(a.WithZone(""), x.registry.reached); err != nil {
-				return nil, nil, requestID, err
-			}
+		if err := rendezvousHostAllowed(u.Hostname(), x.registry.reached); err != nil {
+			return nil, nil, requestID, err
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, x.timings.dialTimeout)
 	defer cancel()
 	ws, resp, err := dialWebsocket(dctx, reg.url, []upgradeHeader{{"x-request-id", requestID}}, x.tls, wsOptions{
 		proxy:        x.proxy,
-		control:      x.vetRendezvousAddr,
+		control:      rendezvousControl(x.registry.reached, strings.HasPrefix(reg.url, "ws:")),
 		maxMessage:   relayMaxMessage,
 		maxFrame:     relayMaxMessage,
 		pingInterval: x.timings.pingInterval,
@@ -260,15 +258,50 @@ func newRendezvousRequestID() string {
 	return rendezvousRequestIDPrefix + hex.EncodeToString(b[:])
 }
 
-// vetRendezvousAddr is the dial control of the rendezvous socket: it sees each address the
-// dial connects to, after name resolution, so a name that resolves to a refused address is
-// refused as well.
-func (x *relayExecutor) vetRendezvousAddr(_, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("rendezvous dial: unexpected address %q", address)
+// rendezvousControl is the dial control of the rendezvous (or direct) socket: it sees each
+// address the dial connects to, after name resolution, so a name that resolves to a refused
+// address is refused as well. A plain ws:// URL is allowed only for a loopback host
+// (isLoopbackHost), and "localhost" is a name: should it resolve elsewhere (no entry in
+// /etc/hosts, and a DNS answer), the plain dial is refused rather than sent off the host.
+func rendezvousControl(reached *addrClassSet, plain bool) func(network, address string, c syscall.RawConn) error {
+	return func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return fmt.Errorf("rendezvous dial: unexpected address %q", address)
+		}
+		if plain && !ap.Addr().Unmap().IsLoopback() {
+			return fmt.Errorf("%w: a plain ws URL resolved to %s, not a loopback address", errRendezvousAddr, ap.Addr())
+		}
+		return rendezvousAddrAllowed(ap.Addr(), reached)
 	}
-	return rendezvousAddrAllowed(ap.Addr(), x.registry.reached)
+}
+
+// rendezvousHostAllowed applies rendezvousAddrAllowed to the host of a rendezvous URL when it
+// is an address. Through a proxy this is the only check, since the proxy resolves the host,
+// so a host that a resolver would read as an IPv4 address although netip does not is
+// refused too: inet_aton, which getaddrinfo and so many proxies use, takes 2852039166,
+// 0xa9fea9fe, 0251.0376.0251.0376 or 169.254.43518 for 169.254.169.254, and an address with
+// a trailing dot is still that address.
+func rendezvousHostAllowed(host string, reached *addrClassSet) error {
+	h := strings.TrimSuffix(host, ".")
+	if a, err := netip.ParseAddr(h); err == nil {
+		return rendezvousAddrAllowed(a.WithZone(""), reached)
+	}
+	if numericHost(h) {
+		return fmt.Errorf("%w: %q is an IPv4 address in a spelling that resolvers read differently", errRendezvousAddr, host)
+	}
+	return nil
+}
+
+// numericHost reports whether the last label of host is a number, decimal or 0x hex: what
+// the WHATWG URL standard takes for an IPv4 address in any spelling. No top-level domain is
+// numeric, so no name of a real relay is refused.
+func numericHost(host string) bool {
+	label := strings.ToLower(host[strings.LastIndexByte(host, '.')+1:])
+	if hex, ok := strings.CutPrefix(label, "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return label != "" && strings.Trim(label, "0123456789") == ""
 }
 
 // addrClass sorts the addresses a registry may hand out for the rendezvous (docs/remote.md §3).
@@ -302,8 +335,17 @@ func isMetadataAddr(a netip.Addr) bool {
 	return false
 }
 
+// nat64Prefix is the well-known NAT64 prefix (RFC 6052): 64:ff9b::a9fe:a9fe reaches
+// 169.254.169.254 through a translator, so an address in it is judged by the IPv4 address
+// it embeds.
+var nat64Prefix = netip.MustParsePrefix("64:ff9b::/96")
+
 func classifyAddr(a netip.Addr) addrClass {
 	a = a.Unmap().WithZone("")
+	if nat64Prefix.Contains(a) {
+		b := a.As16()
+		a = netip.AddrFrom4([4]byte(b[12:]))
+	}
 	switch {
 	case isMetadataAddr(a):
 		return addrMetadata
@@ -319,8 +361,8 @@ func classifyAddr(a netip.Addr) addrClass {
 	return addrPublic
 }
 
-// addrClassSet is the set of address classes the registry has been reached at (or its proxy,
-// through one); safe for concurrent use.
+// addrClassSet is the set of address classes the registry has been reached at (nothing for a
+// registry behind a proxy, unless --remote names an address); safe for concurrent use.
 type addrClassSet struct{ bits atomic.Uint32 }
 
 func (s *addrClassSet) add(c addrClass) { s.bits.Or(1 << c) }

@@ -276,11 +276,17 @@ func (c *remoteConfig) remoteProxy() func(*http.Request) (*url.URL, error) {
 		case req.URL.Scheme == "https" && httpsProxy != "":
 			return parseProxyURL(httpsProxy)
 		case req.URL.Scheme != "https" && httpProxy != "":
-			return nil, fmt.Errorf("refusing to send a plain %s request to %s through HTTP_PROXY: its credential would cross the proxy in clear", req.URL.Scheme, host)
+			return nil, proxyRuleError(fmt.Sprintf("refusing to send an unencrypted request (http or ws) to %s through HTTP_PROXY: its credential would cross the proxy in clear", host))
 		}
 		return nil, nil
 	}
 }
+
+// proxyRuleError is an error of remoteProxy: it never quotes a variable's value (which may
+// hold a password), so a dial may show it as it is.
+type proxyRuleError string
+
+func (e proxyRuleError) Error() string { return string(e) }
 
 // parseProxyURL reads a proxy variable as net/http does: a value without a scheme is an
 // http:// proxy. The error never quotes the value, which may hold a password.
@@ -290,7 +296,7 @@ func parseProxyURL(v string) (*url.URL, error) {
 	}
 	u, err := url.Parse(v)
 	if err != nil || u.Host == "" {
-		return nil, errors.New("the proxy variable is not a valid URL")
+		return nil, proxyRuleError("the proxy variable is not a valid URL")
 	}
 	return u, nil
 }

@@ -8,6 +8,7 @@ package main
 // loopback against the real executor (runRemote).
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,7 +19,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,12 +38,17 @@ type hostileSetup struct {
 	stdin  io.Reader // with flags
 	level  slog.Level
 	opts   []remoteOption
+	tls    bool                    // the registry over HTTPS (httptest's certificate: example.com, 127.0.0.1)
+	before func(reg *testRegistry) // called before the configuration is read
 }
 
 func startHostile(t *testing.T, s hostileSetup) *remoteEnv {
 	t.Helper()
-	e := &remoteEnv{t: t, reg: newTestRegistry(t), rv: newTestRendezvous(t), done: make(chan error, 1), logs: &remoteLog{written: make(chan struct{}, 1)}}
+	e := &remoteEnv{t: t, reg: newTestRegistryServer(t, s.tls), rv: newTestRendezvous(t), done: make(chan error, 1), logs: &remoteLog{written: make(chan struct{}, 1)}}
 	e.reg.url = e.rv.url()
+	if s.before != nil {
+		s.before(e.reg)
+	}
 	flags, stdin := s.flags, s.stdin
 	if flags == nil {
 		flags, stdin = []string{"--registration-bearer-stdin"}, strings.NewReader("TOKEN\n")
@@ -532,10 +540,278 @@ func TestRendezvousAddrRule(t *testing.T) {
 		{"168.63.129.16", set(addrPublic), false},
 		{"0.0.0.0", set(addrLoopback), false},
 		{"224.0.0.1", set(addrPublic, addrPrivate), false},
+		{"64:ff9b::a9fe:a9fe", set(addrPublic), false}, // NAT64 of 169.254.169.254
+		{"64:ff9b::a00:1", set(addrPublic), false},     // NAT64 of 10.0.0.1
+		{"64:ff9b::5db8:d822", set(addrPublic), true},  // NAT64 of 93.184.216.34
 	} {
 		err := rendezvousAddrAllowed(netip.MustParseAddr(tt.addr), tt.reached)
 		if (err == nil) != tt.ok {
 			t.Errorf("%s from a registry on %b: %v, want allowed=%v", tt.addr, tt.reached.bits.Load(), err, tt.ok)
+		}
+	}
+}
+
+// Row 3, the size of a line: the throttle bounds lines, and a line must be bounded too. A
+// stream_id may be relayMaxStreamID bytes (about 190 KB) of the relay's choosing, and every
+// line about a handshake names it: a relay sending unsound handshakes with such ids (failed
+// handshakes, then a pause and refusals during it) must get short lines. On f79d9f1
+// each of the throttled lines quoted the whole id, escaped: about 760 KB a line, some
+// 10 lines per message per 10 s, a megabyte of log a second for as long as the relay goes on.
+func TestRemoteHostileLongStreamIDLogIsBounded(t *testing.T) {
+	const frames = 3 * relayMaxFailedHandshakes
+	const maxLogBytes = 64 << 10
+	e := startHostile(t, hostileSetup{level: slog.LevelInfo, opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
+		e.reg.validate = func(w http.ResponseWriter, _ map[string]json.RawMessage) { io.WriteString(w, `{"valid":false}`) }
+	}}})
+	h := e.harness()
+	longID := func(i int) string { return fmt.Sprintf("%04d", i) + strings.Repeat("\x01", relayMaxStreamID-4) }
+	before := len(e.logs.String())
+	sent := 0
+	for i := range frames { // unsound msg1s: failed handshakes, a pause, refusals during it
+		id := longID(i)
+		h.send(relayFrame{streamID: id, body: relayBodyHandshake, payload: []byte("x")})
+		h.expectReset(id)
+		sent += len(id)
+	}
+	logged := len(e.logs.String()) - before
+	t.Logf("%d handshakes with %d-byte stream ids (%d bytes sent) wrote %d bytes of log", frames, relayMaxStreamID, sent, logged)
+	if logged > maxLogBytes {
+		t.Fatalf("%d bytes of log for %d handshakes with long stream ids, want at most %d", logged, frames, maxLogBytes)
+	}
+}
+
+// Row 5, through a proxy: only an address written in the rendezvous URL can be checked there,
+// since the proxy resolves what it is given, so every spelling of an address must be caught,
+// not only the one netip reads. A proxy resolving with getaddrinfo (inet_aton) takes
+// 2852039166, 0xa9fea9fe, 0251.0376.0251.0376, 169.254.43518 or 169.16689662 for
+// 169.254.169.254. A loopback registry handing out such a wss:// URL, with HTTPS_PROXY set,
+// must send the proxy nothing. On f79d9f1 the proxy was asked to CONNECT to each.
+func TestRemoteHostileRendezvousAddressSpellingsThroughProxy(t *testing.T) {
+	for _, host := range []string{"2852039166", "0xa9fea9fe", "0251.0376.0251.0376", "169.254.43518", "169.16689662",
+		"0xa9.0xfe.0xa9.0xfe", "169.254.169.254.", "[::ffff:a9fe:a9fe]", "[64:ff9b::a9fe:a9fe]"} {
+		t.Run(host, func(t *testing.T) {
+			proxy := newRecordingProxy(t)
+			purl := "http://" + proxy.ln.Addr().String()
+			e := startHostile(t, hostileSetup{level: slog.LevelInfo, env: envOf("HTTPS_PROXY", purl),
+				opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
+					e.reg.url = "wss://" + host + ":443/relay?sig=SECRETSIG"
+				}}})
+			e.logs.waitFor(t, "rendezvous connection failed")
+			if got := proxy.String(); got != "" {
+				t.Fatalf("the proxy was asked for %s by a loopback registry:\n%.200s", host, got)
+			}
+			if !strings.Contains(e.logs.String(), errRendezvousAddr.Error()) {
+				t.Fatalf("the log does not say the address was refused")
+			}
+		})
+	}
+}
+
+// Row 5, the host of the URL: names pass (the dial checks what they resolve to), addresses
+// follow the rule, and numeric spellings that are not plain addresses are refused.
+func TestRendezvousHostRule(t *testing.T) {
+	loopback := new(addrClassSet)
+	loopback.add(addrLoopback)
+	for _, tt := range []struct {
+		host string
+		ok   bool
+	}{
+		{"relay.example.com", true},
+		{"1e100.net", true},
+		{"relay-0x1.example", true},
+		{"127.0.0.1", true},
+		{"localhost", true},
+		{"93.184.216.34.", true},
+		{"169.254.169.254", false},
+		{"169.254.169.254.", false},
+		{"2852039166", false},
+		{"0XA9FEA9FE", false},
+		{"0251.0376.0251.0376", false},
+		{"169.254.43518", false},
+		{"relay.example.0x10", false},
+	} {
+		if err := rendezvousHostAllowed(tt.host, loopback); (err == nil) != tt.ok {
+			t.Errorf("%s: %v, want allowed=%v", tt.host, err, tt.ok)
+		}
+	}
+}
+
+// Row 2, the wording: a websocket dial that the proxy rule refuses (a plain ws:// URL to
+// another host with HTTP_PROXY set) says so, and never quotes the proxy variable. On f79d9f1
+// it said the proxy variable was not a valid URL, whatever the reason.
+func TestRemoteProxyRefusalWording(t *testing.T) {
+	c := &remoteConfig{lookupEnv: envOf("HTTP_PROXY", "http://user:pw-secret@proxy.invalid:3128")}
+	_, _, err := dialWebsocket(context.Background(), "ws://relay.invalid/relay?sig=SECRETSIG", nil, nil, wsOptions{proxy: c.remoteProxy()})
+	if err == nil || !strings.Contains(err.Error(), "refusing to send an unencrypted request (http or ws)") ||
+		strings.Contains(err.Error(), "pw-secret") || strings.Contains(err.Error(), "SECRETSIG") {
+		t.Fatalf("dial refused by the proxy rule: %v; want the refusal, without the proxy's password or the query", err)
+	}
+}
+
+// tunnelProxy is a loopback HTTP CONNECT proxy that tunnels every CONNECT, whatever its
+// target, to one address: it stands in for a proxy that resolves a registry's name.
+type tunnelProxy struct {
+	ln       net.Listener
+	connects atomic.Int32
+	wg       sync.WaitGroup
+}
+
+func newTunnelProxy(t *testing.T, to string) *tunnelProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tunnelProxy{ln: ln}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil || req.Method != http.MethodConnect {
+					return
+				}
+				p.connects.Add(1)
+				up, err := net.Dial("tcp", to)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+				go func() { io.Copy(up, br); up.(*net.TCPConn).CloseWrite() }()
+				io.Copy(c, up)
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+// Row 5, a registry behind a proxy: the executor reaches the proxy, not the registry, so the
+// proxy's address (here loopback, as a local forwarding proxy is) says nothing of the
+// registry's network. A registry reached as https://example.com through a loopback
+// HTTPS_PROXY that hands out a loopback rendezvous URL is refused: the loopback rendezvous
+// sees no connection. On f79d9f1 the proxy's loopback address counted as the registry's, and
+// the executor connected to whatever loopback port the registry named.
+func TestRemoteHostileRendezvousLoopbackViaProxiedRegistry(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	var proxy *tunnelProxy
+	e := startHostile(t, hostileSetup{tls: true, level: slog.LevelInfo,
+		remote: func(u string) string { return strings.Replace(u, "127.0.0.1", "example.com", 1) },
+		flags:  []string{"--registration-bearer-stdin", "--remote-ca", ca}, stdin: strings.NewReader("TOKEN\n"),
+		env: func(k string) (string, bool) {
+			if k == "HTTPS_PROXY" {
+				return "http://" + proxy.ln.Addr().String(), true
+			}
+			return "", false
+		},
+		before: func(reg *testRegistry) {
+			os.WriteFile(ca, pemCert(reg.srv.Certificate().Raw), 0o600)
+			proxy = newTunnelProxy(t, reg.srv.Listener.Addr().String())
+		},
+	})
+	select {
+	case c := <-e.rv.conns:
+		e.rv.conns <- c
+		t.Fatalf("the executor connected to the loopback rendezvous %s named by a registry it reached through %d proxy CONNECTs",
+			e.rv.url(), proxy.connects.Load())
+	case <-waitLog(e.logs, "rendezvous connection failed"):
+	case <-time.After(remoteTestTimeout):
+		t.Fatal("the rendezvous dial neither connected nor failed")
+	}
+	if proxy.connects.Load() == 0 {
+		t.Fatal("the registry was not reached through the proxy")
+	}
+	if !strings.Contains(e.logs.String(), errRendezvousAddr.Error()) {
+		t.Fatal("the log does not say the address was refused")
+	}
+}
+
+// waitLog is closed once the log contains text; it gives up after remoteTestTimeout.
+func waitLog(l *remoteLog, text string) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		timeout := time.After(remoteTestTimeout)
+		for !strings.Contains(l.String(), text) {
+			select {
+			case <-l.written:
+			case <-timeout:
+				return
+			}
+		}
+		close(c)
+	}()
+	return c
+}
+
+// Row 5, the direct transport: its registry names the websocket too, and the upgrade carries
+// the executor's SigV4 headers, so the same address rule holds. A loopback registry handing
+// out a link-local endpoint (put on lo for the test) is refused before a connection is made.
+// On f79d9f1 the direct transport did not apply the rule and connected.
+func TestRemoteHostileDirectAddressRefused(t *testing.T) {
+	addLoopbackAddr(t, "169.254.77.2/32")
+	ln, err := net.Listen("tcp", "169.254.77.2:0")
+	if err != nil {
+		t.Skipf("listen on 169.254.77.2: %v", err)
+	}
+	var accepted atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	d := newTestDirect(t)
+	d.answers = []func(w http.ResponseWriter){func(w http.ResponseWriter) {
+		json.NewEncoder(w).Encode(map[string]string{"environment_id": "env-test-1", "transport": "direct_jsonrpc_v1",
+			"registration_id": "dreg-1", "url": "wss://" + ln.Addr().String() + "/ws?sig=SECRETSIG"})
+	}}
+	d.start()
+	d.logs.waitFor(t, "direct connection failed")
+	if n := accepted.Load(); n != 0 {
+		t.Fatalf("the direct transport connected %d times to %s, a link-local address named by a loopback registry", n, ln.Addr())
+	}
+	if !strings.Contains(d.logs.String(), errRendezvousAddr.Error()) {
+		t.Fatal("the log does not say the address was refused")
+	}
+}
+
+// Row 2 and 5, a plain ws:// rendezvous: allowed for a loopback host only, so its dial must
+// end on loopback whatever the name resolves to (a host without localhost in /etc/hosts asks
+// DNS). The control refuses any other address for it, even one the registry's network allows.
+func TestRendezvousControlPlainIsLoopbackOnly(t *testing.T) {
+	reached := new(addrClassSet)
+	reached.add(addrLoopback)
+	reached.add(addrPrivate)
+	for _, tt := range []struct {
+		addr  string
+		plain bool
+		ok    bool
+	}{
+		{"127.0.0.1:80", true, true},
+		{"[::1]:80", true, true},
+		{"[::ffff:127.0.0.1]:80", true, true},
+		{"10.0.0.7:80", true, false},
+		{"93.184.216.34:80", true, false},
+		{"10.0.0.7:443", false, true},
+	} {
+		if err := rendezvousControl(reached, tt.plain)("tcp", tt.addr, nil); (err == nil) != tt.ok {
+			t.Errorf("%s (plain %v): %v, want allowed=%v", tt.addr, tt.plain, err, tt.ok)
 		}
 	}
 }

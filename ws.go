@@ -101,8 +101,10 @@ type wsOptions struct {
 	pingInterval time.Duration // 0: no pings
 	pongTimeout  time.Duration // 0: a peer that never answers pings is kept
 	closeWait    time.Duration // how long our close waits for the echo; 0: wsCloseWait
-	// proxy picks an HTTP proxy for a client dial, as http.Transport.Proxy does (the relay
-	// passes http.ProxyFromEnvironment); nil dials directly. The tunnel is HTTP CONNECT.
+	// proxy picks an HTTP proxy for a client dial, as http.Transport.Proxy does (remote mode
+	// passes remoteProxy, whose proxyRuleError is shown as it is; other errors are not, since
+	// they may quote a password); nil dials directly. The tunnel
+	// is HTTP CONNECT.
 	proxy func(*http.Request) (*url.URL, error)
 	// control, if set, vets each address a client dial connects to (the rendezvous refuses
 	// link-local and metadata addresses: relay_executor.go).

@@ -21,7 +21,9 @@ import (
 )
 
 // dialTunnel connects to addr, the host of u, directly or through the HTTP CONNECT proxy that
-// proxy picks for u; control vets the address connected to (the proxy's, through one).
+// proxy picks for u; control vets the address of a direct dial. The proxy's address is not
+// vetted: the user chose it, and it says nothing of the target's (a caller that cares checks
+// an address written in u itself, as the rendezvous dial does).
 func dialTunnel(ctx context.Context, u *url.URL, addr string, proxy func(*http.Request) (*url.URL, error),
 	control func(network, address string, c syscall.RawConn) error) (net.Conn, error) {
 	d := net.Dialer{Control: control}
@@ -34,8 +36,13 @@ func dialTunnel(ctx context.Context, u *url.URL, addr string, proxy func(*http.R
 	}
 	pu, err := proxy(&http.Request{Method: http.MethodGet, URL: target, Host: u.Host, Header: http.Header{}})
 	if err != nil || pu == nil {
-		if err != nil {
-			// Not wrapped: the error quotes the variable's value, password included.
+		var rule proxyRuleError
+		switch {
+		case errors.As(err, &rule):
+			// remoteProxy's reason (a plain request refused a proxy) quotes no value.
+			return nil, fmt.Errorf("proxy: %w", err)
+		case err != nil:
+			// Not wrapped: the error may quote the variable's value, password included.
 			return nil, errors.New("proxy: the proxy variable (HTTPS_PROXY, HTTP_PROXY or ALL_PROXY) is not a valid URL")
 		}
 		return d.DialContext(ctx, "tcp", addr)
@@ -47,7 +54,8 @@ func dialTunnel(ctx context.Context, u *url.URL, addr string, proxy func(*http.R
 	if pu.Port() == "" {
 		paddr = net.JoinHostPort(pu.Hostname(), "80")
 	}
-	pc, err := d.DialContext(ctx, "tcp", paddr)
+	var pd net.Dialer
+	pc, err := pd.DialContext(ctx, "tcp", paddr)
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", pu.Host, err)
 	}
