@@ -43,6 +43,7 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/sha512"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -311,17 +312,14 @@ func parseAgentIdentityKey(b64 string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, errors.New("Agent Identity JWT: agent_private_key is not base64")
 	}
-	seed, ok := bytes.CutPrefix(der, []byte(ed25519PKCS8Prefix))
-	if !ok || len(seed) != ed25519.SeedSize {
+	// One answer for a malformed key and a key of another type: neither can sign here.
+	key, err := x509.ParsePKCS8PrivateKey(der)
+	priv, ok := key.(ed25519.PrivateKey)
+	if err != nil || !ok {
 		return nil, errors.New("Agent Identity JWT: agent_private_key is not an Ed25519 key in PKCS#8")
 	}
-	return ed25519.NewKeyFromSeed(seed), nil
+	return priv, nil
 }
-
-// ed25519PKCS8Prefix is the DER of an Ed25519 PrivateKeyInfo (RFC 8410 §7) up to the 32-byte
-// seed: the only form of the key there is, so it is matched as bytes rather than parsed with
-// crypto/x509, whose PKCS#8 parser links every other key type in (about 40 KB of binary).
-const ed25519PKCS8Prefix = "\x30\x2e\x02\x01\x00\x30\x05\x06\x03\x2b\x65\x70\x04\x22\x04\x20"
 
 // agentTimestamp is the RFC 3339 form Codex signs: UTC, whole seconds, "Z".
 func agentTimestamp(t time.Time) string {

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -187,6 +189,15 @@ func TestAgentIdentityRejectsBadJWT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecDER, err := x509.MarshalPKCS8PrivateKey(ecKey) // well-formed PKCS#8, of another type
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keyErr = "Agent Identity JWT: agent_private_key is not an Ed25519 key in PKCS#8"
 	for name, jwt := range map[string]string{
 		"unknown kid":   f.jwt("k9", nil, nil),
 		"wrong key":     f.jwt("k1", otherKey, nil),
@@ -197,12 +208,18 @@ func TestAgentIdentityRejectsBadJWT(t *testing.T) {
 		"bad key": f.jwt("k1", nil, func(c map[string]any) {
 			c["agent_private_key"] = base64.StdEncoding.EncodeToString([]byte("not pkcs8 at all, secret"))
 		}),
+		"bad key: ECDSA in PKCS#8": f.jwt("k1", nil, func(c map[string]any) {
+			c["agent_private_key"] = base64.StdEncoding.EncodeToString(ecDER)
+		}),
 		"not a jwt": "only.two",
 	} {
 		_, err := newAgentIdentityAuth(context.Background(), jwt, f.options())
 		if err == nil {
 			t.Errorf("%s: accepted", name)
 			continue
+		}
+		if strings.HasPrefix(name, "bad key") && err.Error() != keyErr {
+			t.Errorf("%s: %q, want %q", name, err, keyErr)
 		}
 		assertNoSecrets(t, err, jwt, f.keyB64)
 	}

@@ -149,14 +149,15 @@ chmod 0755 "$out/install.sh"
 (cd "$out" && for f in exec-server-* install.sh; do sha256 "$f"; done) >"$work/SHA256SUMS"
 mv "$work/SHA256SUMS" "$out/SHA256SUMS"
 
-# Sizes; linux/amd64 stays within 8 MiB.
-limit=8388608
+# Sizes; linux/amd64 stays within 10 MiB, room enough that bytes are never saved by hand-writing
+# crypto or a parser the standard library or x/crypto has (BENCHMARKS.md, the binary-size row).
+limit=10485760
 for t in $targets; do
 	name=exec-server-${t%/*}-${t#*/}
 	size=$(wc -c <"$out/$name" | tr -d ' ')
 	printf '%-26s %9s bytes (%s MiB)\n' "$name" "$size" "$(awk "BEGIN{printf \"%.2f\", $size/1048576}")"
 	if [ "$t" = linux/amd64 ] && [ "$size" -gt "$limit" ]; then
-		die "$name is $size bytes, over the $limit-byte (8 MiB) limit"
+		die "$name is $size bytes, over the $limit-byte (10 MiB) limit"
 	fi
 done
 host=$("$go" env GOHOSTOS)/$("$go" env GOHOSTARCH)
