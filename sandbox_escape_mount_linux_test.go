@@ -12,6 +12,8 @@ package main
 //	                                     namespace of its own and with the host's /proc
 //	TestSandboxKernelFSElsewhereReadOnly nor through a proc or sysfs mounted elsewhere (in a
 //	                                     workspace, or anywhere under full write)
+//	TestSandboxDenyCannotBeMovedAway     a denied file cannot be moved out from under the
+//	                                     next sandbox's deny by renaming a directory above it
 //	TestSandboxShmBounded                /dev/shm holds --linux-sandbox-shm-size and no more
 //
 // The helpers these share with the other sandbox tests are in sandbox_helpers_linux_test.go.
@@ -527,5 +529,54 @@ echo done`, probe, proc, sys)
 				}
 			})
 		}
+	}
+}
+
+// TestSandboxDenyCannotBeMovedAway: a deny entry in a directory the sandbox may write cannot
+// be escaped by renaming a directory above it. Before, a command renamed ws/sub (holding the
+// denied ws/sub/deep/secret) to ws/sub2: its own view kept the deny on the moved file, but the
+// next sandbox, whose deny entry named the old path (now missing), read ws/sub2/deep/secret.
+// Under workspace-write and under full write; the verdict on the host: every directory on
+// the denied path is still where it was, and the second command printed no secret.
+func TestSandboxDenyCannotBeMovedAway(t *testing.T) {
+	requireUserNamespaces(t)
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	ts := startTestServer(t)
+	for _, prof := range []string{"workspace-write", "full-write"} {
+		t.Run(prof, func(t *testing.T) {
+			f := newSBFixture(t)
+			dir := f.ws
+			first := "read"
+			if prof == "full-write" {
+				dir, first = f.outside, "write"
+			}
+			secret := filepath.Join(dir, "sub", "deep", "secret")
+			mustMkdir(t, filepath.Dir(secret))
+			mustWrite(t, secret, "SECRET\n")
+			sandbox := json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[
+   {"path":{"type":"special","value":{"kind":"root"}},"access":%s},
+   {"path":{"type":"path","path":%s},"access":"write"},
+   {"path":{"type":"path","path":%s},"access":"deny"}]},"network":"restricted"},
+  "windowsSandboxLevel":"disabled","cwd":%s}`, quote(first), quote(fileURI(f.ws)), quote(fileURI(secret)), quote(fileURI(f.ws))))
+			r := f.runServer(t, ts, sandbox, false, fmt.Sprintf(`cd %s
+mv sub/deep sub/deep2 && echo "MOVED deep"
+mv sub sub2 && echo "MOVED sub"
+echo done`, dir))
+			if !strings.Contains(r.out, "done") {
+				t.Fatalf("exit %d: the first script did not run:\n%s", r.exit, r.out)
+			}
+			if _, err := os.Stat(secret); err != nil {
+				t.Errorf("after the first command the denied file is no longer at %s (%v):\n%s", secret, err, r.out)
+			}
+			r = f.runServer(t, ts, sandbox, false, fmt.Sprintf(`cd %s
+cat sub2/deep/secret sub/deep2/secret sub2/deep2/secret sub/deep/secret 2>/dev/null
+echo done`, dir))
+			if !strings.Contains(r.out, "done") {
+				t.Fatalf("exit %d: the second script did not run:\n%s", r.exit, r.out)
+			}
+			if strings.Contains(r.out, "SECRET") {
+				t.Errorf("the next sandbox read the denied file:\n%s", r.out)
+			}
+		})
 	}
 }

@@ -13,7 +13,9 @@ package main
 //	                             only inside a writable root: it takes writes away, never
 //	                             grants a read)
 //	protected name, a symlink    also an empty read-only file mounted on the link itself
-//	deny                         an empty, mode 000 file or directory bound over them
+//	deny                         an empty, mode 000 file or directory bound over them; the
+//	                             writable directories above them bound onto themselves
+//	                             (denyPins: a mount point cannot be renamed)
 //	kernel file systems          every proc, sysfs... mount in the view (a chroot's /proc in
 //	                             a workspace) read-only (kernelFSReadOnly), /proc aside
 //	/dev                         tmpfs: null zero full random urandom tty bound from the
@@ -178,6 +180,7 @@ func planMounts(p *sandboxProfile) ([]mountOp, error) {
 		}
 		ops = append(ops, mountOp{real: filepath.Join(dir.real, filepath.Base(path)), access: mountPin})
 	}
+	ops = append(ops, denyPins(ops, p.FullWrite)...)
 	slices.SortStableFunc(ops, func(a, b mountOp) int {
 		if d := strings.Count(a.real, "/") - strings.Count(b.real, "/"); d != 0 {
 			return d
@@ -188,6 +191,46 @@ func planMounts(p *sandboxProfile) ([]mountOp, error) {
 		return int(a.access) - int(b.access)
 	})
 	return ops, nil
+}
+
+// denyPins are the directories to bind read-write onto themselves so that no deny entry of
+// ops can be moved: every directory above a denied path that the view lets the command
+// write (inside a writable bind, or anywhere under fullWrite), up to the bind that holds it.
+// A deny is a mount on the denied path, and a mount point cannot be renamed, but its parent
+// could be: a command that renamed ws/sub (holding the denied ws/sub/.env) to ws/sub2 kept
+// the deny on it in its own view, and the next sandbox, denying ws/sub/.env (now missing),
+// read ws/sub2/.env. A directory that is itself a mount point cannot be renamed either.
+func denyPins(ops []mountOp, fullWrite bool) []mountOp {
+	// innermost is the directory bind (write or read) that holds dir, nil if none.
+	innermost := func(dir string) *mountOp {
+		var in *mountOp
+		for i := range ops {
+			o := &ops[i]
+			if (o.access == mountWrite || o.access == mountRead) && o.isDir && pathWithin(dir, o.real) && (in == nil || len(o.real) > len(in.real)) {
+				in = o
+			}
+		}
+		return in
+	}
+	var pins []mountOp
+	seen := map[string]bool{}
+	for _, op := range ops {
+		if op.access != mountDeny {
+			continue
+		}
+		for dir := filepath.Dir(op.real); dir != "/" && !seen[dir]; dir = filepath.Dir(dir) {
+			seen[dir] = true
+			in := innermost(dir)
+			switch {
+			case in != nil && in.real == dir:
+				continue // a bind already: a mount point
+			case in == nil && !fullWrite, in != nil && in.access != mountWrite:
+				continue // read-only here: nothing in it can be renamed
+			}
+			pins = append(pins, mountOp{real: dir, isDir: true, access: mountWrite})
+		}
+	}
+	return pins
 }
 
 // writableRoots are the writable roots write, each also as resolved on the host when it
@@ -836,8 +879,8 @@ func kernelFSReadOnly() error {
 }
 
 // kernelMounts are the mounts of kernelFSTypes in /newroot that the view can reach (not
-// covered by another mount on the same point, nor under one that is), but /newroot/proc
-// itself.
+// covered by another mount on its point or on a directory above it, nor under one that is),
+// but /newroot/proc itself.
 func kernelMounts() ([]kernelMount, error) {
 	b, err := os.ReadFile(hostMountInfo)
 	if err != nil {
@@ -861,18 +904,24 @@ func kernelMounts() ([]kernelMount, error) {
 		})
 	}
 	byID := make(map[string]entry, len(all))
-	covered := make(map[string]bool)
+	children := make(map[string][]entry)
 	for _, e := range all {
 		byID[e.id] = e
+		children[e.parent] = append(children[e.parent], e)
 	}
-	for _, e := range all {
-		if p, ok := byID[e.parent]; ok && p.point == e.point {
-			covered[p.id] = true
+	// covered: another mount of the same parent stands on a directory above e's point, or one
+	// is stacked on e's point itself (its child there); a lookup of e's path then ends in it.
+	covered := func(e entry) bool {
+		for _, c := range children[e.parent] {
+			if c.id != e.id && c.point != e.point && pathWithin(e.point, c.point) {
+				return true
+			}
 		}
+		return slices.ContainsFunc(children[e.id], func(c entry) bool { return c.point == e.point })
 	}
 	hidden := func(e entry) bool {
 		for range len(all) + 1 { // the parent chain, bounded by the table
-			if covered[e.id] {
+			if covered(e) {
 				return true
 			}
 			p, ok := byID[e.parent]
