@@ -124,16 +124,30 @@ func (g *protectGuard) isRoot(id fileID) bool {
 }
 
 // check says whether name may be changed in the directory dfd: not a protected name of a
-// writable root, and not inside a protected path (prot). EROFS when not.
-func (g *protectGuard) check(dfd int, name string, prot []fileID) error {
+// writable root, and not inside a protected path. EROFS when not. It returns the protected
+// paths' identities it checked against, for what the caller checks after (the file it opens).
+//
+// They are looked up here, once dfd is open, and not when the operation began: a protected
+// name that appears in between (an empty .git a process sandbox's stage makes on the host
+// for its mount point, a `git init`) must not be written into through a directory opened
+// after it appeared. Once dfd is open, a name that appears later cannot hold it.
+func (g *protectGuard) check(dfd int, name string) ([]fileID, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(dfd, &st); err != nil {
-		return err
+		return nil, err
 	}
 	id := fileIDOf(&st)
 	if slices.Contains(protectedNames, name) && g.isRoot(id) {
-		return unix.EROFS
+		return nil, unix.EROFS
 	}
+	prot := g.protectedIDs()
+	return prot, g.within(dfd, id, prot)
+}
+
+// within reports, as EROFS, whether the directory dfd (whose identity is id) is one of prot or
+// lies in one, walking up through "..".
+func (g *protectGuard) within(dfd int, id fileID, prot []fileID) error {
+	var st unix.Stat_t
 	if len(prot) == 0 {
 		return nil
 	}
@@ -195,7 +209,6 @@ func namesADirectory(name string) bool { return name == "" || name == "." || nam
 // hard link to a `.git` file, say).
 func (g *protectGuard) openWrite(path string, flag int, perm os.FileMode) (*os.File, error) {
 	fail := func(err error) (*os.File, error) { return nil, &os.PathError{Op: "open", Path: path, Err: err} }
-	prot := g.protectedIDs()
 	base, rest := unix.AT_FDCWD, path
 	closeBase := func() {
 		if base != unix.AT_FDCWD {
@@ -213,7 +226,8 @@ func (g *protectGuard) openWrite(path string, flag int, perm os.FileMode) (*os.F
 		if namesADirectory(name) {
 			return fail(unix.EISDIR)
 		}
-		if err := g.check(dfd, name, prot); err != nil {
+		prot, err := g.check(dfd, name)
+		if err != nil {
 			return fail(err)
 		}
 		fd, err := unix.Openat(dfd, name, (flag&^unix.O_TRUNC)|unix.O_NOFOLLOW|unix.O_CLOEXEC, syscallMode(perm))
@@ -284,7 +298,7 @@ func (g *protectGuard) create(op, path string, do func(dfd int, name string) err
 	if namesADirectory(name) {
 		return fail(unix.EEXIST)
 	}
-	if err := g.check(dfd, name, g.protectedIDs()); err != nil {
+	if _, err := g.check(dfd, name); err != nil {
 		var st unix.Stat_t
 		if errors.Is(err, unix.EROFS) && unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 			err = unix.EEXIST
@@ -324,7 +338,7 @@ func (g *protectGuard) remove(path string, dir bool) error {
 	if namesADirectory(name) {
 		return fail(unix.EBUSY)
 	}
-	if err := g.check(dfd, name, g.protectedIDs()); err != nil {
+	if _, err := g.check(dfd, name); err != nil {
 		return fail(err)
 	}
 	if err := unix.Unlinkat(dfd, name, flags); err != nil {
@@ -349,8 +363,8 @@ func (g *protectGuard) removeAll(path string) error {
 	if namesADirectory(name) {
 		return fail(unix.EBUSY)
 	}
-	prot := g.protectedIDs()
-	if err := g.check(dfd, name, prot); err != nil {
+	prot, err := g.check(dfd, name)
+	if err != nil {
 		return fail(err)
 	}
 	if err := g.removeTree(dfd, name, prot); err != nil {

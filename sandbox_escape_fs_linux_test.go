@@ -370,3 +370,96 @@ func TestFSWatchMissingHidesWhatTheProfileCannotRead(t *testing.T) {
 		t.Errorf("watch id 12 again: %s, want false (in use)", got)
 	}
 }
+
+// appearingRaceAttempts bounds TestFSSandboxWorkerGuardsANameThatAppearsMidWrite: the writes
+// it makes while the protected name comes and goes, appearingRaceWriters at a time. Before
+// the guard looked at the protected names once the file's directory was open (it looked
+// first), a write landed in the appearing .git after 239, 365 and 1,142 writes made one at a
+// time. EXEC_SERVER_ESCAPE_ROUNDS sets another count.
+const (
+	appearingRaceAttempts = 2000
+	appearingRaceWriters  = 4
+	appearingRaceTimeout  = 60 * time.Second
+)
+
+// TestFSSandboxWorkerGuardsANameThatAppearsMidWrite (row 8): a protected name that appears
+// while a write is on its way (an empty .git made on the host, as a process sandbox's stage
+// makes one for its mount point, as `git init` makes one) is protected from that write: the
+// guard must know the protected paths as they are once the directory it writes in is open,
+// not as they were when the call began. A goroutine makes and removes ws/.git on the host
+// while fs/writeFile writes ws/.git/config; the verdict, read on the host after each write:
+// .git never holds config.
+func TestFSSandboxWorkerGuardsANameThatAppearsMidWrite(t *testing.T) {
+	ts := sandboxedFSServer(t)
+	ws := t.TempDir()
+	git, config := filepath.Join(ws, ".git"), filepath.Join(ws, ".git", "config")
+	stop := make(chan struct{})
+	var toggles atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := os.Mkdir(git, 0o755); err != nil {
+				t.Errorf("make .git: %v", err)
+				return
+			}
+			if err := os.Remove(git); err != nil {
+				return // not empty: a write landed (the writers see it on the host)
+			}
+			toggles.Add(1)
+		}
+	}()
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	sb := codexWorkspaceWrite(ws)
+	rounds := escapeRounds(t, appearingRaceAttempts)
+	deadline := time.Now().Add(appearingRaceTimeout)
+	var made, refused, missing atomic.Int64
+	var escaped atomic.Bool
+	var writers sync.WaitGroup
+	for range appearingRaceWriters {
+		tc := ts.connect(t)
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for !escaped.Load() && time.Now().Before(deadline) {
+				attempt := made.Add(1)
+				if attempt > int64(rounds) {
+					return
+				}
+				_, err := tc.call("fs/writeFile", map[string]any{"path": fileURI(config), "dataBase64": b64("[core]\n\tfsmonitor = evil\n"), "sandbox": sb})
+				if _, serr := os.Lstat(config); serr == nil {
+					if escaped.CompareAndSwap(false, true) { // the first writer to see it says so
+						t.Errorf("write %d (%+v): %s was written on the host", attempt, err, config)
+					}
+					return
+				}
+				switch {
+				case err == nil:
+					t.Errorf("write %d succeeded, yet %s is not on the host", attempt, config)
+					return
+				case err.Code == codeInternal && err.Message == erofsText:
+					refused.Add(1)
+				case err.Code == codeNotFound:
+					missing.Add(1)
+				default:
+					t.Errorf("write %d: %+v, want -32603 %q or not found", attempt, err, erofsText)
+					return
+				}
+			}
+		}()
+	}
+	writers.Wait()
+	t.Logf("%d toggles of .git, %d writes: %d refused, %d found no .git", toggles.Load(), refused.Load()+missing.Load(), refused.Load(), missing.Load())
+	if !t.Failed() && (refused.Load() == 0 || missing.Load() == 0) {
+		t.Errorf("the race was not exercised: %d refused, %d missing", refused.Load(), missing.Load())
+	}
+}

@@ -10,6 +10,10 @@ package main
 //	                                     protected names in it (EXEC_SERVER_RACE_ATTEMPTS)
 //	TestSandboxProcSysReadOnly           /proc/sys and its kin cannot be written, in a pid
 //	                                     namespace of its own and with the host's /proc
+//	TestSandboxKernelFSElsewhereReadOnly nor through a proc or sysfs mounted elsewhere (in a
+//	                                     workspace, or anywhere under full write)
+//	TestSandboxDenyCannotBeMovedAway     a denied file cannot be moved out from under the
+//	                                     next sandbox's deny by renaming a directory above it
 //	TestSandboxShmBounded                /dev/shm holds --linux-sandbox-shm-size and no more
 //
 // The helpers these share with the other sandbox tests are in sandbox_helpers_linux_test.go.
@@ -451,5 +455,128 @@ func TestSandboxOtherTmpfsCannotBeFilled(t *testing.T) {
 	}
 	if n := strings.Count(r.stdout()+r.stderr(), "Read-only file system"); n != 2 {
 		t.Errorf("want both writes refused with EROFS, got:\n%s", r.stdout()+r.stderr())
+	}
+}
+
+// TestSandboxKernelFSElsewhereReadOnly: a procfs or sysfs the host has mounted somewhere other
+// than /proc and /sys (a chroot's /proc inside the workspace, a container host's /host/proc)
+// is read-only in the sandbox too: under a full-write profile, which brings the whole host
+// along, and under workspace-write, whose writable root brings what is mounted in it. Before,
+// both let a command run as root change the host's kernel settings through it (the probe moved
+// on the host). The verdict: procSysProbe, read on the host, never moved.
+func TestSandboxKernelFSElsewhereReadOnly(t *testing.T) {
+	requireUserNamespaces(t)
+	if os.Geteuid() != 0 {
+		t.Skip("not root: cannot mount a proc elsewhere, and /proc/sys is not writable by this user anyway")
+	}
+	if _, err := os.Stat(procSysProbe); err != nil {
+		t.Skipf("no %s on this kernel: %v", procSysProbe, err)
+	}
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	for _, pidns := range []string{"isolate", "inherit"} {
+		ts := startTestServer(t, withSandboxer(t, pidns, ""))
+		for _, prof := range []string{"full-write", "workspace-write"} {
+			t.Run(pidns+"/"+prof, func(t *testing.T) {
+				f := newSBFixture(t)
+				var sandbox json.RawMessage
+				dir := f.outside // outside every root: only full-write reaches it writable
+				if prof == "workspace-write" {
+					dir = filepath.Join(f.ws, "chroot")
+					sandbox = f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted")
+				} else {
+					mustWrite(t, filepath.Join(f.outside, "secret"), "SECRET\n")
+					sandbox = json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[
+   {"path":{"type":"special","value":{"kind":"root"}},"access":"write"},
+   {"path":{"type":"path","path":%s},"access":"deny"}]},"network":"restricted"},
+  "windowsSandboxLevel":"disabled","cwd":%s}`, quote(fileURI(filepath.Join(f.outside, "secret"))), quote(fileURI(f.ws))))
+				}
+				proc, sys := filepath.Join(dir, "proc"), filepath.Join(dir, "sys")
+				for _, m := range []struct{ point, fsType string }{{proc, "proc"}, {sys, "sysfs"}} {
+					mustMkdir(t, m.point)
+					if err := unix.Mount(m.fsType, m.point, m.fsType, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+						t.Skipf("mount a %s at %s: %v", m.fsType, m.point, err)
+					}
+					t.Cleanup(func() {
+						if err := unix.Unmount(m.point, unix.MNT_DETACH); err != nil {
+							t.Errorf("unmount %s: %v", m.point, err)
+						}
+					})
+				}
+				orig, err := os.ReadFile(procSysProbe)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					if now, _ := os.ReadFile(procSysProbe); string(now) != string(orig) {
+						os.WriteFile(procSysProbe, orig, 0) // the sandbox changed it: put the host back
+					}
+				})
+				probe := proc + strings.TrimPrefix(procSysProbe, "/proc")
+				script := fmt.Sprintf(`v=$(cat %[1]s) && echo $((v+1)) > %[1]s && echo "WROTE %[1]s"
+for p in %[2]s/sysrq-trigger %[2]s/sys/kernel/core_pattern %[3]s/kernel/uevent_helper %[3]s/kernel/mm/transparent_hugepage/enabled; do
+  [ -e $p ] && (exec 3>>$p) 2>/dev/null && echo "WRITABLE $p"
+done
+echo done`, probe, proc, sys)
+				r := f.runServer(t, ts, sandbox, false, script)
+				if !strings.Contains(r.out, "done") {
+					t.Fatalf("exit %d: the script did not run:\n%s", r.exit, r.out)
+				}
+				if now, err := os.ReadFile(procSysProbe); err != nil || string(now) != string(orig) {
+					t.Errorf("the sandbox changed the host's %s through %s: %q, was %q (%v)", procSysProbe, proc, now, orig, err)
+				}
+				if strings.Contains(r.out, "WRITABLE") || strings.Contains(r.out, "WROTE") {
+					t.Errorf("kernel settings writable in the sandbox:\n%s", r.out)
+				}
+			})
+		}
+	}
+}
+
+// TestSandboxDenyCannotBeMovedAway: a deny entry in a directory the sandbox may write cannot
+// be escaped by renaming a directory above it. Before, a command renamed ws/sub (holding the
+// denied ws/sub/deep/secret) to ws/sub2: its own view kept the deny on the moved file, but the
+// next sandbox, whose deny entry named the old path (now missing), read ws/sub2/deep/secret.
+// Under workspace-write and under full write; the verdict on the host: every directory on
+// the denied path is still where it was, and the second command printed no secret.
+func TestSandboxDenyCannotBeMovedAway(t *testing.T) {
+	requireUserNamespaces(t)
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	ts := startTestServer(t)
+	for _, prof := range []string{"workspace-write", "full-write"} {
+		t.Run(prof, func(t *testing.T) {
+			f := newSBFixture(t)
+			dir := f.ws
+			first := "read"
+			if prof == "full-write" {
+				dir, first = f.outside, "write"
+			}
+			secret := filepath.Join(dir, "sub", "deep", "secret")
+			mustMkdir(t, filepath.Dir(secret))
+			mustWrite(t, secret, "SECRET\n")
+			sandbox := json.RawMessage(fmt.Sprintf(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[
+   {"path":{"type":"special","value":{"kind":"root"}},"access":%s},
+   {"path":{"type":"path","path":%s},"access":"write"},
+   {"path":{"type":"path","path":%s},"access":"deny"}]},"network":"restricted"},
+  "windowsSandboxLevel":"disabled","cwd":%s}`, quote(first), quote(fileURI(f.ws)), quote(fileURI(secret)), quote(fileURI(f.ws))))
+			r := f.runServer(t, ts, sandbox, false, fmt.Sprintf(`cd %s
+mv sub/deep sub/deep2 && echo "MOVED deep"
+mv sub sub2 && echo "MOVED sub"
+echo done`, dir))
+			if !strings.Contains(r.out, "done") {
+				t.Fatalf("exit %d: the first script did not run:\n%s", r.exit, r.out)
+			}
+			if _, err := os.Stat(secret); err != nil {
+				t.Errorf("after the first command the denied file is no longer at %s (%v):\n%s", secret, err, r.out)
+			}
+			r = f.runServer(t, ts, sandbox, false, fmt.Sprintf(`cd %s
+cat sub2/deep/secret sub/deep2/secret sub2/deep2/secret sub/deep/secret 2>/dev/null
+echo done`, dir))
+			if !strings.Contains(r.out, "done") {
+				t.Fatalf("exit %d: the second script did not run:\n%s", r.exit, r.out)
+			}
+			if strings.Contains(r.out, "SECRET") {
+				t.Errorf("the next sandbox read the denied file:\n%s", r.out)
+			}
+		})
 	}
 }

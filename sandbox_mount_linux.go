@@ -13,7 +13,11 @@ package main
 //	                             only inside a writable root: it takes writes away, never
 //	                             grants a read)
 //	protected name, a symlink    also an empty read-only file mounted on the link itself
-//	deny                         an empty, mode 000 file or directory bound over them
+//	deny                         an empty, mode 000 file or directory bound over them; the
+//	                             writable directories above them bound onto themselves
+//	                             (denyPins: a mount point cannot be renamed)
+//	kernel file systems          every proc, sysfs... mount in the view (a chroot's /proc in
+//	                             a workspace) read-only (kernelFSReadOnly), /proc aside
 //	/dev                         tmpfs: null zero full random urandom tty bound from the
 //	                             host, a new devpts (ptmx 0666), shm (a tmpfs of
 //	                             --linux-sandbox-shm-size), fd, std{in,out,err}, console =
@@ -42,6 +46,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -108,6 +113,7 @@ func buildMountView(cfg *stageConfig) error {
 		{"stage", stage},
 		{"new root", func() error { return makeNewRoot(p) }},
 		{"binds", func() error { return applyMounts(ops, p.FullRead) }},
+		{"kernel file systems read-only", kernelFSReadOnly},
 		{"/dev", func() error { return makeDev(tty, cfg.ShmSize) }},
 		{"/proc", func() error { return makeProc(cfg.PidNS, p.FullRead) }},
 		{"enter", func() error { return enterNewRoot(p.FullRead) }},
@@ -174,6 +180,7 @@ func planMounts(p *sandboxProfile) ([]mountOp, error) {
 		}
 		ops = append(ops, mountOp{real: filepath.Join(dir.real, filepath.Base(path)), access: mountPin})
 	}
+	ops = append(ops, denyPins(ops, p.FullWrite)...)
 	slices.SortStableFunc(ops, func(a, b mountOp) int {
 		if d := strings.Count(a.real, "/") - strings.Count(b.real, "/"); d != 0 {
 			return d
@@ -184,6 +191,46 @@ func planMounts(p *sandboxProfile) ([]mountOp, error) {
 		return int(a.access) - int(b.access)
 	})
 	return ops, nil
+}
+
+// denyPins are the directories to bind read-write onto themselves so that no deny entry of
+// ops can be moved: every directory above a denied path that the view lets the command
+// write (inside a writable bind, or anywhere under fullWrite), up to the bind that holds it.
+// A deny is a mount on the denied path, and a mount point cannot be renamed, but its parent
+// could be: a command that renamed ws/sub (holding the denied ws/sub/.env) to ws/sub2 kept
+// the deny on it in its own view, and the next sandbox, denying ws/sub/.env (now missing),
+// read ws/sub2/.env. A directory that is itself a mount point cannot be renamed either.
+func denyPins(ops []mountOp, fullWrite bool) []mountOp {
+	// innermost is the directory bind (write or read) that holds dir, nil if none.
+	innermost := func(dir string) *mountOp {
+		var in *mountOp
+		for i := range ops {
+			o := &ops[i]
+			if (o.access == mountWrite || o.access == mountRead) && o.isDir && pathWithin(dir, o.real) && (in == nil || len(o.real) > len(in.real)) {
+				in = o
+			}
+		}
+		return in
+	}
+	var pins []mountOp
+	seen := map[string]bool{}
+	for _, op := range ops {
+		if op.access != mountDeny {
+			continue
+		}
+		for dir := filepath.Dir(op.real); dir != "/" && !seen[dir]; dir = filepath.Dir(dir) {
+			seen[dir] = true
+			in := innermost(dir)
+			switch {
+			case in != nil && in.real == dir:
+				continue // a bind already: a mount point
+			case in == nil && !fullWrite, in != nil && in.access != mountWrite:
+				continue // read-only here: nothing in it can be renamed
+			}
+			pins = append(pins, mountOp{real: dir, isDir: true, access: mountWrite})
+		}
+	}
+	return pins
 }
 
 // writableRoots are the writable roots write, each also as resolved on the host when it
@@ -773,6 +820,145 @@ func bindFile(src, dst string) error {
 // sysrq-trigger, irq and bus, and fs); the rest of /proc is either per process or gated on
 // a capability the command does not have.
 var procReadOnly = []string{"sys", "sysrq-trigger", "irq", "bus", "fs"}
+
+// kernelFSTypes are the file systems whose files are the kernel's settings, or lead to them
+// (a procfs holds sys, a sysfs the devices' and the kernel's knobs, tracefs kprobes...). Their
+// files are checked against the file's owner, not a capability, so a command run as root
+// (the server's user) could change the host's kernel through any of them that its view has
+// writable: not only /proc and /sys, but one the host has mounted elsewhere (a chroot's
+// /proc inside a workspace, a container host's /host/proc), which a full-write view or a
+// writable root brings along.
+var kernelFSTypes = []string{
+	"proc", "sysfs", "debugfs", "tracefs", "securityfs", "binfmt_misc", "configfs", "efivarfs",
+	"bpf", "pstore", "cgroup", "cgroup2", "fusectl", "selinuxfs", "smackfs", "nfsd", "rpc_pipefs",
+}
+
+// hostMountInfo is the stage's mount table, read through the host's /proc under /oldroot.
+const hostMountInfo = oldRoot + "/proc/self/mountinfo"
+
+// kernelMount is a mount of one of kernelFSTypes in the new root.
+type kernelMount struct {
+	point, fsType string
+	readOnly      bool
+}
+
+// kernelFSReadOnly makes every mount of kernelFSTypes in /newroot read-only, with what lies
+// beneath it, wherever the host had it; then reads the mount table again and fails closed
+// when one the view can reach is still writable. /newroot/proc itself is left to makeProc,
+// which covers it or makes its settings read-only (procReadOnly) and leaves the per-process
+// files as they are. Each mount is opened with no symlink on the way: a path swapped
+// meanwhile fails the check rather than making another mount read-only.
+func kernelFSReadOnly() error {
+	mounts, err := kernelMounts()
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		if m.readOnly {
+			continue
+		}
+		fd, err := openRoot(m.point)
+		if err != nil {
+			continue // the check below says which
+		}
+		err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+		unix.Close(fd)
+		if errors.Is(err, unix.ENOSYS) {
+			return kernelCall("mount_setattr", mountSetattrSince, err)
+		}
+	}
+	if mounts, err = kernelMounts(); err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		if !m.readOnly {
+			return fmt.Errorf("the %s mount at %s could not be made read-only", m.fsType, strings.TrimPrefix(m.point, newRoot))
+		}
+	}
+	return nil
+}
+
+// kernelMounts are the mounts of kernelFSTypes in /newroot that the view can reach (not
+// covered by another mount on its point or on a directory above it, nor under one that is),
+// but /newroot/proc itself.
+func kernelMounts() ([]kernelMount, error) {
+	b, err := os.ReadFile(hostMountInfo)
+	if err != nil {
+		return nil, fmt.Errorf("read the mount table: %w", err)
+	}
+	type entry struct {
+		kernelMount
+		id, parent string
+	}
+	var all []entry
+	for _, line := range strings.Split(string(b), "\n") {
+		// id parent major:minor root point options [optional...] - type source super-options
+		fields := strings.Fields(line)
+		sep := slices.Index(fields, "-")
+		if sep < 6 || sep+1 >= len(fields) {
+			continue
+		}
+		all = append(all, entry{
+			kernelMount: kernelMount{point: unescapeMountPath(fields[4]), fsType: fields[sep+1], readOnly: slices.Contains(strings.Split(fields[5], ","), "ro")},
+			id:          fields[0], parent: fields[1],
+		})
+	}
+	byID := make(map[string]entry, len(all))
+	children := make(map[string][]entry)
+	for _, e := range all {
+		byID[e.id] = e
+		children[e.parent] = append(children[e.parent], e)
+	}
+	// covered: another mount of the same parent stands on a directory above e's point, or one
+	// is stacked on e's point itself (its child there); a lookup of e's path then ends in it.
+	covered := func(e entry) bool {
+		for _, c := range children[e.parent] {
+			if c.id != e.id && c.point != e.point && pathWithin(e.point, c.point) {
+				return true
+			}
+		}
+		return slices.ContainsFunc(children[e.id], func(c entry) bool { return c.point == e.point })
+	}
+	hidden := func(e entry) bool {
+		for range len(all) + 1 { // the parent chain, bounded by the table
+			if covered(e) {
+				return true
+			}
+			p, ok := byID[e.parent]
+			if !ok || p.id == e.id {
+				return false
+			}
+			e = p
+		}
+		return false
+	}
+	var out []kernelMount
+	for _, e := range all {
+		if slices.Contains(kernelFSTypes, e.fsType) && pathWithin(e.point, newRoot) && e.point != newRoot+"/proc" && !hidden(e) {
+			out = append(out, e.kernelMount)
+		}
+	}
+	return out, nil
+}
+
+// unescapeMountPath undoes the octal escapes (\040 for a space) of a path in mountinfo.
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
 
 // makeProc gives the new root a /proc: a new one for the new pid namespace, else the host's;
 // either with procReadOnly read-only.
