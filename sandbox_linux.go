@@ -508,8 +508,10 @@ func runSandboxStage() {
 	if err := os.Chdir(cfg.Dir); err != nil {
 		fail(err)
 	}
-	if err := restrictThread(&cfg); err != nil {
-		fail(fmt.Errorf("sandbox: %w", err))
+	if !supervised {
+		if err := restrictThread(&cfg); err != nil {
+			fail(fmt.Errorf("sandbox: %w", err))
+		}
 	}
 	if cfg.Probe {
 		exitStage(0)
@@ -528,9 +530,13 @@ func runSandboxStage() {
 	if cfg.Foreground {
 		sys = &syscall.SysProcAttr{}
 	}
-	proc, err := os.StartProcess(cfg.Path, cfg.Argv, &os.ProcAttr{
-		Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: sys,
-	})
+	attr := &os.ProcAttr{Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: sys}
+	var proc *os.Process
+	if supervised {
+		proc, err = startConfined(&cfg, attr)
+	} else {
+		proc, err = os.StartProcess(cfg.Path, cfg.Argv, attr)
+	}
 	if err != nil {
 		fail(err)
 	}
@@ -544,6 +550,37 @@ func runSandboxStage() {
 		exitStage(superviseChild(proc.Pid, cfg.Foreground, nil))
 	}
 	exitStage(superviseChild(proc.Pid, cfg.Foreground, anchorGone))
+}
+
+// startConfined is the supervisor's start of the command: restricted (restrictThread) on a
+// thread of its own, which forks the command and then ends, so that no thread of the
+// supervisor stays in the command's Landlock domain. kill(2) and pidfd_send_signal check a
+// process's domain on its main thread, tgkill(2) on the thread named: were the supervisor's
+// in the command's domain, the command could SIGSTOP it (same user, same domain), and a
+// stopped supervisor never sees its anchor die, so the command's daemons would outlive it
+// and, once the server had reaped the anchor, connect back as nobody's sandbox
+// (docs/sandbox.md §2, "Processes"). Its signal scope (Landlock ABI ≥ 6) now keeps the
+// command from signalling the supervisor as it keeps it from the anchor and the server.
+func startConfined(cfg *stageConfig, attr *os.ProcAttr) (*os.Process, error) {
+	type started struct {
+		proc *os.Process
+		err  error
+	}
+	done := make(chan started, 1)
+	go func() {
+		// Never unlocked: the runtime ends the thread with this goroutine, and the
+		// restrictions made on it with it. New threads the runtime starts meanwhile come from
+		// its template thread, not from this one.
+		runtime.LockOSThread()
+		if err := restrictThread(cfg); err != nil {
+			done <- started{err: fmt.Errorf("sandbox: %w", err)}
+			return
+		}
+		proc, err := os.StartProcess(cfg.Path, cfg.Argv, attr)
+		done <- started{proc, err}
+	}()
+	r := <-done
+	return r.proc, r.err
 }
 
 // stageAnchorGoneSignal is what the supervisor receives when its anchor dies (its
@@ -731,9 +768,10 @@ func restrictThread(cfg *stageConfig) error {
 		if err := restrictThreadLandlock(rules); err != nil {
 			return err
 		}
-	case cfg.Namespaces && !cfg.PidNS:
+	case !cfg.PidNS:
 		// In the server's pid namespace the command sees, and as the same user may signal,
-		// the server and every other process of its user: Landlock's scope stops that.
+		// the server, its own anchor and supervisor, and every other process of its user:
+		// Landlock's scope stops that (the network filter alone included).
 		if err := restrictThreadSignalScope(); err != nil {
 			return err
 		}
