@@ -12,18 +12,23 @@ package main
 //	inode 0       refused (closed by its holder: its bytes may already be queued)
 //	inode         --/proc/<pid>/fd-->  the first process holding it (the last client served,
 //	              our parents, then every process, newest first)
-//	              --/proc/<pid>/stat ppid-->  a live stage on the way up: refused
+//	              --/proc/<pid>/stat ppid-->  a stage on the way up: refused (one of ours,
+//	              registered, or any process whose argv is a stage's: a supervisor still
+//	              ending its command's daemons, another exec-server's sandbox)
 //	no holder     refused (hidden in flight in a unix socket message, or unreadable)
 //
-// The check costs nothing while no network-enabled stage is live (registered in liveStages
-// when started, removed when reaped); a restricted-network stage cannot open a TCP socket in
-// this network namespace at all (its own namespace, or the seccomp filter).
+// The check costs a reading of /proc while no network-enabled stage of ours is live
+// (registered in liveStages when started, removed when reaped), and nothing more unless some
+// stage runs on the host; a restricted-network stage cannot open a TCP socket in this
+// network namespace at all (its own namespace, or the seccomp filter). Stages above this
+// server itself (it runs in a sandbox) are no reason to refuse.
 
 import (
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -122,7 +127,10 @@ func (s *sandboxer) refusePeer(nc net.Conn) string {
 		return ""
 	}
 	stages := s.live.snapshot()
-	if stages == nil {
+	// Stages this server stands in itself (it was started in a sandbox) confine it as much as
+	// its peer: they are no reason to refuse.
+	own := ownStages()
+	if stages == nil && !anyStageProcess(own) {
 		return ""
 	}
 	local, lok := nc.LocalAddr().(*net.TCPAddr)
@@ -149,7 +157,7 @@ func (s *sandboxer) refusePeer(nc net.Conn) string {
 	if holder <= 0 {
 		return fmt.Sprintf("no process holds the peer's socket (inode %d)", inode)
 	}
-	stage, err := sandboxAncestor(holder, stages)
+	stage, err := sandboxAncestor(holder, stages, own)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("the ancestry of pid %d, which holds the peer's socket: %v", holder, err)
@@ -340,12 +348,18 @@ func processHolds(pid int, target, link []byte) bool {
 	}
 }
 
-// sandboxAncestor is the live stage among pid and its ancestors, 0 when there is none. A
-// process on the way that cannot be read (it has exited, and its children moved) is an error:
-// the chain read would not be the one the socket was made in.
-func sandboxAncestor(pid int, stages map[int]bool) (int, error) {
+// sandboxAncestor is the live stage among pid and its ancestors, 0 when there is none: one of
+// stages, or any process running as a stage (isStageProcess) but those in own. A process on
+// the way that cannot be read (it has exited, and its children moved) is an error: the chain
+// read would not be the one the socket was made in.
+//
+// The registry alone is not enough: a stage is unregistered once the server has reaped it,
+// while, without a pid namespace, its supervisor may still be killing what the command left
+// (docs/sandbox.md §2, "Processes"); and another exec-server's sandboxes are in no registry
+// of this one. Both still run below a stage, whose argv nothing below it can change.
+func sandboxAncestor(pid int, stages, own map[int]bool) (int, error) {
 	for n := 0; n < maxPeerAncestry; n++ {
-		if stages[pid] {
+		if stages[pid] || !own[pid] && isStageProcess(pid) {
 			return pid, nil
 		}
 		ppid := parentPid(pid)
@@ -358,6 +372,53 @@ func sandboxAncestor(pid int, stages map[int]bool) (int, error) {
 		pid = ppid
 	}
 	return 0, fmt.Errorf("more than %d ancestors", maxPeerAncestry)
+}
+
+// stageCmdline is how /proc/<pid>/cmdline of a sandbox stage (anchor, supervisor or pid 1),
+// of this or any exec-server, begins: its argv, which a process can change only for itself
+// (PR_SET_MM needs CAP_SYS_RESOURCE), never for its parent. A process that names itself so
+// only gets itself refused.
+const stageCmdline = "exec-server-sandbox\x00" + sandboxStageArg + "\x00"
+
+// isStageProcess reports whether pid runs as a sandbox stage (stageCmdline).
+func isStageProcess(pid int) bool {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, len(stageCmdline))
+	n, _ := io.ReadFull(f, b)
+	return n == len(b) && string(b) == stageCmdline
+}
+
+// anyStageProcess reports whether a process of this host (this pid namespace) runs as a
+// sandbox stage, those in own aside.
+func anyStageProcess(own map[int]bool) bool {
+	names, err := os.ReadDir("/proc")
+	if err != nil {
+		return true // cannot tell: check the peer
+	}
+	for _, e := range names {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && !own[pid] && isStageProcess(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownStages are the stages among this server's ancestors: it runs in their sandboxes.
+func ownStages() map[int]bool {
+	var own map[int]bool
+	for pid, n := parentPid(os.Getpid()), 0; pid > 1 && n < maxPeerAncestry; pid, n = parentPid(pid), n+1 {
+		if isStageProcess(pid) {
+			if own == nil {
+				own = map[int]bool{}
+			}
+			own[pid] = true
+		}
+	}
+	return own
 }
 
 // parentPid is pid's parent from /proc/<pid>/stat: 0 for none (pid 1, a kernel thread, a

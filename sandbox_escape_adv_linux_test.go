@@ -6,8 +6,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,3 +116,72 @@ func TestSandboxConnectBackSupervisorStopped(t *testing.T) {
 		})
 	}
 }
+
+// TestSandboxConnectBackOtherServer: a network-enabled command of one server (B) dials
+// another exec-server of the same user on the same host (A), which runs no sandbox of its
+// own. A must refuse it as its own sandboxes' connections: an unsandboxed process it started
+// would write anywhere.
+func TestSandboxConnectBackOtherServer(t *testing.T) {
+	for _, m := range cbMechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			cbRequire(t, m.mech)
+			log := &cbLog{refused: make(chan struct{})}
+			victim := startTestServer(t, withSandboxer(t, m.pidNS, m.mech), withLog(log))
+			ts := startTestServer(t, withSandboxer(t, m.pidNS, m.mech))
+			f := newSBFixture(t)
+			target := filepath.Join(f.outside, "pwned")
+			tc := ts.connect(t)
+			id := cbStart(t, tc, f, f.sandboxObject(sbWorkspaceWrite, viaPipe, "enabled"),
+				`"$PROBE" "$URL" "$TARGET"`, map[string]string{cbProbeEnv: "client", "URL": victim.url, "TARGET": target})
+			r := waitClosed(tc, id)
+			if _, err := os.Stat(target); err == nil {
+				t.Fatalf("a sandbox of another server drove this one: %s was written on the host\nvictim's log:\n%s", target, log)
+			}
+			if out := r.stdout() + r.stderr(); !strings.Contains(out, "refused:") {
+				t.Errorf("the client says %q, want a refused connection", out)
+			}
+		})
+	}
+}
+
+// TestSandboxConnectBackAfterTerminate: a daemon of a network-enabled command dials the
+// server in a loop (cbProbeLoop), each connection carrying its whole request at once. When
+// process/terminate kills the anchor, the server reaps it, and the supervisor, told by its
+// death, kills what is left: a connection checked in between finds no registered stage above
+// the daemon. It must still be refused: the file must never appear on the host.
+func TestSandboxConnectBackAfterTerminate(t *testing.T) {
+	for _, m := range advSupervisedModes {
+		for round := range advTerminateRounds {
+			t.Run(fmt.Sprintf("%s/%d", m.name, round), func(t *testing.T) {
+				cbRequire(t, m.mech)
+				log := &cbLog{refused: make(chan struct{})}
+				ts := startTestServer(t, withSandboxer(t, m.pidNS, m.mech), withLog(log))
+				f := newSBFixture(t)
+				target := filepath.Join(f.outside, "pwned")
+				tc := ts.connect(t)
+				id := cbStart(t, tc, f, f.sandboxObject(sbWorkspaceWrite, viaPipe, "enabled"),
+					`(setsid "$PROBE" "$URL" "$TARGET" > /dev/null 2>&1 &); exec sleep 1000`,
+					map[string]string{cbProbeEnv: "loop", "URL": ts.url, "TARGET": target})
+				select {
+				case <-log.refused:
+				case <-time.After(30 * time.Second):
+					t.Fatalf("no connection refused in 30 s\nserver log:\n%s", log)
+				}
+				tc.call("process/terminate", map[string]any{"processId": id})
+				waitClosed(tc, id)
+				deadline := time.Now().Add(2 * time.Second)
+				tick := time.NewTicker(20 * time.Millisecond) // the host file has no event to await
+				defer tick.Stop()
+				for time.Now().Before(deadline) {
+					if _, err := os.Stat(target); err == nil {
+						t.Fatalf("the sandboxed daemon drove the server as its stage ended: %s was written on the host", target)
+					}
+					<-tick.C
+				}
+			})
+		}
+	}
+}
+
+// advTerminateRounds is how many times TestSandboxConnectBackAfterTerminate races each mode.
+const advTerminateRounds = 5
