@@ -7,8 +7,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -185,3 +187,52 @@ func TestSandboxConnectBackAfterTerminate(t *testing.T) {
 
 // advTerminateRounds is how many times TestSandboxConnectBackAfterTerminate races each mode.
 const advTerminateRounds = 5
+
+// TestSandboxConnectBackAddresses: the server listens on every address, IPv4 and IPv6 ([::]),
+// and a network-enabled command dials it at each of the host's addresses it can name: ::1,
+// 127.0.0.1 (a v4-mapped peer on that listener), 127.0.0.2, 0.0.0.0, [::], and every
+// non-loopback address of the host's interfaces. Every one must be refused: the file the
+// unsandboxed process would write must never appear on the host.
+func TestSandboxConnectBackAddresses(t *testing.T) {
+	for _, m := range cbMechanisms[:3] {
+		t.Run(m.name, func(t *testing.T) {
+			cbRequire(t, m.mech)
+			log := &cbLog{refused: make(chan struct{})}
+			ts := startTestServer(t, withSandboxer(t, m.pidNS, m.mech), withLog(log))
+			srv := ts.srv
+			ln, err := net.Listen("tcp", "[::]:0")
+			if err != nil {
+				t.Skipf("no dual-stack listener: %v", err)
+			}
+			ws := newWSServer(srv)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				ws.serve(ln)
+			}()
+			defer func() { ws.close(); <-done }()
+			port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+			hosts := []string{"::1", "127.0.0.1", "127.0.0.2", "0.0.0.0", "::"}
+			if addrs, err := net.InterfaceAddrs(); err == nil {
+				for _, a := range addrs {
+					if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+						hosts = append(hosts, n.IP.String())
+					}
+				}
+			}
+			f := newSBFixture(t)
+			tc := ts.connect(t) // the sandboxes are this server's own
+			for _, h := range hosts {
+				target := filepath.Join(f.outside, "pwned-"+strings.ReplaceAll(h, ":", "_"))
+				url := "ws://" + net.JoinHostPort(h, port)
+				id := cbStart(t, tc, f, f.sandboxObject(sbWorkspaceWrite, viaPipe, "enabled"),
+					`"$PROBE" "$URL" "$TARGET"`, map[string]string{cbProbeEnv: "client", "URL": url, "TARGET": target})
+				r := waitClosed(tc, id)
+				if _, err := os.Stat(target); err == nil {
+					t.Errorf("%s: the sandboxed command drove the server: %s was written on the host", url, target)
+				}
+				t.Logf("%s: %s", url, strings.TrimSpace(r.stdout()+r.stderr()))
+			}
+		})
+	}
+}
