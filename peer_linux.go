@@ -18,8 +18,8 @@ package main
 //	no holder     refused (hidden in flight in a unix socket message, or unreadable)
 //
 // The check costs a reading of /proc while no network-enabled stage of ours is live
-// (registered in liveStages when started, removed when reaped), and nothing more unless some
-// stage runs on the host; a restricted-network stage cannot open a TCP socket in this
+// (registered in liveStages when started, removed when reaped, checked for peerCheckGrace
+// more), and nothing more unless the stage of a network-enabled command runs on the host; a restricted-network stage cannot open a TCP socket in this
 // network namespace at all (its own namespace, or the seccomp filter). Stages above this
 // server itself (it runs in a sandbox) are no reason to refuse.
 
@@ -35,6 +35,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,6 +59,24 @@ type liveStages struct {
 	// lastClient is the last process found holding a served peer's socket: a client that
 	// connects again is looked at first. An order only: whoever holds the socket is checked.
 	lastClient int
+	// ended is when the last registered stage was removed: connections are still checked for
+	// peerCheckGrace after it (recent).
+	ended time.Time
+}
+
+// peerCheckGrace is how long after the last network-enabled stage of this server has been
+// reaped connections are still checked. A connection its command made, its request already
+// queued, may be read only after the stage is gone (its supervisor still ending the
+// command's daemons, which may still hold the socket; or the socket closed, its bytes
+// waiting): unchecked, it would be served. It covers the time from a connection's
+// establishment to its first read, microseconds unless the server is starved.
+const peerCheckGrace = 10 * time.Second
+
+// recent reports whether a registered stage is live, or was within peerCheckGrace.
+func (l *liveStages) recent() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pids) > 0 || !l.ended.IsZero() && time.Since(l.ended) < peerCheckGrace
 }
 
 func (l *liveStages) hint() int {
@@ -86,6 +105,9 @@ func (l *liveStages) remove(pid int) {
 	defer l.mu.Unlock()
 	if l.pids[pid]--; l.pids[pid] <= 0 {
 		delete(l.pids, pid)
+	}
+	if len(l.pids) == 0 {
+		l.ended = time.Now()
 	}
 }
 
@@ -120,9 +142,17 @@ func (st *sandboxStage) started(pid int) {
 	}
 }
 
+// peerCheckDue reports, cheaply, whether a connection accepted now must be checked: a
+// network-enabled stage of this server is live, or was within peerCheckGrace. The listener
+// asks at accept (refusePeer asks again, and more, at the first read).
+func (s *sandboxer) peerCheckDue() bool {
+	return s != nil && s.live.recent()
+}
+
 // refusePeer reports why nc must be refused, "" to serve it: its peer is a socket of this host
-// held by one of our sandboxes, or a local socket whose holder cannot be told.
-func (s *sandboxer) refusePeer(nc net.Conn) string {
+// held by one of our sandboxes, or a local socket whose holder cannot be told. due: the check
+// was due when nc was accepted (peerCheckDue).
+func (s *sandboxer) refusePeer(nc net.Conn, due bool) string {
 	if s == nil {
 		return ""
 	}
@@ -130,7 +160,7 @@ func (s *sandboxer) refusePeer(nc net.Conn) string {
 	// Stages this server stands in itself (it was started in a sandbox) confine it as much as
 	// its peer: they are no reason to refuse.
 	own := ownStages()
-	if stages == nil && !anyStageProcess(own) {
+	if !due && !s.live.recent() && !anyNetworkStage(own) {
 		return ""
 	}
 	local, lok := nc.LocalAddr().(*net.TCPAddr)
@@ -382,26 +412,41 @@ const stageCmdline = "exec-server-sandbox\x00" + sandboxStageArg + "\x00"
 
 // isStageProcess reports whether pid runs as a sandbox stage (stageCmdline).
 func isStageProcess(pid int) bool {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	b := make([]byte, len(stageCmdline))
-	n, _ := io.ReadFull(f, b)
-	return n == len(b) && string(b) == stageCmdline
+	stage, _ := stageProcess(pid)
+	return stage
 }
 
-// anyStageProcess reports whether a process of this host (this pid namespace) runs as a
-// sandbox stage, those in own aside.
-func anyStageProcess(own map[int]bool) bool {
+// stageProcess reports whether pid runs as a sandbox stage (stageCmdline), and whether that
+// stage's command has the network (sandboxStageNetworkArg).
+func stageProcess(pid int) (stage, network bool) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false, false
+	}
+	defer f.Close()
+	const netArg = sandboxStageNetworkArg + "\x00"
+	b := make([]byte, len(stageCmdline)+len(netArg)+1)
+	n, _ := io.ReadFull(f, b)
+	if n < len(stageCmdline) || string(b[:len(stageCmdline)]) != stageCmdline {
+		return false, false
+	}
+	return true, string(b[len(stageCmdline):n]) == netArg
+}
+
+// anyNetworkStage reports whether a process of this host (this pid namespace) runs as the
+// stage of a command that has the network, those in own aside: only such a command can dial
+// the listener. Without one (and none registered) connections are served unchecked, so that
+// a local client the server cannot look into (not dumpable) is refused only while one runs.
+func anyNetworkStage(own map[int]bool) bool {
 	names, err := os.ReadDir("/proc")
 	if err != nil {
 		return true // cannot tell: check the peer
 	}
 	for _, e := range names {
-		if pid, err := strconv.Atoi(e.Name()); err == nil && !own[pid] && isStageProcess(pid) {
-			return true
+		if pid, err := strconv.Atoi(e.Name()); err == nil && !own[pid] {
+			if _, network := stageProcess(pid); network {
+				return true
+			}
 		}
 	}
 	return false

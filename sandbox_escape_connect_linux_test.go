@@ -590,7 +590,7 @@ func TestConnectBackFailsClosed(t *testing.T) {
 			defer server.Close()
 			client.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
 			tt.hide(t, client.(*net.TCPConn))
-			why := sbx.refusePeer(server)
+			why := sbx.refusePeer(server, false)
 			if tt.want == "" && why != "" || !strings.Contains(why, tt.want) {
 				t.Errorf("refusePeer = %q, want %q", why, tt.want)
 			}
@@ -645,14 +645,14 @@ func BenchmarkConnectBackCheck(b *testing.B) {
 	b.Run("first-connection", func(b *testing.B) {
 		for b.Loop() {
 			sbx.live.setHint(0)
-			if why := sbx.refusePeer(conn); why != "" {
+			if why := sbx.refusePeer(conn, false); why != "" {
 				b.Fatal(why)
 			}
 		}
 	})
 	b.Run("same-client-again", func(b *testing.B) {
 		for b.Loop() {
-			if why := sbx.refusePeer(conn); why != "" {
+			if why := sbx.refusePeer(conn, false); why != "" {
 				b.Fatal(why)
 			}
 		}
@@ -660,7 +660,7 @@ func BenchmarkConnectBackCheck(b *testing.B) {
 	b.Run("no-stage-live", func(b *testing.B) {
 		idle, _ := newSandboxer("isolate", "")
 		for b.Loop() {
-			idle.refusePeer(conn)
+			idle.refusePeer(conn, false)
 		}
 	})
 	b.Run("sock-diag-lookup", func(b *testing.B) {

@@ -55,6 +55,19 @@ import (
 // sandboxStageArg is argv[1] of the sandbox stage.
 const sandboxStageArg = "__exec-server-sandbox"
 
+// sandboxStageNetworkArg is argv[2] of a stage whose command has the network: other
+// exec-servers of the host, and this one once the stage is unregistered, tell from it that
+// connections must be checked (peer_linux.go).
+const sandboxStageNetworkArg = "network"
+
+// stageArgv is a stage's argv, which nothing below the stage can change.
+func stageArgv(network bool) []string {
+	if network {
+		return []string{"exec-server-sandbox", sandboxStageArg, sandboxStageNetworkArg}
+	}
+	return []string{"exec-server-sandbox", sandboxStageArg}
+}
+
 // The stage's descriptors beyond 0, 1, 2.
 const (
 	stageConfigFD = 3
@@ -309,7 +322,7 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 		}
 	}
 	spec.stage = st
-	spec.path, spec.argv = stageExe, []string{"exec-server-sandbox", sandboxStageArg}
+	spec.path, spec.argv = stageExe, stageArgv(!p.restrictsNetwork())
 	return "linuxSeccomp", nil
 }
 
@@ -615,7 +628,7 @@ func stageAnchor(cfg *stageConfig, status *os.File) int {
 	signal.Notify(sigs, forwardedSignals...)
 	// Forked from this locked thread, which lives as long as the anchor: the kernel ties
 	// Pdeathsig to the forking thread.
-	proc, err := os.StartProcess(stageExe, []string{"exec-server-sandbox", sandboxStageArg}, &os.ProcAttr{
+	proc, err := os.StartProcess(stageExe, stageArgv(!cfg.Profile.restrictsNetwork()), &os.ProcAttr{
 		Env:   os.Environ(),
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, cr, status},
 		Sys:   &syscall.SysProcAttr{Setsid: !cfg.Foreground, Pdeathsig: stageAnchorGoneSignal},
