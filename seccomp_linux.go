@@ -130,11 +130,19 @@ func seccompDeniedRequests() []uint32 {
 }
 
 // seccompMetadataRequests are the ioctl requests seccompNoMetadata adds: setting a file's
-// inode flags (chattr) and its fsxattr (flags, project id), both allowed to the owner on a
-// descriptor opened read-only.
+// inode flags (chattr), its fsxattr (flags, project id), its generation number (ext4, which
+// also moves its ctime), turning on fs-verity (the file's data frozen for good) and an
+// encryption policy on an empty directory: each allowed to the owner on a descriptor opened
+// read-only, which Landlock lets through.
 func seccompMetadataRequests() []uint32 {
-	return []uint32{unix.FS_IOC_SETFLAGS, seccompFSIocFSSetXattr}
+	return []uint32{unix.FS_IOC_SETFLAGS, seccompFSIocFSSetXattr, seccompFSIocSetVersion,
+		unix.FS_IOC_ENABLE_VERITY, unix.FS_IOC_SET_ENCRYPTION_POLICY}
 }
+
+// seccompFSIocSetVersion is FS_IOC_SETVERSION, _IOW('v', 2, long), the same on amd64 and
+// arm64; x/sys/unix does not name it. (Its 32-bit twin, FS_IOC32_SETVERSION, is only
+// understood from a 32-bit process, which the filter kills.)
+const seccompFSIocSetVersion = 0x40087602
 
 // seccompFSIocFSSetXattr is FS_IOC_FSSETXATTR, _IOW('X', 32, struct fsxattr) (28 bytes), the
 // same on amd64 and arm64; x/sys/unix does not name it.

@@ -358,6 +358,10 @@ func TestSeccompProgramInterpreter(t *testing.T) {
 			tc{"ioctl TIOCSTI in the high word", ioctl(0, uint64(unix.TIOCSTI)<<32|unix.TCGETS), seccompAllow, seccompAllow, false},
 			tc{"ioctl FS_IOC_SETFLAGS", ioctl(3, unix.FS_IOC_SETFLAGS), seccompAllow, seccompAllow, true},
 			tc{"ioctl FS_IOC_FSSETXATTR", ioctl(3, seccompFSIocFSSetXattr), seccompAllow, seccompAllow, true},
+			tc{"ioctl FS_IOC_SETVERSION", ioctl(3, seccompFSIocSetVersion), seccompAllow, seccompAllow, true},
+			tc{"ioctl FS_IOC_ENABLE_VERITY", ioctl(3, unix.FS_IOC_ENABLE_VERITY), seccompAllow, seccompAllow, true},
+			tc{"ioctl FS_IOC_SET_ENCRYPTION_POLICY", ioctl(3, unix.FS_IOC_SET_ENCRYPTION_POLICY), seccompAllow, seccompAllow, true},
+			tc{"ioctl FS_IOC_GETVERSION", ioctl(3, seccompFSIocGetVersion), seccompAllow, seccompAllow, false},
 			tc{"ioctl FS_IOC_GETFLAGS", ioctl(3, unix.FS_IOC_GETFLAGS), seccompAllow, seccompAllow, false},
 		)
 		if a.audit == unix.AUDIT_ARCH_X86_64 {
@@ -489,7 +493,9 @@ func seccompListing(prog []unix.SockFilter, mode seccompMode, a seccompTestArch)
 				note = map[uint32]string{unix.AF_UNIX: "AF_UNIX", unix.AF_VSOCK: "AF_VSOCK"}[f.K]
 			case loaded == seccompDataArg1Low:
 				note = map[uint32]string{unix.TIOCSTI: "TIOCSTI", unix.TIOCLINUX: "TIOCLINUX",
-					unix.FS_IOC_SETFLAGS: "FS_IOC_SETFLAGS", seccompFSIocFSSetXattr: "FS_IOC_FSSETXATTR"}[f.K]
+					unix.FS_IOC_SETFLAGS: "FS_IOC_SETFLAGS", seccompFSIocFSSetXattr: "FS_IOC_FSSETXATTR",
+					seccompFSIocSetVersion: "FS_IOC_SETVERSION", unix.FS_IOC_ENABLE_VERITY: "FS_IOC_ENABLE_VERITY",
+					unix.FS_IOC_SET_ENCRYPTION_POLICY: "FS_IOC_SET_ENCRYPTION_POLICY"}[f.K]
 			case loaded == ^uint32(0):
 				note = map[uint32]string{unix.SOCK_STREAM: "SOCK_STREAM", unix.SOCK_SEQPACKET: "SOCK_SEQPACKET"}[f.K]
 			}
@@ -507,6 +513,10 @@ func seccompListing(prog []unix.SockFilter, mode seccompMode, a seccompTestArch)
 }
 
 const seccompGoldenEnv = "EXEC_SERVER_SECCOMP_GOLDEN"
+
+// seccompFSIocGetVersion is FS_IOC_GETVERSION, _IOR('v', 1, long), which no filter denies:
+// the tests read a file's generation number on the host with it.
+const seccompFSIocGetVersion = 0x80087601
 
 // TestSeccompProgramListing compares a disassembly of each program with the listing under
 // testdata/seccomp/, which is there for a reviewer to audit the filters as text.
