@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -232,6 +233,52 @@ func TestSandboxConnectBackAddresses(t *testing.T) {
 					t.Errorf("%s: the sandboxed command drove the server: %s was written on the host", url, target)
 				}
 				t.Logf("%s: %s", url, strings.TrimSpace(r.stdout()+r.stderr()))
+			}
+		})
+	}
+}
+
+// TestSandboxEscapeStagePrlimitSupervisor: the command lowers its supervisor's and anchor's
+// open-file limit (prlimit on their pids: same user, and Landlock has no hook for it), so
+// that neither can open /proc to find what to kill, then leaves a daemon and exits. The
+// daemon must be gone once the command has exited.
+func TestSandboxEscapeStagePrlimitSupervisor(t *testing.T) {
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("no prlimit(1) on this host")
+	}
+	for _, m := range advSupervisedModes {
+		t.Run(m.name, func(t *testing.T) {
+			cbRequire(t, m.mech)
+			ts := startTestServer(t, withSandboxer(t, m.pidNS, m.mech))
+			f := newSBFixture(t)
+			mustMkdir(t, filepath.Join(f.ws, "d"))
+			tc := ts.connect(t)
+			id := nextSBID()
+			tc.mustCall("process/start", map[string]any{
+				"processId": id, "argv": []string{"sh", "-c", `A=$(cut -d' ' -f4 /proc/$PPID/stat); prlimit --pid $PPID --nofile=0:0; prlimit --pid $A --nofile=0:0; ` + stageDaemonScript + "exit 0"},
+				"cwd": fileURI(f.ws), "env": f.env(), "tty": false,
+				"sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
+			})
+			waitOutput(tc, id, "stdout", "started")
+			pid := readPidFile(t, filepath.Join(f.ws, "d", "daemon.pid"))
+			pidfd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				t.Fatalf("pidfd of the daemon %d: %v", pid, err)
+			}
+			defer unix.Close(pidfd)
+			r := waitClosed(tc, id)
+			t.Logf("command: %s", r.stdout()+r.stderr())
+			fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+			for {
+				n, err := unix.Poll(fds, int(advDaemonWait/time.Millisecond))
+				if errors.Is(err, unix.EINTR) {
+					continue
+				}
+				if err != nil || n == 0 {
+					unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+					t.Fatalf("the daemon %d outlived its command by %v once the command had lowered its supervisor's limits: %v", pid, advDaemonWait, err)
+				}
+				break
 			}
 		})
 	}

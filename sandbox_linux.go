@@ -544,6 +544,13 @@ func runSandboxStage() {
 		sys = &syscall.SysProcAttr{}
 	}
 	attr := &os.ProcAttr{Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: sys}
+	if limit != nil {
+		// The command inherits the cap as its soft limit (capProcesses): the filter keeps the
+		// stage from setting another process's limits once it is forked.
+		if err := unix.Setrlimit(unix.RLIMIT_NPROC, limit); err != nil {
+			fail(fmt.Errorf("sandbox: cap the processes: %w", err))
+		}
+	}
 	var proc *os.Process
 	if supervised {
 		proc, err = startConfined(&cfg, attr)
@@ -554,9 +561,9 @@ func runSandboxStage() {
 		fail(err)
 	}
 	if limit != nil {
-		// The command's own cap, below the stage's (capProcesses). What it forked before
-		// this took effect counts against the stage's.
-		unix.Prlimit(proc.Pid, unix.RLIMIT_NPROC, limit, nil)
+		// The stage's own limit again, above the command's (capProcesses).
+		own := unix.Rlimit{Cur: limit.Max, Max: limit.Max}
+		unix.Setrlimit(unix.RLIMIT_NPROC, &own)
 	}
 	status.Close()
 	if !supervised {
@@ -711,6 +718,9 @@ func kernelAtLeast(wantMajor, wantMinor int) bool {
 // stageThreadSlack higher than the command's, which it returns for the caller to set on the
 // command once forked. Without a user namespace of its own (Landlock, the network filter
 // alone) the limit would count every process of the server's user: nothing is set there.
+// The command's limit is returned as {cap, stage's}: the stage sets it on itself just before
+// forking the command, which inherits it, and takes its own back after. The command may so
+// raise its soft limit by stageThreadSlack at most.
 func capProcesses(cfg *stageConfig) (*unix.Rlimit, error) {
 	if cfg.MaxProcs <= 0 || !cfg.Namespaces {
 		return nil, nil
@@ -719,8 +729,7 @@ func capProcesses(cfg *stageConfig) (*unix.Rlimit, error) {
 	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: own, Max: own}); err != nil {
 		return nil, fmt.Errorf("cap the processes at %d: %w", cfg.MaxProcs, err)
 	}
-	n := uint64(cfg.MaxProcs)
-	return &unix.Rlimit{Cur: n, Max: n}, nil
+	return &unix.Rlimit{Cur: uint64(cfg.MaxProcs), Max: own}, nil
 }
 
 // exitStage ends the stage at once. It skips what os.Exit runs first: nothing the stage needs,

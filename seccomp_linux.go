@@ -117,6 +117,7 @@ const (
 	seccompRuleDomain                          // socket, socketpair: decided by the domain (and type)
 	seccompRuleRequest                         // ioctl: decided by the request (seccompDeniedRequests)
 	seccompRuleMetadata                        // EPERM with seccompNoMetadata: changes a file's metadata
+	seccompRuleSelf                            // prlimit64: EPERM unless its pid (first argument) is 0, the caller
 )
 
 // seccompAbsent marks a syscall an architecture does not have (arm64 has no chmod, only
@@ -210,6 +211,11 @@ func seccompSyscalls() []seccompSyscall {
 		{"fremovexattr", 199, 16, seccompRuleMetadata},
 		{"removexattrat", 466, 466, seccompRuleMetadata},
 		{"file_setattr", 469, 469, seccompRuleMetadata},
+		// Another process's limits: the command's anchor and supervisor are of its user, and
+		// one whose open-file limit it had lowered to 0 could not read /proc to find the
+		// command's daemons, which would outlive it (docs/sandbox.md §2, "Processes"). The
+		// kernel takes the pid as an int: the low word decides.
+		{"prlimit64", 302, 261, seccompRuleSelf},
 		{"ioctl", 16, 29, seccompRuleRequest},
 		{"socket", 41, 198, seccompRuleDomain},
 		{"socketpair", 53, 199, seccompRuleDomain},
@@ -265,6 +271,8 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 			domain = append(domain, s.number(arch))
 		case s.rule == seccompRuleRequest:
 			a.jump(unix.BPF_JEQ, s.number(arch), toRequest, toNext)
+		case s.rule == seccompRuleSelf:
+			a.jump(unix.BPF_JEQ, s.number(arch), toSelf, toNext)
 		case s.rule == seccompRuleAlways, s.rule == seccompRuleNetwork && mode == seccompNetwork,
 			s.rule == seccompRuleMetadata && metadata:
 			a.jump(unix.BPF_JEQ, s.number(arch), toDeny, toNext)
@@ -304,6 +312,9 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 		}
 		a.jump(unix.BPF_JEQ, req, toDeny, orElse)
 	}
+	a.mark(toSelf)
+	a.load(seccompDataArg0Low)
+	a.jump(unix.BPF_JEQ, 0, toAllow, toDeny)
 	a.mark(toAllow)
 	a.ret(seccompAllow)
 	a.mark(toDeny)
@@ -322,6 +333,7 @@ const (
 	toDomain                   // the domain check of socket and socketpair
 	toType                     // the type check of an AF_UNIX socket or socketpair
 	toRequest                  // the request check of ioctl
+	toSelf                     // the pid check of prlimit64
 	toAllow                    // ret ALLOW
 	toDeny                     // ret ERRNO|EPERM
 	toKill                     // ret KILL_PROCESS

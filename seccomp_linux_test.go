@@ -81,7 +81,7 @@ func TestSeccompSyscallTable(t *testing.T) {
 		"process_vm_readv": unix.SYS_PROCESS_VM_READV, "process_vm_writev": unix.SYS_PROCESS_VM_WRITEV,
 		"io_uring_setup": unix.SYS_IO_URING_SETUP, "io_uring_enter": unix.SYS_IO_URING_ENTER,
 		"io_uring_register": unix.SYS_IO_URING_REGISTER, "socket": unix.SYS_SOCKET,
-		"socketpair": unix.SYS_SOCKETPAIR, "ioctl": unix.SYS_IOCTL,
+		"socketpair": unix.SYS_SOCKETPAIR, "ioctl": unix.SYS_IOCTL, "prlimit64": unix.SYS_PRLIMIT64,
 		"read": unix.SYS_READ, "write": unix.SYS_WRITE, "close": unix.SYS_CLOSE,
 		"openat": unix.SYS_OPENAT, "execve": unix.SYS_EXECVE, "recvfrom": unix.SYS_RECVFROM,
 		"recvmsg": unix.SYS_RECVMSG, "sendmsg": unix.SYS_SENDMSG,
@@ -347,7 +347,13 @@ func TestSeccompProgramInterpreter(t *testing.T) {
 		ioctl := func(fd, req uint64) seccompCall {
 			return seccompCall{nr: seccompNr(t, "ioctl", a.audit), arch: a.audit, arg0: fd, arg1: req}
 		}
+		prlimit := func(pid uint64) seccompCall {
+			return seccompCall{nr: seccompNr(t, "prlimit64", a.audit), arch: a.audit, arg0: pid}
+		}
 		cases = append(cases,
+			tc{"prlimit64 self", prlimit(0), seccompAllow, seccompAllow, false},
+			tc{"prlimit64 another pid", prlimit(1234), seccompDeny, seccompDeny, false},
+			tc{"prlimit64 pid 0 in the low word", prlimit(1 << 32), seccompAllow, seccompAllow, false},
 			tc{"ioctl TIOCSTI", ioctl(0, unix.TIOCSTI), seccompDeny, seccompDeny, false},
 			tc{"ioctl TIOCLINUX", ioctl(0, unix.TIOCLINUX), seccompDeny, seccompDeny, false},
 			// The kernel takes the request as an unsigned int: only the low word counts.
@@ -419,6 +425,7 @@ func TestSeccompProgramInterpreter(t *testing.T) {
 			}
 			denied[seccompNr(t, "socket", a.audit)] = true
 			denied[seccompNr(t, "socketpair", a.audit)] = true
+			denied[seccompNr(t, "prlimit64", a.audit)] = true // by pid, above
 			for nr := uint32(0); nr < 1024; nr++ {
 				if denied[nr] {
 					continue
