@@ -12,24 +12,30 @@ package main
 //	inode 0       refused (closed by its holder: its bytes may already be queued)
 //	inode         --/proc/<pid>/fd-->  the first process holding it (the last client served,
 //	              our parents, then every process, newest first)
-//	              --/proc/<pid>/stat ppid-->  a live stage on the way up: refused
+//	              --/proc/<pid>/stat ppid-->  a stage on the way up: refused (one of ours,
+//	              registered, or any process whose argv is a stage's: a supervisor still
+//	              ending its command's daemons, another exec-server's sandbox)
 //	no holder     refused (hidden in flight in a unix socket message, or unreadable)
 //
-// The check costs nothing while no network-enabled stage is live (registered in liveStages
-// when started, removed when reaped); a restricted-network stage cannot open a TCP socket in
-// this network namespace at all (its own namespace, or the seccomp filter).
+// The check costs a reading of /proc while no network-enabled stage of ours is live
+// (registered in liveStages when started, removed when reaped, checked for peerCheckGrace
+// more), and nothing more unless the stage of a network-enabled command runs on the host; a restricted-network stage cannot open a TCP socket in this
+// network namespace at all (its own namespace, or the seccomp filter). Stages above this
+// server itself (it runs in a sandbox) are no reason to refuse.
 
 import (
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -53,6 +59,24 @@ type liveStages struct {
 	// lastClient is the last process found holding a served peer's socket: a client that
 	// connects again is looked at first. An order only: whoever holds the socket is checked.
 	lastClient int
+	// ended is when the last registered stage was removed: connections are still checked for
+	// peerCheckGrace after it (recent).
+	ended time.Time
+}
+
+// peerCheckGrace is how long after the last network-enabled stage of this server has been
+// reaped connections are still checked. A connection its command made, its request already
+// queued, may be read only after the stage is gone (its supervisor still ending the
+// command's daemons, which may still hold the socket; or the socket closed, its bytes
+// waiting): unchecked, it would be served. It covers the time from a connection's
+// establishment to its first read, microseconds unless the server is starved.
+const peerCheckGrace = 10 * time.Second
+
+// recent reports whether a registered stage is live, or was within peerCheckGrace.
+func (l *liveStages) recent() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pids) > 0 || !l.ended.IsZero() && time.Since(l.ended) < peerCheckGrace
 }
 
 func (l *liveStages) hint() int {
@@ -81,6 +105,9 @@ func (l *liveStages) remove(pid int) {
 	defer l.mu.Unlock()
 	if l.pids[pid]--; l.pids[pid] <= 0 {
 		delete(l.pids, pid)
+	}
+	if len(l.pids) == 0 {
+		l.ended = time.Now()
 	}
 }
 
@@ -115,14 +142,25 @@ func (st *sandboxStage) started(pid int) {
 	}
 }
 
+// peerCheckDue reports, cheaply, whether a connection accepted now must be checked: a
+// network-enabled stage of this server is live, or was within peerCheckGrace. The listener
+// asks at accept (refusePeer asks again, and more, at the first read).
+func (s *sandboxer) peerCheckDue() bool {
+	return s != nil && s.live.recent()
+}
+
 // refusePeer reports why nc must be refused, "" to serve it: its peer is a socket of this host
-// held by one of our sandboxes, or a local socket whose holder cannot be told.
-func (s *sandboxer) refusePeer(nc net.Conn) string {
+// held by one of our sandboxes, or a local socket whose holder cannot be told. due: the check
+// was due when nc was accepted (peerCheckDue).
+func (s *sandboxer) refusePeer(nc net.Conn, due bool) string {
 	if s == nil {
 		return ""
 	}
 	stages := s.live.snapshot()
-	if stages == nil {
+	// Stages this server stands in itself (it was started in a sandbox) confine it as much as
+	// its peer: they are no reason to refuse.
+	own := ownStages()
+	if !due && !s.live.recent() && !anyNetworkStage(own) {
 		return ""
 	}
 	local, lok := nc.LocalAddr().(*net.TCPAddr)
@@ -149,7 +187,7 @@ func (s *sandboxer) refusePeer(nc net.Conn) string {
 	if holder <= 0 {
 		return fmt.Sprintf("no process holds the peer's socket (inode %d)", inode)
 	}
-	stage, err := sandboxAncestor(holder, stages)
+	stage, err := sandboxAncestor(holder, stages, own)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("the ancestry of pid %d, which holds the peer's socket: %v", holder, err)
@@ -340,12 +378,18 @@ func processHolds(pid int, target, link []byte) bool {
 	}
 }
 
-// sandboxAncestor is the live stage among pid and its ancestors, 0 when there is none. A
-// process on the way that cannot be read (it has exited, and its children moved) is an error:
-// the chain read would not be the one the socket was made in.
-func sandboxAncestor(pid int, stages map[int]bool) (int, error) {
+// sandboxAncestor is the live stage among pid and its ancestors, 0 when there is none: one of
+// stages, or any process running as a stage (isStageProcess) but those in own. A process on
+// the way that cannot be read (it has exited, and its children moved) is an error: the chain
+// read would not be the one the socket was made in.
+//
+// The registry alone is not enough: a stage is unregistered once the server has reaped it,
+// while, without a pid namespace, its supervisor may still be killing what the command left
+// (docs/sandbox.md §2, "Processes"); and another exec-server's sandboxes are in no registry
+// of this one. Both still run below a stage, whose argv nothing below it can change.
+func sandboxAncestor(pid int, stages, own map[int]bool) (int, error) {
 	for n := 0; n < maxPeerAncestry; n++ {
-		if stages[pid] {
+		if stages[pid] || !own[pid] && isStageProcess(pid) {
 			return pid, nil
 		}
 		ppid := parentPid(pid)
@@ -358,6 +402,68 @@ func sandboxAncestor(pid int, stages map[int]bool) (int, error) {
 		pid = ppid
 	}
 	return 0, fmt.Errorf("more than %d ancestors", maxPeerAncestry)
+}
+
+// stageCmdline is how /proc/<pid>/cmdline of a sandbox stage (anchor, supervisor or pid 1),
+// of this or any exec-server, begins: its argv, which a process can change only for itself
+// (PR_SET_MM needs CAP_SYS_RESOURCE), never for its parent. A process that names itself so
+// only gets itself refused.
+const stageCmdline = "exec-server-sandbox\x00" + sandboxStageArg + "\x00"
+
+// isStageProcess reports whether pid runs as a sandbox stage (stageCmdline).
+func isStageProcess(pid int) bool {
+	stage, _ := stageProcess(pid)
+	return stage
+}
+
+// stageProcess reports whether pid runs as a sandbox stage (stageCmdline), and whether that
+// stage's command has the network (sandboxStageNetworkArg).
+func stageProcess(pid int) (stage, network bool) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false, false
+	}
+	defer f.Close()
+	const netArg = sandboxStageNetworkArg + "\x00"
+	b := make([]byte, len(stageCmdline)+len(netArg)+1)
+	n, _ := io.ReadFull(f, b)
+	if n < len(stageCmdline) || string(b[:len(stageCmdline)]) != stageCmdline {
+		return false, false
+	}
+	return true, string(b[len(stageCmdline):n]) == netArg
+}
+
+// anyNetworkStage reports whether a process of this host (this pid namespace) runs as the
+// stage of a command that has the network, those in own aside: only such a command can dial
+// the listener. Without one (and none registered) connections are served unchecked, so that
+// a local client the server cannot look into (not dumpable) is refused only while one runs.
+func anyNetworkStage(own map[int]bool) bool {
+	names, err := os.ReadDir("/proc")
+	if err != nil {
+		return true // cannot tell: check the peer
+	}
+	for _, e := range names {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && !own[pid] {
+			if _, network := stageProcess(pid); network {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ownStages are the stages among this server's ancestors: it runs in their sandboxes.
+func ownStages() map[int]bool {
+	var own map[int]bool
+	for pid, n := parentPid(os.Getpid()), 0; pid > 1 && n < maxPeerAncestry; pid, n = parentPid(pid), n+1 {
+		if isStageProcess(pid) {
+			if own == nil {
+				own = map[int]bool{}
+			}
+			own[pid] = true
+		}
+	}
+	return own
 }
 
 // parentPid is pid's parent from /proc/<pid>/stat: 0 for none (pid 1, a kernel thread, a

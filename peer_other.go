@@ -7,6 +7,7 @@ package main
 
 import "net"
 
-func (s *sandboxer) refusePeer(nc net.Conn) string { return "" }
-func (s *sandboxer) setSecrets(files []string)     {}
-func (st *sandboxStage) started(pid int)           {}
+func (s *sandboxer) refusePeer(nc net.Conn, due bool) string { return "" }
+func (s *sandboxer) peerCheckDue() bool                      { return false }
+func (s *sandboxer) setSecrets(files []string)               {}
+func (st *sandboxStage) started(pid int)                     {}

@@ -95,11 +95,56 @@ func cbProbe(mode, url, target string) int {
 		}
 	}
 	addr := strings.TrimPrefix(url, "ws://")
+	if mode == "loop" {
+		return cbProbeLoop(addr, target)
+	}
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		fmt.Println("dial:", err)
 		return 1
 	}
+	burst := cbBurst(addr, target)
+	if _, err := c.Write(burst); err != nil {
+		fmt.Println("write:", err)
+		return 1
+	}
+	return cbHide(c.(*net.TCPConn), mode)
+}
+
+// cbProbeLoopTries and cbProbeLoopHeld bound the loop probe: the connections it makes, and
+// those it keeps open at once.
+const (
+	cbProbeLoopTries = 20000
+	cbProbeLoopHeld  = 256
+)
+
+// cbProbeLoop dials addr again and again, each time writing the whole burst at once and
+// keeping the connection open (a socket gone is refused), until target exists or
+// cbProbeLoopTries connections were made: it races whatever window the server's check may
+// leave (the stage's end, for one).
+func cbProbeLoop(addr, target string) int {
+	burst := cbBurst(addr, target)
+	var held []net.Conn
+	for i := 0; i < cbProbeLoopTries; i++ {
+		if _, err := os.Stat(target); err == nil {
+			return 0
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		c.Write(burst)
+		if held = append(held, c); len(held) > cbProbeLoopHeld {
+			held[0].Close()
+			held = held[1:]
+		}
+	}
+	return 1
+}
+
+// cbBurst is the upgrade and every request, written without waiting for an answer.
+func cbBurst(addr, target string) []byte {
 	var burst bytes.Buffer
 	fmt.Fprintf(&burst, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", addr)
 	for _, m := range cbRequests(target) {
@@ -112,11 +157,11 @@ func cbProbe(mode, url, target string) int {
 		burst.Write([]byte{0, 0, 0, 0}) // a zero mask: the payload goes as is
 		burst.Write(m)
 	}
-	if _, err := c.Write(burst.Bytes()); err != nil {
-		fmt.Println("write:", err)
-		return 1
-	}
-	tc := c.(*net.TCPConn)
+	return burst.Bytes()
+}
+
+// cbHide hides the connection, written to, from the server as mode says (cbProbe).
+func cbHide(tc *net.TCPConn, mode string) int {
 	switch mode {
 	case "close":
 		tc.Close()
@@ -545,7 +590,7 @@ func TestConnectBackFailsClosed(t *testing.T) {
 			defer server.Close()
 			client.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
 			tt.hide(t, client.(*net.TCPConn))
-			why := sbx.refusePeer(server)
+			why := sbx.refusePeer(server, false)
 			if tt.want == "" && why != "" || !strings.Contains(why, tt.want) {
 				t.Errorf("refusePeer = %q, want %q", why, tt.want)
 			}
@@ -600,14 +645,14 @@ func BenchmarkConnectBackCheck(b *testing.B) {
 	b.Run("first-connection", func(b *testing.B) {
 		for b.Loop() {
 			sbx.live.setHint(0)
-			if why := sbx.refusePeer(conn); why != "" {
+			if why := sbx.refusePeer(conn, false); why != "" {
 				b.Fatal(why)
 			}
 		}
 	})
 	b.Run("same-client-again", func(b *testing.B) {
 		for b.Loop() {
-			if why := sbx.refusePeer(conn); why != "" {
+			if why := sbx.refusePeer(conn, false); why != "" {
 				b.Fatal(why)
 			}
 		}
@@ -615,7 +660,7 @@ func BenchmarkConnectBackCheck(b *testing.B) {
 	b.Run("no-stage-live", func(b *testing.B) {
 		idle, _ := newSandboxer("isolate", "")
 		for b.Loop() {
-			idle.refusePeer(conn)
+			idle.refusePeer(conn, false)
 		}
 	})
 	b.Run("sock-diag-lookup", func(b *testing.B) {

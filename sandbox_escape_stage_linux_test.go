@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -117,6 +118,19 @@ func stageProbe(args []string) int {
 		say("setxattr user", unix.Setxattr(path, "user.exec-server-planted", []byte("x"), 0))
 		say("setxattr acl", unix.Setxattr(path, "system.posix_acl_access", posixACLAllowOther(), 0))
 		say("removexattr", unix.Removexattr(path, "user.exec-server-keep"))
+	case "setversion":
+		f, err := os.Open(args[1])
+		if err != nil {
+			say("open", err)
+			break
+		}
+		gen := int64(0x5eed)
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), seccompFSIocSetVersion, uintptr(unsafe.Pointer(&gen)))
+		if errno != 0 {
+			err = errno
+		}
+		say("FS_IOC_SETVERSION", err)
+		f.Close()
 	case "dgram":
 		to := &unix.SockaddrUnix{Name: args[1]}
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
@@ -272,6 +286,45 @@ func TestSandboxEscapeStageLandlockMetadata(t *testing.T) {
 	}
 	if _, err := unix.Getxattr(victim, "system.posix_acl_access", nil); err == nil {
 		t.Error("an ACL was set")
+	}
+}
+
+// TestSandboxEscapeStageLandlockSetVersion (row 5): under read-only Landlock, a command sets
+// the generation number of a host file it owns through FS_IOC_SETVERSION on a descriptor
+// opened read-only (ext4 lets the owner, and moves the file's ctime). On the host the
+// generation and the ctime must be unchanged.
+func TestSandboxEscapeStageLandlockSetVersion(t *testing.T) {
+	if landlockABI() == 0 {
+		t.Skip("Landlock is unavailable on this kernel")
+	}
+	ts := startTestServer(t, withSandboxer(t, "isolate", "landlock"))
+	f := newSBFixture(t)
+	victim := filepath.Join(f.outside, "victim")
+	if err := os.WriteFile(victim, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	generation := func() (int64, unix.Timespec) {
+		t.Helper()
+		fd, err := os.Open(victim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fd.Close()
+		var gen int64
+		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, fd.Fd(), seccompFSIocGetVersion, uintptr(unsafe.Pointer(&gen))); errno != 0 {
+			t.Skipf("this file system has no generation number to set (FS_IOC_GETVERSION: %v)", errno)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(fd.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		return gen, st.Ctim
+	}
+	gen, ctime := generation()
+	r := f.runServer(t, ts, f.sandboxObject(sbReadOnly, viaPipe, "restricted"), false, stageProbeScript("setversion", victim))
+	t.Logf("inside:\n%s", r.out)
+	if gen2, ctime2 := generation(); gen2 != gen || ctime2 != ctime {
+		t.Errorf("generation %#x, ctime %v; was %#x, %v: FS_IOC_SETVERSION went through", gen2, ctime2, gen, ctime)
 	}
 }
 

@@ -55,6 +55,19 @@ import (
 // sandboxStageArg is argv[1] of the sandbox stage.
 const sandboxStageArg = "__exec-server-sandbox"
 
+// sandboxStageNetworkArg is argv[2] of a stage whose command has the network: other
+// exec-servers of the host, and this one once the stage is unregistered, tell from it that
+// connections must be checked (peer_linux.go).
+const sandboxStageNetworkArg = "network"
+
+// stageArgv is a stage's argv, which nothing below the stage can change.
+func stageArgv(network bool) []string {
+	if network {
+		return []string{"exec-server-sandbox", sandboxStageArg, sandboxStageNetworkArg}
+	}
+	return []string{"exec-server-sandbox", sandboxStageArg}
+}
+
 // The stage's descriptors beyond 0, 1, 2.
 const (
 	stageConfigFD = 3
@@ -309,7 +322,7 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 		}
 	}
 	spec.stage = st
-	spec.path, spec.argv = stageExe, []string{"exec-server-sandbox", sandboxStageArg}
+	spec.path, spec.argv = stageExe, stageArgv(!p.restrictsNetwork())
 	return "linuxSeccomp", nil
 }
 
@@ -508,8 +521,10 @@ func runSandboxStage() {
 	if err := os.Chdir(cfg.Dir); err != nil {
 		fail(err)
 	}
-	if err := restrictThread(&cfg); err != nil {
-		fail(fmt.Errorf("sandbox: %w", err))
+	if !supervised {
+		if err := restrictThread(&cfg); err != nil {
+			fail(fmt.Errorf("sandbox: %w", err))
+		}
 	}
 	if cfg.Probe {
 		exitStage(0)
@@ -528,22 +543,64 @@ func runSandboxStage() {
 	if cfg.Foreground {
 		sys = &syscall.SysProcAttr{}
 	}
-	proc, err := os.StartProcess(cfg.Path, cfg.Argv, &os.ProcAttr{
-		Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: sys,
-	})
+	attr := &os.ProcAttr{Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: sys}
+	if limit != nil {
+		// The command inherits the cap as its soft limit (capProcesses): the filter keeps the
+		// stage from setting another process's limits once it is forked.
+		if err := unix.Setrlimit(unix.RLIMIT_NPROC, limit); err != nil {
+			fail(fmt.Errorf("sandbox: cap the processes: %w", err))
+		}
+	}
+	var proc *os.Process
+	if supervised {
+		proc, err = startConfined(&cfg, attr)
+	} else {
+		proc, err = os.StartProcess(cfg.Path, cfg.Argv, attr)
+	}
 	if err != nil {
 		fail(err)
 	}
 	if limit != nil {
-		// The command's own cap, below the stage's (capProcesses). What it forked before
-		// this took effect counts against the stage's.
-		unix.Prlimit(proc.Pid, unix.RLIMIT_NPROC, limit, nil)
+		// The stage's own limit again, above the command's (capProcesses).
+		own := unix.Rlimit{Cur: limit.Max, Max: limit.Max}
+		unix.Setrlimit(unix.RLIMIT_NPROC, &own)
 	}
 	status.Close()
 	if !supervised {
 		exitStage(superviseChild(proc.Pid, cfg.Foreground, nil))
 	}
 	exitStage(superviseChild(proc.Pid, cfg.Foreground, anchorGone))
+}
+
+// startConfined is the supervisor's start of the command: restricted (restrictThread) on a
+// thread of its own, which forks the command and then ends, so that no thread of the
+// supervisor stays in the command's Landlock domain. kill(2) and pidfd_send_signal check a
+// process's domain on its main thread, tgkill(2) on the thread named: were the supervisor's
+// in the command's domain, the command could SIGSTOP it (same user, same domain), and a
+// stopped supervisor never sees its anchor die, so the command's daemons would outlive it
+// and, once the server had reaped the anchor, connect back as nobody's sandbox
+// (docs/sandbox.md §2, "Processes"). Its signal scope (Landlock ABI ≥ 6) now keeps the
+// command from signalling the supervisor as it keeps it from the anchor and the server.
+func startConfined(cfg *stageConfig, attr *os.ProcAttr) (*os.Process, error) {
+	type started struct {
+		proc *os.Process
+		err  error
+	}
+	done := make(chan started, 1)
+	go func() {
+		// Never unlocked: the runtime ends the thread with this goroutine, and the
+		// restrictions made on it with it. New threads the runtime starts meanwhile come from
+		// its template thread, not from this one.
+		runtime.LockOSThread()
+		if err := restrictThread(cfg); err != nil {
+			done <- started{err: fmt.Errorf("sandbox: %w", err)}
+			return
+		}
+		proc, err := os.StartProcess(cfg.Path, cfg.Argv, attr)
+		done <- started{proc, err}
+	}()
+	r := <-done
+	return r.proc, r.err
 }
 
 // stageAnchorGoneSignal is what the supervisor receives when its anchor dies (its
@@ -578,7 +635,7 @@ func stageAnchor(cfg *stageConfig, status *os.File) int {
 	signal.Notify(sigs, forwardedSignals...)
 	// Forked from this locked thread, which lives as long as the anchor: the kernel ties
 	// Pdeathsig to the forking thread.
-	proc, err := os.StartProcess(stageExe, []string{"exec-server-sandbox", sandboxStageArg}, &os.ProcAttr{
+	proc, err := os.StartProcess(stageExe, stageArgv(!cfg.Profile.restrictsNetwork()), &os.ProcAttr{
 		Env:   os.Environ(),
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, cr, status},
 		Sys:   &syscall.SysProcAttr{Setsid: !cfg.Foreground, Pdeathsig: stageAnchorGoneSignal},
@@ -661,6 +718,9 @@ func kernelAtLeast(wantMajor, wantMinor int) bool {
 // stageThreadSlack higher than the command's, which it returns for the caller to set on the
 // command once forked. Without a user namespace of its own (Landlock, the network filter
 // alone) the limit would count every process of the server's user: nothing is set there.
+// The command's limit is returned as {cap, stage's}: the stage sets it on itself just before
+// forking the command, which inherits it, and takes its own back after. The command may so
+// raise its soft limit by stageThreadSlack at most.
 func capProcesses(cfg *stageConfig) (*unix.Rlimit, error) {
 	if cfg.MaxProcs <= 0 || !cfg.Namespaces {
 		return nil, nil
@@ -669,8 +729,7 @@ func capProcesses(cfg *stageConfig) (*unix.Rlimit, error) {
 	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: own, Max: own}); err != nil {
 		return nil, fmt.Errorf("cap the processes at %d: %w", cfg.MaxProcs, err)
 	}
-	n := uint64(cfg.MaxProcs)
-	return &unix.Rlimit{Cur: n, Max: n}, nil
+	return &unix.Rlimit{Cur: uint64(cfg.MaxProcs), Max: own}, nil
 }
 
 // exitStage ends the stage at once. It skips what os.Exit runs first: nothing the stage needs,
@@ -731,9 +790,10 @@ func restrictThread(cfg *stageConfig) error {
 		if err := restrictThreadLandlock(rules); err != nil {
 			return err
 		}
-	case cfg.Namespaces && !cfg.PidNS:
+	case !cfg.PidNS:
 		// In the server's pid namespace the command sees, and as the same user may signal,
-		// the server and every other process of its user: Landlock's scope stops that.
+		// the server, its own anchor and supervisor, and every other process of its user:
+		// Landlock's scope stops that (the network filter alone included).
 		if err := restrictThreadSignalScope(); err != nil {
 			return err
 		}

@@ -117,6 +117,7 @@ const (
 	seccompRuleDomain                          // socket, socketpair: decided by the domain (and type)
 	seccompRuleRequest                         // ioctl: decided by the request (seccompDeniedRequests)
 	seccompRuleMetadata                        // EPERM with seccompNoMetadata: changes a file's metadata
+	seccompRuleSelf                            // prlimit64: EPERM unless its pid (first argument) is 0, the caller
 )
 
 // seccompAbsent marks a syscall an architecture does not have (arm64 has no chmod, only
@@ -130,11 +131,19 @@ func seccompDeniedRequests() []uint32 {
 }
 
 // seccompMetadataRequests are the ioctl requests seccompNoMetadata adds: setting a file's
-// inode flags (chattr) and its fsxattr (flags, project id), both allowed to the owner on a
-// descriptor opened read-only.
+// inode flags (chattr), its fsxattr (flags, project id), its generation number (ext4, which
+// also moves its ctime), turning on fs-verity (the file's data frozen for good) and an
+// encryption policy on an empty directory: each allowed to the owner on a descriptor opened
+// read-only, which Landlock lets through.
 func seccompMetadataRequests() []uint32 {
-	return []uint32{unix.FS_IOC_SETFLAGS, seccompFSIocFSSetXattr}
+	return []uint32{unix.FS_IOC_SETFLAGS, seccompFSIocFSSetXattr, seccompFSIocSetVersion,
+		unix.FS_IOC_ENABLE_VERITY, unix.FS_IOC_SET_ENCRYPTION_POLICY}
 }
+
+// seccompFSIocSetVersion is FS_IOC_SETVERSION, _IOW('v', 2, long), the same on amd64 and
+// arm64; x/sys/unix does not name it. (Its 32-bit twin, FS_IOC32_SETVERSION, is only
+// understood from a 32-bit process, which the filter kills.)
+const seccompFSIocSetVersion = 0x40087602
 
 // seccompFSIocFSSetXattr is FS_IOC_FSSETXATTR, _IOW('X', 32, struct fsxattr) (28 bytes), the
 // same on amd64 and arm64; x/sys/unix does not name it.
@@ -202,6 +211,11 @@ func seccompSyscalls() []seccompSyscall {
 		{"fremovexattr", 199, 16, seccompRuleMetadata},
 		{"removexattrat", 466, 466, seccompRuleMetadata},
 		{"file_setattr", 469, 469, seccompRuleMetadata},
+		// Another process's limits: the command's anchor and supervisor are of its user, and
+		// one whose open-file limit it had lowered to 0 could not read /proc to find the
+		// command's daemons, which would outlive it (docs/sandbox.md §2, "Processes"). The
+		// kernel takes the pid as an int: the low word decides.
+		{"prlimit64", 302, 261, seccompRuleSelf},
 		{"ioctl", 16, 29, seccompRuleRequest},
 		{"socket", 41, 198, seccompRuleDomain},
 		{"socketpair", 53, 199, seccompRuleDomain},
@@ -257,6 +271,8 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 			domain = append(domain, s.number(arch))
 		case s.rule == seccompRuleRequest:
 			a.jump(unix.BPF_JEQ, s.number(arch), toRequest, toNext)
+		case s.rule == seccompRuleSelf:
+			a.jump(unix.BPF_JEQ, s.number(arch), toSelf, toNext)
 		case s.rule == seccompRuleAlways, s.rule == seccompRuleNetwork && mode == seccompNetwork,
 			s.rule == seccompRuleMetadata && metadata:
 			a.jump(unix.BPF_JEQ, s.number(arch), toDeny, toNext)
@@ -296,6 +312,9 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 		}
 		a.jump(unix.BPF_JEQ, req, toDeny, orElse)
 	}
+	a.mark(toSelf)
+	a.load(seccompDataArg0Low)
+	a.jump(unix.BPF_JEQ, 0, toAllow, toDeny)
 	a.mark(toAllow)
 	a.ret(seccompAllow)
 	a.mark(toDeny)
@@ -314,6 +333,7 @@ const (
 	toDomain                   // the domain check of socket and socketpair
 	toType                     // the type check of an AF_UNIX socket or socketpair
 	toRequest                  // the request check of ioctl
+	toSelf                     // the pid check of prlimit64
 	toAllow                    // ret ALLOW
 	toDeny                     // ret ERRNO|EPERM
 	toKill                     // ret KILL_PROCESS

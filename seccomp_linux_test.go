@@ -81,7 +81,7 @@ func TestSeccompSyscallTable(t *testing.T) {
 		"process_vm_readv": unix.SYS_PROCESS_VM_READV, "process_vm_writev": unix.SYS_PROCESS_VM_WRITEV,
 		"io_uring_setup": unix.SYS_IO_URING_SETUP, "io_uring_enter": unix.SYS_IO_URING_ENTER,
 		"io_uring_register": unix.SYS_IO_URING_REGISTER, "socket": unix.SYS_SOCKET,
-		"socketpair": unix.SYS_SOCKETPAIR, "ioctl": unix.SYS_IOCTL,
+		"socketpair": unix.SYS_SOCKETPAIR, "ioctl": unix.SYS_IOCTL, "prlimit64": unix.SYS_PRLIMIT64,
 		"read": unix.SYS_READ, "write": unix.SYS_WRITE, "close": unix.SYS_CLOSE,
 		"openat": unix.SYS_OPENAT, "execve": unix.SYS_EXECVE, "recvfrom": unix.SYS_RECVFROM,
 		"recvmsg": unix.SYS_RECVMSG, "sendmsg": unix.SYS_SENDMSG,
@@ -347,7 +347,13 @@ func TestSeccompProgramInterpreter(t *testing.T) {
 		ioctl := func(fd, req uint64) seccompCall {
 			return seccompCall{nr: seccompNr(t, "ioctl", a.audit), arch: a.audit, arg0: fd, arg1: req}
 		}
+		prlimit := func(pid uint64) seccompCall {
+			return seccompCall{nr: seccompNr(t, "prlimit64", a.audit), arch: a.audit, arg0: pid}
+		}
 		cases = append(cases,
+			tc{"prlimit64 self", prlimit(0), seccompAllow, seccompAllow, false},
+			tc{"prlimit64 another pid", prlimit(1234), seccompDeny, seccompDeny, false},
+			tc{"prlimit64 pid 0 in the low word", prlimit(1 << 32), seccompAllow, seccompAllow, false},
 			tc{"ioctl TIOCSTI", ioctl(0, unix.TIOCSTI), seccompDeny, seccompDeny, false},
 			tc{"ioctl TIOCLINUX", ioctl(0, unix.TIOCLINUX), seccompDeny, seccompDeny, false},
 			// The kernel takes the request as an unsigned int: only the low word counts.
@@ -358,6 +364,10 @@ func TestSeccompProgramInterpreter(t *testing.T) {
 			tc{"ioctl TIOCSTI in the high word", ioctl(0, uint64(unix.TIOCSTI)<<32|unix.TCGETS), seccompAllow, seccompAllow, false},
 			tc{"ioctl FS_IOC_SETFLAGS", ioctl(3, unix.FS_IOC_SETFLAGS), seccompAllow, seccompAllow, true},
 			tc{"ioctl FS_IOC_FSSETXATTR", ioctl(3, seccompFSIocFSSetXattr), seccompAllow, seccompAllow, true},
+			tc{"ioctl FS_IOC_SETVERSION", ioctl(3, seccompFSIocSetVersion), seccompAllow, seccompAllow, true},
+			tc{"ioctl FS_IOC_ENABLE_VERITY", ioctl(3, unix.FS_IOC_ENABLE_VERITY), seccompAllow, seccompAllow, true},
+			tc{"ioctl FS_IOC_SET_ENCRYPTION_POLICY", ioctl(3, unix.FS_IOC_SET_ENCRYPTION_POLICY), seccompAllow, seccompAllow, true},
+			tc{"ioctl FS_IOC_GETVERSION", ioctl(3, seccompFSIocGetVersion), seccompAllow, seccompAllow, false},
 			tc{"ioctl FS_IOC_GETFLAGS", ioctl(3, unix.FS_IOC_GETFLAGS), seccompAllow, seccompAllow, false},
 		)
 		if a.audit == unix.AUDIT_ARCH_X86_64 {
@@ -415,6 +425,7 @@ func TestSeccompProgramInterpreter(t *testing.T) {
 			}
 			denied[seccompNr(t, "socket", a.audit)] = true
 			denied[seccompNr(t, "socketpair", a.audit)] = true
+			denied[seccompNr(t, "prlimit64", a.audit)] = true // by pid, above
 			for nr := uint32(0); nr < 1024; nr++ {
 				if denied[nr] {
 					continue
@@ -489,7 +500,9 @@ func seccompListing(prog []unix.SockFilter, mode seccompMode, a seccompTestArch)
 				note = map[uint32]string{unix.AF_UNIX: "AF_UNIX", unix.AF_VSOCK: "AF_VSOCK"}[f.K]
 			case loaded == seccompDataArg1Low:
 				note = map[uint32]string{unix.TIOCSTI: "TIOCSTI", unix.TIOCLINUX: "TIOCLINUX",
-					unix.FS_IOC_SETFLAGS: "FS_IOC_SETFLAGS", seccompFSIocFSSetXattr: "FS_IOC_FSSETXATTR"}[f.K]
+					unix.FS_IOC_SETFLAGS: "FS_IOC_SETFLAGS", seccompFSIocFSSetXattr: "FS_IOC_FSSETXATTR",
+					seccompFSIocSetVersion: "FS_IOC_SETVERSION", unix.FS_IOC_ENABLE_VERITY: "FS_IOC_ENABLE_VERITY",
+					unix.FS_IOC_SET_ENCRYPTION_POLICY: "FS_IOC_SET_ENCRYPTION_POLICY"}[f.K]
 			case loaded == ^uint32(0):
 				note = map[uint32]string{unix.SOCK_STREAM: "SOCK_STREAM", unix.SOCK_SEQPACKET: "SOCK_SEQPACKET"}[f.K]
 			}
@@ -507,6 +520,10 @@ func seccompListing(prog []unix.SockFilter, mode seccompMode, a seccompTestArch)
 }
 
 const seccompGoldenEnv = "EXEC_SERVER_SECCOMP_GOLDEN"
+
+// seccompFSIocGetVersion is FS_IOC_GETVERSION, _IOR('v', 1, long), which no filter denies:
+// the tests read a file's generation number on the host with it.
+const seccompFSIocGetVersion = 0x80087601
 
 // TestSeccompProgramListing compares a disassembly of each program with the listing under
 // testdata/seccomp/, which is there for a reviewer to audit the filters as text.

@@ -95,7 +95,7 @@ func (l peerCheckedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &peerCheckedConn{Conn: nc, w: l.w}, nil
+	return &peerCheckedConn{Conn: nc, w: l.w, due: l.w.srv.sandbox.peerCheckDue()}, nil
 }
 
 // peerCheckedConn refuses a peer that is one of our own sandboxes (peer_linux.go) on its first
@@ -104,13 +104,14 @@ func (l peerCheckedListener) Accept() (net.Conn, error) {
 type peerCheckedConn struct {
 	net.Conn
 	w       *wsServer
+	due     bool // a network-enabled sandbox ran at accept, or had just ended: check, whatever now
 	once    sync.Once
 	refused error
 }
 
 func (c *peerCheckedConn) Read(b []byte) (int, error) {
 	c.once.Do(func() {
-		if why := c.w.srv.sandbox.refusePeer(c.Conn); why != "" {
+		if why := c.w.srv.sandbox.refusePeer(c.Conn, c.due); why != "" {
 			c.w.srv.log.Warn("refused a connection from a sandboxed process", "peer", c.Conn.RemoteAddr().String(), "reason", why)
 			c.refused = errors.New("connection refused: " + why)
 			c.Conn.Close()
