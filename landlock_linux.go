@@ -47,6 +47,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -199,8 +200,12 @@ func landlockRulesFor(p *sandboxProfile) (landlockRules, error) {
 		return r, err
 	}
 
+	kernel, err := landlockKernelMounts()
+	if err != nil {
+		return r, err
+	}
 	writeRoots := p.Write
-	blocked := slices.Concat(deny, landlockBlocked(p.Protected), landlockCarveOuts(p))
+	blocked := slices.Concat(deny, landlockBlocked(p.Protected), landlockCarveOuts(p), kernel)
 	if p.FullWrite {
 		writeRoots = []string{"/"}
 	} else {
@@ -458,4 +463,26 @@ func landlockAllow(ruleset int, path string, access uint64, follow bool) error {
 		return fmt.Errorf("landlock: add rule for %s: %w", path, errno)
 	}
 	return nil
+}
+
+// landlockKernelMounts are the host's mount points of kernelFSTypes (sandbox_mount_linux.go).
+// Landlock checks a file in one of them against the grant of the directory the mount stands
+// in, so a proc or sysfs mounted inside a writable root (a chroot's /proc in the workspace)
+// would let a command run as root write the kernel's settings through it; write grants are
+// split around them (docs/sandbox.md §2, Kernel settings).
+func landlockKernelMounts() ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read the mount table: %w", err)
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		// id parent major:minor root point options [optional...] - type source super-options
+		fields := strings.Fields(line)
+		sep := slices.Index(fields, "-")
+		if sep >= 6 && sep+1 < len(fields) && slices.Contains(kernelFSTypes, fields[sep+1]) {
+			points = append(points, unescapeMountPath(fields[4]))
+		}
+	}
+	return points, nil
 }

@@ -357,7 +357,8 @@ func TestLandlockRulesFor(t *testing.T) {
 			profile: func(l landlockLayout) *sandboxProfile {
 				return &sandboxProfile{Kind: profileManaged, FullRead: true, FullWrite: true}
 			},
-			want: want{read: []string{"/"}, write: []string{"/"}}},
+			// Written everywhere but in the kernel's file systems (landlockKernelMounts).
+			want: want{read: []string{"/"}, write: []string{"/etc", "/tmp"}, noWrite: []string{"/", "/proc", "/sys"}}},
 		{name: "workspace: children of the root, never protected names or symlinks",
 			profile: func(l landlockLayout) *sandboxProfile { return l.profile(llWorkspace) },
 			want: want{read: []string{"/"},
