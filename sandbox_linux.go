@@ -496,6 +496,14 @@ func runSandboxStage() {
 	if supervised && cfg.Anchor == 0 {
 		exitStage(stageAnchor(&cfg, status))
 	}
+	// The signals passed on to the command are caught from here on: the runtime starts its
+	// signal thread while the view is built, not on the way to the command's exit (most of a
+	// millisecond of every sandboxed start), and one sent meanwhile reaches the command once
+	// it runs instead of ending the stage.
+	sigs := make(chan os.Signal, 8)
+	if !cfg.Probe {
+		signal.Notify(sigs, forwardedSignals...)
+	}
 	// The anchor's death is the supervisor's signal to end everything: listen before
 	// checking that it is still there, so that no death goes unseen.
 	anchorGone := make(chan os.Signal, 1)
@@ -567,9 +575,9 @@ func runSandboxStage() {
 	}
 	status.Close()
 	if !supervised {
-		exitStage(superviseChild(proc.Pid, cfg.Foreground, nil))
+		exitStage(superviseChild(proc.Pid, cfg.Foreground, sigs, nil))
 	}
-	exitStage(superviseChild(proc.Pid, cfg.Foreground, anchorGone))
+	exitStage(superviseChild(proc.Pid, cfg.Foreground, sigs, anchorGone))
 }
 
 // startConfined is the supervisor's start of the command: restricted (restrictThread) on a
@@ -851,16 +859,14 @@ func dropCapabilities() error {
 // forwardedSignals are what the stage, as pid 1, passes on to the command's process group.
 var forwardedSignals = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2}
 
-// superviseChild is the supervising stage's life: forward signals to the command's group,
+// superviseChild is the supervising stage's life: forward signals (sigs) to the command's group,
 // reap every process that ends below it, and return the command's status once it ends. As
 // pid 1 (anchorGone nil) its exit then ends the namespace and everything left in it; as the
 // anchored supervisor it kills every descendant first (killDescendants), and does so as
 // well, and returns, when anchorGone fires: the anchor is dead, killed by process/terminate
 // or with the server. In the foreground the command shares the stage's group, so the
 // terminal's signals reach it without help; only those sent to the stage alone are passed on.
-func superviseChild(pid int, foreground bool, anchorGone <-chan os.Signal) int {
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwardedSignals...)
+func superviseChild(pid int, foreground bool, sigs <-chan os.Signal, anchorGone <-chan os.Signal) int {
 	go func() {
 		for sig := range sigs {
 			switch {
@@ -871,6 +877,9 @@ func superviseChild(pid int, foreground bool, anchorGone <-chan os.Signal) int {
 			}
 		}
 	}()
+	if anchorGone == nil {
+		return reapUntil(pid)
+	}
 	r := startStageReaper(pid)
 	code := stageFailureExit
 	select {
@@ -885,6 +894,26 @@ func superviseChild(pid int, foreground bool, anchorGone <-chan os.Signal) int {
 		killDescendants(r)
 	}
 	return code
+}
+
+// reapUntil is pid 1's wait: it reaps every process that ends in the namespace, on this
+// thread, until pid ends, and returns its status as the stage reports it. No goroutine: a
+// reaper of its own costs the stage a new runtime thread, most of a millisecond, on every
+// sandboxed start.
+func reapUntil(pid int) int {
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return stageFailureExit
+		}
+		if wpid == pid {
+			return exitCodeOfStatus(ws)
+		}
+	}
 }
 
 // stageReaper reaps every child of the stage, on a goroutine of its own that ends when the

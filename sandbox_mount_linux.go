@@ -853,10 +853,12 @@ func kernelFSReadOnly() error {
 	if err != nil {
 		return err
 	}
+	remounted := false
 	for _, m := range mounts {
 		if m.readOnly {
 			continue
 		}
+		remounted = true
 		fd, err := openRoot(m.point)
 		if err != nil {
 			continue // the check below says which
@@ -866,6 +868,9 @@ func kernelFSReadOnly() error {
 		if errors.Is(err, unix.ENOSYS) {
 			return kernelCall("mount_setattr", mountSetattrSince, err)
 		}
+	}
+	if !remounted {
+		return nil // every one was read-only already (a read-only view's, typically)
 	}
 	if mounts, err = kernelMounts(); err != nil {
 		return err
