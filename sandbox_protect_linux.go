@@ -67,8 +67,23 @@ func (d *syntheticDirs) acquire(paths []string) (func(), error) {
 		wait = protectedLockWait
 	}
 	roots := writableRoots(protectedRoots(paths))
+	dirs := make(map[string]int) // the directory of each path, resolved and opened once
+	defer func() {
+		for _, fd := range dirs {
+			unix.Close(fd)
+		}
+	}()
 	for _, p := range paths {
-		h, err := holdProtected(p, wait, roots)
+		dfd, ok := dirs[filepath.Dir(p)]
+		if !ok {
+			var err error
+			if dfd, err = openProtectedParent(p, roots); err != nil {
+				release()
+				return nil, err
+			}
+			dirs[filepath.Dir(p)] = dfd
+		}
+		h, err := holdProtected(p, dfd, wait)
 		if err != nil {
 			release()
 			return nil, err
@@ -92,30 +107,33 @@ func protectedRoots(paths []string) []string {
 	return roots
 }
 
-// holdProtected makes p when it is missing and locks it, shared, when it is a directory,
-// waiting at most wait for the lock; roots are the writable roots (writableRoots). A file or a symlink is bound or pinned as it is and never
-// removed: nothing to hold.
-//
-// p's directory is resolved as a string (a workspace may lie behind a symlink), then opened
-// with no symlink allowed, and everything after is relative to that descriptor: a directory
-// on the way swapped for a symlink (by a sandboxed command that can rename in the
-// workspace's parent) fails the start instead of making the name where the link leads. So
-// does a symlink on the way that lies in a writable root and leads out of it
+// openProtectedParent opens the directory of the protected path p; roots are the writable
+// roots (writableRoots). The directory is resolved as a string (a workspace may lie behind a
+// symlink), then opened with no symlink allowed, and everything after is relative to that
+// descriptor: a directory on the way swapped for a symlink (by a sandboxed command that can
+// rename in the workspace's parent) fails the start instead of making the name where the
+// link leads. So does a symlink on the way that lies in a writable root and leads out of it
 // (redirectedLink): the resolution itself may have met the attacker's link.
-func holdProtected(p string, wait time.Duration, roots []string) (heldDir, error) {
-	h := heldDir{path: p}
+func openProtectedParent(p string, roots []string) (int, error) {
 	parent, err := resolveHostPath(filepath.Dir(p))
 	if err != nil {
-		return h, fmt.Errorf("make the mount point %s: %w", p, err)
+		return -1, fmt.Errorf("make the mount point %s: %w", p, err)
 	}
 	if redirectedLink(parent.links, roots, filepath.Dir(p)) {
-		return h, fmt.Errorf("make the mount point %s: its directory is reached through a symlink in a writable root that leads out of it (made since the request was checked)", p)
+		return -1, fmt.Errorf("make the mount point %s: its directory is reached through a symlink in a writable root that leads out of it (made since the request was checked)", p)
 	}
 	dfd, err := openNoSymlinks(unix.AT_FDCWD, parent.real, false, 0)
 	if err != nil {
-		return h, fmt.Errorf("make the mount point %s: %w", p, err)
+		return -1, fmt.Errorf("make the mount point %s: %w", p, err)
 	}
-	defer unix.Close(dfd)
+	return dfd, nil
+}
+
+// holdProtected makes p, in the directory open as dfd (openProtectedParent), when it is
+// missing, and locks it, shared, when it is a directory, waiting at most wait for the lock. A
+// file or a symlink is bound or pinned as it is and never removed: nothing to hold.
+func holdProtected(p string, dfd int, wait time.Duration) (heldDir, error) {
+	h := heldDir{path: p}
 	name := filepath.Base(p)
 	nothing := func() (heldDir, error) { return heldDir{path: p}, nil }
 	fail := func(err error) (heldDir, error) { return heldDir{path: p}, err }
