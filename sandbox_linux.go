@@ -496,10 +496,8 @@ func runSandboxStage() {
 	if supervised && cfg.Anchor == 0 {
 		exitStage(stageAnchor(&cfg, status))
 	}
-	// The signals passed on to the command are caught from here on: the runtime starts its
-	// signal thread while the view is built, not on the way to the command's exit (most of a
-	// millisecond of every sandboxed start), and one sent meanwhile reaches the command once
-	// it runs instead of ending the stage.
+	// The signals passed on to the command are caught from here on: one sent while the
+	// sandbox is built reaches the command once it runs instead of ending the stage.
 	sigs := make(chan os.Signal, 8)
 	if !cfg.Probe {
 		signal.Notify(sigs, forwardedSignals...)
@@ -877,9 +875,6 @@ func superviseChild(pid int, foreground bool, sigs <-chan os.Signal, anchorGone 
 			}
 		}
 	}()
-	if anchorGone == nil {
-		return reapUntil(pid)
-	}
 	r := startStageReaper(pid)
 	code := stageFailureExit
 	select {
@@ -894,26 +889,6 @@ func superviseChild(pid int, foreground bool, sigs <-chan os.Signal, anchorGone 
 		killDescendants(r)
 	}
 	return code
-}
-
-// reapUntil is pid 1's wait: it reaps every process that ends in the namespace, on this
-// thread, until pid ends, and returns its status as the stage reports it. No goroutine: a
-// reaper of its own costs the stage a new runtime thread, most of a millisecond, on every
-// sandboxed start.
-func reapUntil(pid int) int {
-	for {
-		var ws unix.WaitStatus
-		wpid, err := unix.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return stageFailureExit
-		}
-		if wpid == pid {
-			return exitCodeOfStatus(ws)
-		}
-	}
 }
 
 // stageReaper reaps every child of the stage, on a goroutine of its own that ends when the
