@@ -51,12 +51,7 @@ func TestSandboxEscapeStageSupervisorStopped(t *testing.T) {
 					"sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
 				})
 				waitOutput(tc, id, "stdout", "started")
-				pid := readPidFile(t, filepath.Join(f.ws, "d", "daemon.pid"))
-				pidfd, err := unix.PidfdOpen(pid, 0)
-				if err != nil {
-					t.Fatalf("pidfd of the daemon %d: %v", pid, err)
-				}
-				defer unix.Close(pidfd)
+				pid, pidfd, _ := daemonPidfd(t, f, false)
 				// Once started is answered, the command stops its supervisor (it waits for d/go).
 				if err := os.WriteFile(filepath.Join(f.ws, "d", "go"), nil, 0o644); err != nil {
 					t.Fatal(err)
@@ -260,25 +255,11 @@ func TestSandboxEscapeStagePrlimitSupervisor(t *testing.T) {
 				"sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
 			})
 			waitOutput(tc, id, "stdout", "started")
-			pid := readPidFile(t, filepath.Join(f.ws, "d", "daemon.pid"))
-			pidfd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				t.Fatalf("pidfd of the daemon %d: %v", pid, err)
-			}
-			defer unix.Close(pidfd)
+			pid, pidfd, gone := daemonPidfd(t, f, true) // the command exits at once
 			r := waitClosed(tc, id)
 			t.Logf("command: %s", r.stdout()+r.stderr())
-			fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-			for {
-				n, err := unix.Poll(fds, int(advDaemonWait/time.Millisecond))
-				if errors.Is(err, unix.EINTR) {
-					continue
-				}
-				if err != nil || n == 0 {
-					unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
-					t.Fatalf("the daemon %d outlived its command by %v once the command had lowered its supervisor's limits: %v", pid, advDaemonWait, err)
-				}
-				break
+			if !gone {
+				awaitDaemonGone(t, pid, pidfd, "exit, after lowering its supervisor's limits", filepath.Join(f.ws, "d", "grow"))
 			}
 		})
 	}

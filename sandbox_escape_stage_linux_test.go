@@ -362,18 +362,11 @@ func TestSandboxEscapeStageDaemon(t *testing.T) {
 						"env": f.env(), "tty": false, "sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
 					})
 					waitOutput(tc, id, "stdout", "started")
-					pid := readPidFile(t, filepath.Join(f.ws, "d", "daemon.pid"))
-					pidfd, err := unix.PidfdOpen(pid, 0)
-					if errors.Is(err, unix.ESRCH) && end == "exit" {
-						// The command exited right after "started", and the stage has already
-						// ended its daemon: no process has that pid any more.
+					pid, pidfd, gone := daemonPidfd(t, f, end == "exit")
+					if gone { // the command exited right after "started", the daemon with it
 						waitClosed(tc, id)
 						return
 					}
-					if err != nil {
-						t.Fatalf("pidfd of the daemon %d: %v", pid, err)
-					}
-					defer unix.Close(pidfd)
 					if end == "terminate" {
 						tc.mustCall("process/terminate", map[string]any{"processId": id})
 					}
@@ -441,12 +434,7 @@ func TestSandboxEscapeStageDaemonServerKilled(t *testing.T) {
 		"env": f.env(), "tty": false, "sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
 	})
 	waitOutput(tc, id, "stdout", "started")
-	pid := readPidFile(t, filepath.Join(f.ws, "d", "daemon.pid"))
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		t.Fatalf("pidfd of the daemon %d: %v", pid, err)
-	}
-	defer unix.Close(pidfd)
+	pid, pidfd, _ := daemonPidfd(t, f, false)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	awaitDaemonGone(t, pid, pidfd, "server killed", filepath.Join(f.ws, "d", "grow"))
@@ -623,4 +611,22 @@ func copyExecutable(src, dst string) error {
 		return err
 	}
 	return os.WriteFile(dst, b, 0o755)
+}
+
+// daemonPidfd is the pid of the daemon stageDaemonScript started in f's workspace, and a
+// pidfd of it, closed when the test ends. gone: no process has that pid any more, the stage
+// having ended the daemon already, which only a test whose command exits at once may accept
+// (mayBeGone); any other test fails there.
+func daemonPidfd(t *testing.T, f *sbFixture, mayBeGone bool) (pid, pidfd int, gone bool) {
+	t.Helper()
+	pid = readPidFile(t, filepath.Join(f.ws, "d", "daemon.pid"))
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if mayBeGone && errors.Is(err, unix.ESRCH) {
+		return pid, -1, true
+	}
+	if err != nil {
+		t.Fatalf("pidfd of the daemon %d: %v", pid, err)
+	}
+	t.Cleanup(func() { unix.Close(pidfd) })
+	return pid, pidfd, false
 }
