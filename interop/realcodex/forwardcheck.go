@@ -171,7 +171,7 @@ func runForward(ctx context.Context, cfg config, log *eventLog, m modeRun, fc fo
 	})...)
 	st := reg.Stats()
 	fr.results = append(fr.results, relayResults(st, targetDrops)...)
-	fr.results = append(fr.results, headerResult(st))
+	fr.results = append(fr.results, headerResult(st, cfg.version))
 	fr.results = append(fr.results, upgradeCountResult(proxy.Heads(), st))
 	if fc.token {
 		fr.results = append(fr.results, tokenResult(proxy.Heads(), tokenFile))

@@ -20,12 +20,15 @@ import (
 // config is the command line.
 type config struct {
 	codex   string // reference codex binary
+	version string // its version (-codex-version): the 0.171 scenarios run only against 0.171
 	ours    string // our exec-server binary
 	workdir string // scratch directory for logs, CODEX_HOMEs and the command cwd
 	checks  map[string]bool
 	verbose bool
 	agent   bool
 	modes   []string // sandbox modes to run the checks under, in order (-s)
+	base    bool     // run the base scenario in the local and remote checks (-scenarios)
+	caps    bool     // run the capability scenario (capscenario.go) in them (-scenarios)
 }
 
 const allChecks = "local-ref,local-ours,diff,remote-ref,remote-ours,credentials,forward"
@@ -41,8 +44,9 @@ var allModes = []string{modeFull, modeWrite, modeRead}
 
 func main() {
 	var cfg config
-	var checks, modes string
-	flag.StringVar(&cfg.codex, "codex", "", "reference codex 0.169 binary (required)")
+	var checks, modes, scenarios string
+	flag.StringVar(&cfg.codex, "codex", "", "reference codex binary, 0.171 or 0.169 (required)")
+	flag.StringVar(&cfg.version, "codex-version", "0.171.0", "the reference binary's version (run.sh passes REALCODEX_VERSION)")
 	flag.StringVar(&cfg.ours, "ours", "", "our exec-server binary (required)")
 	flag.StringVar(&cfg.workdir, "workdir", "", "scratch directory, outside /tmp when a sandbox mode is run (default: a new directory under ~/.cache/realcodex)")
 	flag.StringVar(&checks, "checks", allChecks, "comma-separated checks: local-ref, local-ours, diff (needs both local runs), remote-ref, remote-ours, credentials, "+
@@ -50,6 +54,7 @@ func main() {
 	flag.BoolVar(&cfg.agent, "agent", true, "also run an agent turn against the loopback mock model")
 	flag.BoolVar(&cfg.verbose, "v", false, "copy the event log to stderr")
 	flag.StringVar(&modes, "s", modeFull, "sandbox mode(s) of the thread, comma-separated: danger-full-access, workspace-write, read-only, or all; every check runs under each")
+	flag.StringVar(&scenarios, "scenarios", "base,caps", "comma-separated scenarios of the local and remote checks: base (the commands, PTY, image, breaks, sandbox steps) and caps (skills, remote MCP, shell snapshots; 0.171 only)")
 	flag.Parse()
 	if cfg.codex == "" || cfg.ours == "" {
 		flag.Usage()
@@ -58,6 +63,16 @@ func main() {
 	var err error
 	if cfg.modes, err = parseModes(modes); err != nil {
 		fatal(err)
+	}
+	for _, sc := range strings.Split(scenarios, ",") {
+		switch sc = strings.TrimSpace(sc); sc {
+		case "base":
+			cfg.base = true
+		case "caps":
+			cfg.caps = true
+		default:
+			fatal(fmt.Errorf("unknown scenario %q (want base, caps)", sc))
+		}
 	}
 	cfg.checks = map[string]bool{}
 	for _, c := range strings.Split(checks, ",") {
@@ -227,18 +242,24 @@ func run(cfg config) int {
 		}
 		var local = map[string]*localRun{}
 		for _, target := range []string{"ref", "ours"} {
-			if cfg.checks["local-"+target] {
+			if cfg.checks["local-"+target] && cfg.base {
 				lr := runLocal(ctx, cfg, log, m, target)
 				local[target] = lr
 				report(m.label("local/"+target), lr.results)
 			}
+			if cfg.checks["local-"+target] && cfg.caps && ctx.Err() == nil {
+				report(m.label("local/"+target), runCaps(ctx, cfg, log, m, target, "local"))
+			}
 		}
-		if cfg.checks["diff"] {
+		if cfg.checks["diff"] && cfg.base {
 			report(m.label("diff"), diffLocal(cfg, log, m, local["ref"], local["ours"]))
 		}
 		for _, target := range []string{"ref", "ours"} {
-			if cfg.checks["remote-"+target] {
+			if cfg.checks["remote-"+target] && cfg.base {
 				report(m.label("remote/"+target), runRemote(ctx, cfg, log, m, target))
+			}
+			if cfg.checks["remote-"+target] && cfg.caps && ctx.Err() == nil {
+				report(m.label("remote/"+target), runCaps(ctx, cfg, log, m, target, "remote"))
 			}
 		}
 		forwards := map[string]*forwardRun{}

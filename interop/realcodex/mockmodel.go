@@ -39,6 +39,7 @@ type mockModel struct {
 	requests  int
 	toolsSeen []string
 	outputs   []string // tool output of script step i, as the agent reported it
+	bodies    []string // every request body, for the checks that look for what reached the model
 	turn      int      // script number, part of each call id so turns do not mix
 }
 
@@ -79,6 +80,13 @@ func (m *mockModel) Result() (requests int, tools []string, outputs []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.requests, append([]string(nil), m.toolsSeen...), append([]string(nil), m.outputs...)
+}
+
+// Bodies returns every request body so far, in order.
+func (m *mockModel) Bodies() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.bodies...)
 }
 
 // Offers reports whether the agent offered a function tool with this name.
@@ -146,6 +154,7 @@ func (m *mockModel) responses(w http.ResponseWriter, body []byte) {
 	m.mu.Lock()
 	m.requests++
 	n := m.requests
+	m.bodies = append(m.bodies, string(body))
 	m.toolsSeen = names
 	m.outputs = outputs
 	script := m.script

@@ -82,7 +82,7 @@ func runRemote(ctx context.Context, cfg config, log *eventLog, m modeRun, target
 		}
 	})...)
 	out = append(out, relayResults(reg.Stats(), 0)...)
-	out = append(out, headerResult(reg.Stats()))
+	out = append(out, headerResult(reg.Stats(), cfg.version))
 	if exe.Exited() {
 		out = append(out, stepResult{Name: "executor still running after the scenario", Detail: "exited; see " + logPath})
 	}
@@ -144,7 +144,7 @@ func relayResults(st registryStats, wantResets int) []stepResult {
 		{Name: "Noise handshake completed (msg2 and data in both directions)",
 			OK: st.FramesToHarness["handshake"] > 0 && st.FramesToHarness["data"] > 0 && st.FramesToExecutor["data"] > 0, Detail: counts},
 		resetResult(executorResets, wantResets, counts),
-		{Name: "executor frames follow 0.169 (version 1, no acks, seq 0,1,2… per stream, one segment, ≤ 60 KiB records, 3424-byte msg2)",
+		{Name: "executor frames follow the reference (version 1, no acks, seq 0,1,2… per stream, one segment, ≤ 60 KiB records, 3424-byte msg2)",
 			OK: len(st.FrameProblems) == 0, Detail: strings.Join(append(st.FrameProblems, fmt.Sprintf("largest data record %d bytes", st.MaxDataPayload)), "\n")},
 	}
 }
@@ -173,25 +173,39 @@ func resetResult(resets []string, want int, counts string) stepResult {
 	return r
 }
 
-// executorHeaders are the header names 0.169's executor sends (docs/remote.md §2.1, §3), as Go's
-// server canonicalises them.
-var executorHeaders = map[string]string{
-	"register":            "Accept,Authorization,Content-Length,Content-Type",
-	"validate":            "Accept,Authorization,Content-Length,Content-Type,X-Codex-Noise-Stream-Id",
-	"upgrade-environment": "Connection,Sec-Websocket-Key,Sec-Websocket-Version,Upgrade,X-Request-Id",
+// executorHeaders are the header names the reference executor sends (docs/remote.md §2.1, §3),
+// per reference version, as Go's server canonicalises them. 0.171 added Accept-Encoding to
+// register and validate (its HTTP client now asks for compressed answers).
+var executorHeaders = map[string]map[string]string{
+	"0.169.0": {
+		"register":            "Accept,Authorization,Content-Length,Content-Type",
+		"validate":            "Accept,Authorization,Content-Length,Content-Type,X-Codex-Noise-Stream-Id",
+		"upgrade-environment": "Connection,Sec-Websocket-Key,Sec-Websocket-Version,Upgrade,X-Request-Id",
+	},
+	"0.171.0": {
+		"register":            "Accept,Accept-Encoding,Authorization,Content-Length,Content-Type",
+		"validate":            "Accept,Accept-Encoding,Authorization,Content-Length,Content-Type,X-Codex-Noise-Stream-Id",
+		"upgrade-environment": "Connection,Sec-Websocket-Key,Sec-Websocket-Version,Upgrade,X-Request-Id",
+	},
 }
 
 var requestIDPattern = regexp.MustCompile(`^req_[0-9a-f]{32}$`)
 
-// headerResult compares the executor's request headers with 0.169's, name by name. Extra
-// headers are harmless to a registry but are a visible difference on the wire.
-func headerResult(st registryStats) stepResult {
-	r := stepResult{Name: "executor's registry and rendezvous request headers are exactly 0.169's"}
+// headerResult compares the executor's request headers with those of the reference version,
+// name by name. Extra headers are harmless to a registry but are a visible difference on the
+// wire.
+func headerResult(st registryStats, version string) stepResult {
+	r := stepResult{Name: "executor's registry and rendezvous request headers are exactly " + version + "'s"}
+	want, ok := executorHeaders[version]
+	if !ok {
+		r.Detail = "no header list for reference version " + version
+		return r
+	}
 	var bad []string
 	for _, kind := range []string{"register", "validate", "upgrade-environment"} {
 		got := strings.Join(st.Headers[kind], ",")
-		if got != executorHeaders[kind] {
-			bad = append(bad, fmt.Sprintf("%s: got [%s], 0.169 sends [%s]", kind, got, executorHeaders[kind]))
+		if got != want[kind] {
+			bad = append(bad, fmt.Sprintf("%s: got [%s], %s sends [%s]", kind, got, version, want[kind]))
 		}
 	}
 	if !requestIDPattern.MatchString(st.RequestID) {
