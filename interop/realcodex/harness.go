@@ -1,6 +1,6 @@
 package main
 
-// The scenario every mode runs against the real `codex app-server`. 0.169 serves
+// The scenario every mode runs against the real `codex app-server`. 0.169 and 0.171 serve
 // thread/shellCommand, command/exec, process/spawn and the app-server fs/* methods only from
 // its *local* environment ("local environment is not configured" once CODEX_EXEC_SERVER_URL or
 // the Noise variables are set), so the paths that reach the exec-server are environment/*,
@@ -24,7 +24,7 @@ import (
 	"time"
 )
 
-// harnessEnvID is the environment id 0.169 assigns to the exec-server it was pointed at, by
+// harnessEnvID is the environment id 0.169 and 0.171 assign to the exec-server it was pointed at, by
 // CODEX_EXEC_SERVER_URL or by the CODEX_EXEC_SERVER_NOISE_* variables.
 const harnessEnvID = "remote"
 
@@ -96,8 +96,8 @@ type agentStep struct {
 }
 
 // refSkips maps a step name to why the reference itself fails that step: there the failure
-// prints as SKIP with this reason. Ours stays strict. Empty while the reference (0.169 on
-// the reference host) passes every step.
+// prints as SKIP with this reason. Ours stays strict. Empty while the reference (0.169 and 0.171
+// on the reference host) passes every step.
 var refSkips = map[string]string{}
 
 var sessionIDPattern = regexp.MustCompile(`session ID (\d+)`)

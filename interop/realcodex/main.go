@@ -1,4 +1,4 @@
-// Command realcodex checks our exec-server against the real Codex 0.169 harness
+// Command realcodex checks our exec-server against the real Codex harness (0.171, or 0.169)
 // (`codex app-server`), locally over a websocket and remotely through a loopback registry and
 // rendezvous, and diffs our answers with the reference `codex exec-server`'s. Everything
 // binds 127.0.0.1. It prints one PASS/FAIL/SKIP line per check and exits 1 if any failed.
