@@ -99,6 +99,7 @@ func (s *server) shutdown() {
 		sess.shutdown()
 	}
 	s.fsWorkers.close()
+	s.sandbox.close()
 	s.watchdog.close()
 }
 

@@ -74,6 +74,26 @@ func (w *childExit) wait(pid int) bool {
 	return err == nil && exited
 }
 
+// exited reports whether the child pid has exited already, leaving it unreaped.
+func (w *childExit) exited(pid int) bool {
+	if w == nil {
+		var info unix.Siginfo
+		err := waitidInfo(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG)
+		return err != nil || info.Signo == int32(unix.SIGCHLD)
+	}
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		return true
+	}
+	exited := true
+	rc.Control(func(fd uintptr) {
+		var info unix.Siginfo
+		err := waitidInfo(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG)
+		exited = err != nil || info.Signo == int32(unix.SIGCHLD)
+	})
+	return exited
+}
+
 // close releases the pidfd.
 func (w *childExit) close() {
 	if w != nil {

@@ -39,16 +39,19 @@ func (p *process) spawn(spec *launchSpec) error {
 	if err != nil {
 		return err
 	}
-	attr := &os.ProcAttr{Dir: spec.dir, Env: spec.env, Files: cio.files, Sys: childSysProcAttr(spec.tty)}
-	if err := spec.stage.prepare(attr, spec); err != nil {
-		cio.closeChildEnds()
-		cio.closeOurEnds()
-		spec.stage.closeOurEnds()
-		return errInternal("%s", err)
-	}
-	proc, exit, err := startProcess(spec.path, spec.argv, attr)
-	if err == nil {
-		spec.stage.started(proc.Pid) // before it is sent its configuration (peer_linux.go)
+	proc, exit, warm := spec.stage.startWarm(spec.env, cio.files) // one forked ahead (sandbox_pool_linux.go)
+	if !warm {
+		attr := &os.ProcAttr{Dir: spec.dir, Env: spec.env, Files: cio.files, Sys: childSysProcAttr(spec.tty)}
+		if err := spec.stage.prepare(attr, spec); err != nil {
+			cio.closeChildEnds()
+			cio.closeOurEnds()
+			spec.stage.closeOurEnds()
+			return errInternal("%s", err)
+		}
+		proc, exit, err = startProcess(spec.path, spec.argv, attr)
+		if err == nil {
+			spec.stage.started(proc.Pid) // before it is sent its configuration (peer_linux.go)
+		}
 	}
 	cio.closeChildEnds()
 	spec.stage.closeChildEnds()

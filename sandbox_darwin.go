@@ -81,6 +81,7 @@ func (s *sandboxer) describe() string { return sandboxMechanism() }
 
 // limitShm is --linux-sandbox-shm-size, which has no effect here.
 func (s *sandboxer) limitShm(int64) {}
+func (s *sandboxer) close()         {}
 
 // defaultSandboxMaxProcesses is --linux-sandbox-max-processes' default; the flag is checked
 // and has no effect here.
@@ -129,9 +130,12 @@ type sandboxStage struct{}
 
 func (st *sandboxStage) prepare(attr *os.ProcAttr, spec *launchSpec) error { return nil }
 func (st *sandboxStage) closeChildEnds()                                   {}
-func (st *sandboxStage) closeOurEnds()                                     {}
-func (st *sandboxStage) await() error                                      { return nil }
-func (st *sandboxStage) exited()                                           {}
+func (st *sandboxStage) startWarm(env []string, files []*os.File) (*os.Process, *childExit, bool) {
+	return nil, nil, false
+}
+func (st *sandboxStage) closeOurEnds() {}
+func (st *sandboxStage) await() error  { return nil }
+func (st *sandboxStage) exited()       {}
 
 func isSandboxStage() bool { return false }
 func runSandboxStage()     {}

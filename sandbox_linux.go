@@ -120,6 +120,9 @@ type stageConfig struct {
 	// (`exec-server sandbox`), instead of leading a group or session of its own.
 	Foreground bool  `json:"foreground,omitempty"`
 	ShmSize    int64 `json:"shmSize,omitempty"` // bytes of /dev/shm; 0: defaultShmSize
+	// Env is the command's environment, for a warm stage, whose own is empty
+	// (sandbox_pool_linux.go); a cold stage's command has the stage's.
+	Env []string `json:"env,omitempty"`
 }
 
 // sandboxer is a server's sandbox: the mechanism this host offers (probed once) and the
@@ -136,6 +139,7 @@ type sandboxer struct {
 
 	synthetic syntheticDirs
 
+	warm    stagePool  // a stage forked ahead of need (sandbox_pool_linux.go)
 	live    liveStages // network-enabled stages running now, refused as peers (peer_linux.go)
 	secrets []string   // files the server holds as secrets, denied to every stage (peer_linux.go)
 }
@@ -315,7 +319,7 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 			return "", errInvalidParams("sandbox intent cannot be enforced on this executor: %s", s.describe())
 		}
 	}
-	st := &sandboxStage{cfg: cfg, live: &s.live}
+	st := &sandboxStage{cfg: cfg, live: &s.live, pool: &s.warm}
 	if cfg.Namespaces {
 		if st.release, err = s.synthetic.acquire(p.Protected); err != nil {
 			return "", errInternal("sandbox: %v", err)
@@ -332,6 +336,7 @@ type sandboxStage struct {
 	cfg       stageConfig
 	release   func()      // gives back the synthetic mount points, once the stage has exited
 	live      *liveStages // where started registers a network-enabled stage (peer_linux.go)
+	pool      *stagePool  // where a warm stage may be taken (sandbox_pool_linux.go)
 	childEnds []*os.File
 	config    *os.File // our end of fd 3
 	status    *os.File // our end of fd 4
@@ -365,22 +370,7 @@ func (st *sandboxStage) prepare(attr *os.ProcAttr, spec *launchSpec) error {
 	attr.Files = append(attr.Files[:stageConfigFD], cr, sw)
 	sys := attr.Sys
 	if st.cfg.Namespaces {
-		uid, gid := os.Getuid(), os.Getgid()
-		sys.Cloneflags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWIPC
-		if st.cfg.PidNS {
-			sys.Cloneflags |= unix.CLONE_NEWPID
-		}
-		if st.cfg.Profile.restrictsNetwork() {
-			sys.Cloneflags |= unix.CLONE_NEWNET
-		}
-		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-		sys.GidMappingsEnableSetgroups = false
-		if uid != 0 {
-			// Exec'ing as a non-zero uid drops the capabilities the new user namespace gave
-			// the stage; it needs these to build its view and drop the rest.
-			sys.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
-		}
+		stageNamespaces(sys, st.cfg.PidNS, st.cfg.Profile.restrictsNetwork())
 	}
 	if !st.cfg.Probe {
 		// The command, the stage's child or grandchild, takes the terminal: the stage itself
@@ -388,6 +378,34 @@ func (st *sandboxStage) prepare(attr *os.ProcAttr, spec *launchSpec) error {
 		sys.Setctty = false
 	}
 	return nil
+}
+
+// stageNamespaces makes sys fork a namespace stage: a user namespace mapping the server's
+// user to itself, mount and IPC namespaces, and a pid and a network namespace where asked.
+func stageNamespaces(sys *syscall.SysProcAttr, pidNS, newNet bool) {
+	uid, gid := os.Getuid(), os.Getgid()
+	sys.Cloneflags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWIPC
+	if pidNS {
+		sys.Cloneflags |= unix.CLONE_NEWPID
+	}
+	if newNet {
+		sys.Cloneflags |= unix.CLONE_NEWNET
+	}
+	sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	sys.GidMappingsEnableSetgroups = false
+	if uid != 0 {
+		// Exec'ing as a non-zero uid drops the capabilities the new user namespace gave
+		// the stage; it needs these to build its view and drop the rest.
+		sys.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
+	}
+}
+
+// close lets the warm stage go (sandbox_pool_linux.go).
+func (s *sandboxer) close() {
+	if s != nil {
+		s.warm.close()
+	}
 }
 
 // closeChildEnds closes our copies of the stage's descriptors once it has its own, and
@@ -488,18 +506,38 @@ func runSandboxStage() {
 		fmt.Fprintf(status, "%s\n", stageErrorText(err))
 		exitStage(stageFailureExit)
 	}
-	cfg, err := readStageConfig()
+	// The signals passed on to the command are caught from here on: one sent while the
+	// sandbox is built reaches the command once it runs instead of ending the stage. A warm
+	// stage catches them while it waits for its start, which then does not wait for it.
+	sigs := make(chan os.Signal, 8)
+	warm := stageIsWarm()
+	var mark chan os.Signal
+	if warm {
+		mark = make(chan os.Signal, 1)
+		signal.Notify(sigs, forwardedSignals...)
+		signal.Notify(mark, warmStageMarkSignal)
+		if err := warmStageWaits(); err != nil {
+			exitStage(0) // the server is gone
+		}
+	}
+	cfg, err := readStageConfig(warm)
+	if errors.Is(err, errStageLetGo) {
+		exitStage(0)
+	}
 	if err != nil {
 		fail(err)
+	}
+	if warm {
+		dropWaitingSignals(sigs, mark)
+	}
+	if warm && !cfg.warmable() {
+		fail(errors.New("sandbox: a warm stage was sent a configuration of another kind"))
 	}
 	supervised := !cfg.PidNS && !cfg.Probe
 	if supervised && cfg.Anchor == 0 {
 		exitStage(stageAnchor(&cfg, status))
 	}
-	// The signals passed on to the command are caught from here on: one sent while the
-	// sandbox is built reaches the command once it runs instead of ending the stage.
-	sigs := make(chan os.Signal, 8)
-	if !cfg.Probe {
+	if !cfg.Probe && !warm {
 		signal.Notify(sigs, forwardedSignals...)
 	}
 	// The anchor's death is the supervisor's signal to end everything: listen before
@@ -550,6 +588,9 @@ func runSandboxStage() {
 		sys = &syscall.SysProcAttr{}
 	}
 	attr := &os.ProcAttr{Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: sys}
+	if cfg.Env != nil {
+		attr.Env = cfg.Env
+	}
 	if limit != nil {
 		// The command inherits the cap as its soft limit (capProcesses): the filter keeps the
 		// stage from setting another process's limits once it is forked.
@@ -763,11 +804,20 @@ func closeOnExecFrom(first int) error {
 }
 
 // readStageConfig reads fd 3 to its end.
-func readStageConfig() (stageConfig, error) {
+func readStageConfig(warm bool) (stageConfig, error) {
 	var cfg stageConfig
-	f := os.NewFile(stageConfigFD, "config")
-	b, err := io.ReadAll(io.LimitReader(f, maxStageConfig))
-	f.Close()
+	var b []byte
+	var err error
+	if warm {
+		if b, err = receiveStdio(); err != nil {
+			return cfg, err
+		}
+		b, err = readWarmConfig(b)
+	} else {
+		f := os.NewFile(stageConfigFD, "config")
+		b, err = io.ReadAll(io.LimitReader(f, maxStageConfig))
+		f.Close()
+	}
 	if err != nil {
 		return cfg, fmt.Errorf("sandbox: read the configuration: %w", err)
 	}
