@@ -244,7 +244,7 @@ func loadCodexLogin(codexHome string, client *http.Client, now func() time.Time)
 		}
 	}
 	if client == nil {
-		client = &http.Client{Timeout: codexRefreshTimeout, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableCompression: true}}
+		client = &http.Client{Timeout: codexRefreshTimeout, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}} // Accept-Encoding: gzip, as the registry client
 	}
 	if now == nil {
 		now = time.Now

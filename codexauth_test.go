@@ -99,7 +99,7 @@ func newTokenEndpoint(t *testing.T) *tokenEndpoint {
 	te.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := te.requests.Add(1)
 		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" || r.Header.Get("Originator") != codexOriginator ||
-			r.Header.Get("Accept") != "*/*" || !strings.HasPrefix(r.Header.Get("User-Agent"), codexOriginator+"/"+executorVersion+" (") || r.Header.Get("Accept-Encoding") != "" {
+			r.Header.Get("Accept") != "*/*" || !strings.HasPrefix(r.Header.Get("User-Agent"), codexOriginator+"/"+executorVersion+" (") || r.Header.Get("Accept-Encoding") != "gzip" {
 			http.Error(w, "bad request line or headers", http.StatusBadRequest)
 			return
 		}
@@ -704,7 +704,7 @@ func checkRefreshTimedOut(t *testing.T, err error) {
 // TestCodexAuthRefreshTimeoutReported: no answer in time is a timeout, not "unreachable".
 func TestCodexAuthRefreshTimeoutReported(t *testing.T) {
 	hangingTokenEndpoint(t)
-	_, l := testCodexLogin(t, codexTestNow.Add(-time.Minute), &http.Client{Timeout: 200 * time.Millisecond, Transport: &http.Transport{DisableCompression: true}})
+	_, l := testCodexLogin(t, codexTestNow.Add(-time.Minute), &http.Client{Timeout: 200 * time.Millisecond, Transport: &http.Transport{}})
 	_, err := l.headers(context.Background())
 	checkRefreshTimedOut(t, err)
 }
@@ -713,7 +713,7 @@ func TestCodexAuthRefreshTimeoutReported(t *testing.T) {
 // deadline and a client without a timeout.
 func TestCodexAuthRefreshOwnTimeout(t *testing.T) {
 	hangingTokenEndpoint(t)
-	_, l := testCodexLogin(t, codexTestNow.Add(-time.Minute), &http.Client{Transport: &http.Transport{DisableCompression: true}})
+	_, l := testCodexLogin(t, codexTestNow.Add(-time.Minute), &http.Client{Transport: &http.Transport{}})
 	if l.refreshTimeout != codexRefreshTimeout {
 		t.Fatalf("refreshTimeout = %v, want %v", l.refreshTimeout, codexRefreshTimeout)
 	}

@@ -179,7 +179,8 @@ func newRegistryClient(cfg *remoteConfig, creds *registryCredentials, log *slog.
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   registryRequestTimeout,
 		ResponseHeaderTimeout: registryRequestTimeout,
-		DisableCompression:    true, // no Accept-Encoding: gzip, as 0.169 sends none
+		// Accept-Encoding: gzip, answered bodies decoded. Codex 0.171 offers "zstd,gzip"; the
+		// standard library decodes gzip only (docs/protocol.md §12).
 	}
 	return &registryClient{
 		reached: reached,

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -199,6 +200,13 @@ func TestRegistryRegister(t *testing.T) {
 		permanent bool
 	}{
 		{"ok with extra keys", ok(func(map[string]any) {}), "", false},
+		{"ok, gzip-encoded", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			json.NewEncoder(zw).Encode(map[string]any{"environment_id": "env-test-1", "url": "ws://127.0.0.1:1/relay?role=environment",
+				"security_profile": "noise_hybrid_ik_v1", "executor_registration_id": "reg-1"})
+			zw.Close()
+		}, "", false},
 		{"empty registration id accepted", ok(func(m map[string]any) { m["executor_registration_id"] = "" }), "", false},
 		{"localhost ws url accepted", ok(func(m map[string]any) { m["url"] = "ws://localhost:9/x" }), "", false},
 		{"wss url accepted", ok(func(m map[string]any) { m["url"] = "wss://rendezvous.example/route?sig=x" }), "", false},
@@ -241,7 +249,7 @@ func TestRegistryRegister(t *testing.T) {
 			}
 			h := reqs[0].header
 			if h.Get("Authorization") != "Bearer TOKEN" || h.Get("Content-Type") != "application/json" ||
-				h.Get("Accept") != "*/*" || h.Get("User-Agent") != "" || h.Get("Accept-Encoding") != "" {
+				h.Get("Accept") != "*/*" || h.Get("User-Agent") != "" || h.Get("Accept-Encoding") != "gzip" {
 				t.Fatalf("headers %v", h)
 			}
 			var sent map[string]json.RawMessage

@@ -146,7 +146,7 @@ func TestRemoteCredentialModeHeaders(t *testing.T) {
 			if len(reg) != 1 || len(val) != 1 {
 				t.Fatalf("%d registrations and %d validations, want 1 and 1", len(reg), len(val))
 			}
-			common := map[string]string{"Content-Type": "application/json", "Accept": "*/*"}
+			common := map[string]string{"Content-Type": "application/json", "Accept": "*/*", "Accept-Encoding": "gzip"}
 			for k, v := range tt.want {
 				common[k] = v
 			}

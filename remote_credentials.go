@@ -375,7 +375,7 @@ func (c *remoteConfig) authHTTPClient() *http.Client {
 			Proxy:               c.proxy,
 			TLSClientConfig:     c.tlsConfig(),
 			TLSHandshakeTimeout: registryRequestTimeout,
-			DisableCompression:  true, // no Accept-Encoding: gzip, as Codex sends none
+			// Accept-Encoding: gzip, as the registry client (registryClient).
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

@@ -14,7 +14,7 @@ import (
 
 // setCodexClientHeaders gives a request to an OpenAI auth endpoint (token refresh, Agent
 // Identity) the headers Codex's own HTTP client sends: originator, Accept */* and its user
-// agent. (No Accept-Encoding: the clients that send these disable compression.)
+// agent. (Accept-Encoding is the transport's: gzip, where Codex 0.171 offers zstd too.)
 func setCodexClientHeaders(req *http.Request) {
 	req.Header.Set("originator", codexOriginator)
 	req.Header.Set("Accept", "*/*")

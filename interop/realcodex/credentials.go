@@ -628,6 +628,12 @@ func maskHeader(name, v string) string {
 		return maskStreamID(v)
 	case "User-Agent":
 		return versionPattern.ReplaceAllString(v, "<version>")
+	case "Accept-Encoding":
+		// 0.171 offers "zstd,gzip"; ours offers gzip alone, the one the standard library
+		// decodes (docs/protocol.md §12). Either offers gzip.
+		if v == "gzip" || v == "zstd,gzip" {
+			return "<gzip offered>"
+		}
 	case "Host":
 		if h, _, err := net.SplitHostPort(v); err == nil {
 			return h + ":<port>"
