@@ -76,10 +76,9 @@ func (cfg *stageConfig) warmable() bool {
 		!cfg.Probe && !cfg.Foreground && cfg.Anchor == 0
 }
 
-// take returns the warm stage, if one is ready and still fit to use, and starts forking the
-// next. With none ready it starts one for the next start and returns nil: the caller forks a
-// cold stage.
-func (sp *stagePool) take(fork func() (*warmStage, error)) *warmStage {
+// take returns the warm stage, if one is ready and still fit to use; nil otherwise, and the
+// caller forks a cold stage.
+func (sp *stagePool) take() *warmStage {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if sp.closed {
@@ -95,13 +94,23 @@ func (sp *stagePool) take(fork func() (*warmStage, error)) *warmStage {
 		sp.letGoLocked(w)
 		w = nil
 	}
-	if !sp.filling {
-		sp.filling = true
-		sp.forked.L = &sp.mu
-		sp.fills.Add(1)
-		go sp.fill(fork)
-	}
 	return w
+}
+
+// refill starts forking a warm stage, unless one is ready or under way. A start calls it once
+// its command runs: the fork then takes no time from that start's own stage, which has
+// built its sandbox by then, and is done before a start that follows it (a sandboxed start
+// takes a few milliseconds; the fork, about as long).
+func (sp *stagePool) refill(fork func() (*warmStage, error)) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.closed || sp.filling || sp.idle != nil {
+		return
+	}
+	sp.filling = true
+	sp.forked.L = &sp.mu
+	sp.fills.Add(1)
+	go sp.fill(fork)
 }
 
 // fill forks a warm stage and keeps it, unless the pool was closed meanwhile.
@@ -252,7 +261,7 @@ func (st *sandboxStage) startWarm(env []string, files []*os.File) (proc *os.Proc
 	if st == nil || st.pool == nil || !st.cfg.warmable() || len(files) != 3 {
 		return nil, nil, false
 	}
-	w := st.pool.take(forkWarmStage)
+	w := st.pool.take()
 	if w == nil {
 		return nil, nil, false
 	}
