@@ -12,9 +12,13 @@ package main
 // descriptors and the configuration on that socket:
 //
 //	stage → server  one byte, warmStageReady: the stage waits, its signals caught
-//	first message   at least one byte of the configuration, with SCM_RIGHTS [stdin, stdout, stderr]
-//	then            the rest of the configuration (JSON), then end of stream
-//	end of stream   at once, with no descriptors: the stage exits 0 (it was let go)
+//	server → stage  uint32 length (big-endian), then that many bytes of configuration (JSON);
+//	                the first message carries SCM_RIGHTS [stdin, stdout, stderr]
+//	end of stream   before any byte: the stage exits 0 (it was let go)
+//
+// The configuration is delimited by its length, not by the end of the stream: our end of the
+// socket may live on for a moment in a child the server is forking meanwhile (until its exec
+// closes it), which would hold the end of stream back.
 //
 // The stage puts the three descriptors on 0, 1, 2 and goes on as a cold stage does. Only the
 // commonest kind is kept warm: namespaces, a pid namespace of its own, no network (the
@@ -27,6 +31,7 @@ package main
 // from a stale table. So is one idle for warmStageIdle, or dead.
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -280,10 +285,12 @@ func (st *sandboxStage) startWarm(env []string, files []*os.File) (proc *os.Proc
 // send gives w its stdio and st's configuration (the table above).
 func (w *warmStage) send(cfg stageConfig, env []string, files []*os.File) error {
 	cfg.Env = env
-	payload, err := json.Marshal(cfg)
+	body, err := json.Marshal(cfg)
 	if err != nil {
 		return err
 	}
+	payload := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
+	payload = append(payload, body...)
 	rights := unix.UnixRights(int(files[0].Fd()), int(files[1].Fd()), int(files[2].Fd()))
 	rc, err := w.conn.SyscallConn()
 	if err != nil {
@@ -389,10 +396,26 @@ func receiveStdio() ([]byte, error) {
 	return buf[:n], nil
 }
 
-// readWarmConfig reads the rest of a warm stage's configuration after first.
+// readWarmConfig reads the rest of a warm stage's configuration after first, the bytes that
+// came with its descriptors, and returns the configuration.
 func readWarmConfig(first []byte) ([]byte, error) {
 	f := os.NewFile(stageConfigFD, "config")
 	defer f.Close()
-	rest, err := io.ReadAll(io.LimitReader(f, maxStageConfig-int64(len(first))))
-	return append(first, rest...), err
+	if len(first) < 4 {
+		head := make([]byte, 4-len(first))
+		if _, err := io.ReadFull(f, head); err != nil {
+			return nil, fmt.Errorf("sandbox: read the configuration's length: %w", err)
+		}
+		first = append(first, head...)
+	}
+	n := int64(binary.BigEndian.Uint32(first))
+	if n > maxStageConfig || int64(len(first)-4) > n {
+		return nil, fmt.Errorf("sandbox: a configuration of %d bytes", n)
+	}
+	b := make([]byte, n)
+	copy(b, first[4:])
+	if _, err := io.ReadFull(f, b[len(first)-4:]); err != nil {
+		return nil, fmt.Errorf("sandbox: read the configuration: %w", err)
+	}
+	return b, nil
 }

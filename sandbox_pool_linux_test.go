@@ -164,3 +164,29 @@ func awaitExited(t *testing.T, pid int) {
 		}
 	}
 }
+
+// TestWarmStageLargeConfiguration: a configuration larger than the socket's buffer (an
+// environment of 512 KiB) reaches the warm stage whole.
+func TestWarmStageLargeConfiguration(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	pid := warmPid(t, ts, f)
+	env := f.env()
+	for i := range 8 {
+		env[fmt.Sprintf("BIG%d", i)] = strings.Repeat("x", 64<<10)
+	}
+	tc := ts.connect(t)
+	id := nextSBID()
+	tc.mustCall("process/start", map[string]any{
+		"processId": id, "argv": []string{"sh", "-c", `printf %s "$BIG0$BIG1$BIG2$BIG3$BIG4$BIG5$BIG6$BIG7" | wc -c`}, "cwd": fileURI(f.ws), "env": env, "tty": false,
+		"sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
+	})
+	r := waitClosed(tc, id)
+	if alive(pid) {
+		t.Fatalf("the warm stage %d is still waiting: the start forked a cold one", pid)
+	}
+	if got := strings.TrimSpace(r.stdout()); r.exitCode != 0 || got != fmt.Sprint(512<<10) {
+		t.Errorf("exit %d, output %q, stderr %q: want %d bytes of BIG0-7", r.exitCode, got, r.stderr(), 512<<10)
+	}
+}
