@@ -451,9 +451,6 @@ func (st *sandboxStage) await() error {
 	case err != nil:
 		return errInternal("sandbox: read the stage's status: %v", err)
 	case len(msg) == 0:
-		if st.pool != nil && st.cfg.warmable() {
-			st.pool.refill(forkWarmStage) // for the next start (sandbox_pool_linux.go)
-		}
 		return nil
 	}
 	return errInternal("%s", strings.TrimSpace(string(msg)))
