@@ -131,17 +131,18 @@ func buildMountView(cfg *stageConfig) error {
 func planMounts(p *sandboxProfile) ([]mountOp, error) {
 	var ops []mountOp
 	var writable []string // the writable roots, resolved
-	roots := writableRoots(p.Write)
+	host := newHostPaths()
+	roots := host.writableRoots(p.Write)
 	add := func(paths []string, access mountAccess, protect bool) error {
 		for _, path := range paths {
-			op, err := resolveHostPath(path)
+			op, err := host.resolve(path)
 			if errors.Is(err, os.ErrNotExist) || access == mountWrite && errors.Is(err, unix.ELOOP) {
 				continue // a writable root behind a symlink loop grants nothing, as redirectedRoot says
 			}
 			if err != nil {
 				return err
 			}
-			if access == mountWrite && redirectedLink(op.links, roots, path) {
+			if access == mountWrite && host.redirectedLink(op.links, roots, path) {
 				// Checked again here, on the very links this resolution followed: one may
 				// have been made since the server looked.
 				continue
@@ -174,7 +175,7 @@ func planMounts(p *sandboxProfile) ([]mountOp, error) {
 		if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 			continue
 		}
-		dir, err := resolveHostPath(filepath.Dir(path))
+		dir, err := host.resolve(filepath.Dir(path))
 		if err != nil {
 			return nil, err
 		}
@@ -235,10 +236,10 @@ func denyPins(ops []mountOp, fullWrite bool) []mountOp {
 
 // writableRoots are the writable roots write, each also as resolved on the host when it
 // differs.
-func writableRoots(write []string) []string {
+func (h *hostPaths) writableRoots(write []string) []string {
 	roots := slices.Clone(write)
 	for _, w := range write {
-		if r, err := resolveHostPath(w); err == nil && r.real != w {
+		if r, err := h.resolve(w); err == nil && r.real != w {
 			roots = append(roots, r.real)
 		}
 	}
@@ -252,9 +253,9 @@ func writableRoots(write []string) []string {
 // the path was resolved. It is the rule redirectedRoot applies when the profile is
 // resolved, judged on the links one resolution actually followed; a link's target is
 // judged as written (lexically), not by resolving it again.
-func redirectedLink(links []hostLink, roots []string, path string) bool {
+func (h *hostPaths) redirectedLink(links []hostLink, roots []string, path string) bool {
 	own := map[string]bool{path: true}
-	if r, err := resolveHostPath(path); err == nil {
+	if r, err := h.resolve(path); err == nil {
 		own[r.real] = true
 	}
 	for _, l := range links {
@@ -272,11 +273,50 @@ func redirectedLink(links []hostLink, roots []string, path string) bool {
 	return false
 }
 
+// hostPaths resolves host paths for one sandbox's setup (planMounts, syntheticDirs.acquire),
+// each path once: a profile names the same roots several times, and the protected names
+// of a root lie in it (a path whose directory was resolved already costs one more step).
+// A memo of one setup only: the host may change between two.
+type hostPaths struct {
+	done map[string]resolvedPath
+}
+
+type resolvedPath struct {
+	op  mountOp
+	err error
+}
+
+func newHostPaths() *hostPaths { return &hostPaths{done: make(map[string]resolvedPath)} }
+
+// resolve is resolveHostPath, remembered.
+func (h *hostPaths) resolve(path string) (mountOp, error) {
+	path = filepath.Clean(path)
+	if r, ok := h.done[path]; ok {
+		return r.op, r.err
+	}
+	var op mountOp
+	var err error
+	if dir := filepath.Dir(path); dir != path && filepath.IsAbs(path) {
+		if r, ok := h.done[dir]; ok && r.err == nil && r.op.isDir {
+			op, err = resolveFrom(r.op.real, slices.Clone(r.op.links), []string{filepath.Base(path)}, path)
+			h.done[path] = resolvedPath{op, err}
+			return op, err
+		}
+	}
+	op, err = resolveHostPath(path)
+	h.done[path] = resolvedPath{op, err}
+	return op, err
+}
+
 // resolveHostPath follows path's symlinks on the host, noting each one.
 func resolveHostPath(path string) (mountOp, error) {
-	var op mountOp
-	real := "/"
-	rest := strings.Split(strings.Trim(filepath.Clean(path), "/"), "/")
+	return resolveFrom("/", nil, strings.Split(strings.Trim(filepath.Clean(path), "/"), "/"), path)
+}
+
+// resolveFrom follows the components rest from real, a host directory with no symlink in it
+// reached through links, as resolveHostPath does for path.
+func resolveFrom(real string, links []hostLink, rest []string, path string) (mountOp, error) {
+	op := mountOp{links: links}
 	for hops := 0; len(rest) > 0; {
 		c := rest[0]
 		rest = rest[1:]

@@ -66,7 +66,8 @@ func (d *syntheticDirs) acquire(paths []string) (func(), error) {
 	if wait == 0 {
 		wait = protectedLockWait
 	}
-	roots := writableRoots(protectedRoots(paths))
+	host := newHostPaths()
+	roots := host.writableRoots(protectedRoots(paths))
 	dirs := make(map[string]int) // the directory of each path, resolved and opened once
 	defer func() {
 		for _, fd := range dirs {
@@ -77,7 +78,7 @@ func (d *syntheticDirs) acquire(paths []string) (func(), error) {
 		dfd, ok := dirs[filepath.Dir(p)]
 		if !ok {
 			var err error
-			if dfd, err = openProtectedParent(p, roots); err != nil {
+			if dfd, err = openProtectedParent(host, p, roots); err != nil {
 				release()
 				return nil, err
 			}
@@ -114,12 +115,12 @@ func protectedRoots(paths []string) []string {
 // rename in the workspace's parent) fails the start instead of making the name where the
 // link leads. So does a symlink on the way that lies in a writable root and leads out of it
 // (redirectedLink): the resolution itself may have met the attacker's link.
-func openProtectedParent(p string, roots []string) (int, error) {
-	parent, err := resolveHostPath(filepath.Dir(p))
+func openProtectedParent(host *hostPaths, p string, roots []string) (int, error) {
+	parent, err := host.resolve(filepath.Dir(p))
 	if err != nil {
 		return -1, fmt.Errorf("make the mount point %s: %w", p, err)
 	}
-	if redirectedLink(parent.links, roots, filepath.Dir(p)) {
+	if host.redirectedLink(parent.links, roots, filepath.Dir(p)) {
 		return -1, fmt.Errorf("make the mount point %s: its directory is reached through a symlink in a writable root that leads out of it (made since the request was checked)", p)
 	}
 	dfd, err := openNoSymlinks(unix.AT_FDCWD, parent.real, false, 0)
