@@ -53,7 +53,7 @@ var serverOnlyEnvVars = []string{"CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE"}
 
 // envPolicyParams is process/start's envPolicy; every field is required when it is present.
 type envPolicyParams struct {
-	Inherit               string            `json:"inherit"`
+	Inherit               envInherit        `json:"inherit"`
 	IgnoreDefaultExcludes bool              `json:"ignoreDefaultExcludes"`
 	Exclude               []string          `json:"exclude"`
 	Set                   map[string]string `json:"set"`
@@ -74,13 +74,25 @@ func parseEnvPolicy(raw json.RawMessage) (*envPolicyParams, error) {
 	if err := decodeParams(raw, "EnvPolicyParams", &p); err != nil {
 		return nil, err
 	}
-	switch p.Inherit {
-	case "all", "core", "none":
-	default:
-		return nil, errInvalidParams("unknown variant `%s`, expected one of `all`, `core`, `none`", p.Inherit)
-	}
 	return &p, nil
 }
+
+// envInherit is envPolicy.inherit: "core", "all" or "none". It is checked as it is decoded,
+// in the document's order, so a bad value is reported before a missing field, and the
+// variants are named in the reference's order.
+type envInherit string
+
+func (e *envInherit) UnmarshalJSON(raw []byte) error {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '"' {
+		// serde's words for an enum that could also be written as a map
+		return errInvalidParams("invalid type: %s, expected string or map", jsonKind(t))
+	}
+	s, err := decodeVariant(raw, "core", "all", "none")
+	*e = envInherit(s)
+	return err
+}
+
+func (*envInherit) decodesNull() {}
 
 // build returns the environment the policy makes of the server's environment host.
 func (p *envPolicyParams) build(host []string, prependPath []string) map[string]string {

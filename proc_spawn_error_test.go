@@ -91,3 +91,26 @@ func jsonQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestEnvPolicyInheritRefusals words a bad envPolicy.inherit as the reference 0.171 does: it is
+// checked as it is decoded (before a missing field is reported), and the variants are named in
+// the reference's order.
+func TestEnvPolicyInheritRefusals(t *testing.T) {
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	for _, c := range []struct {
+		policy map[string]any
+		msg    string
+	}{
+		{map[string]any{"inherit": "bogus"}, "unknown variant `bogus`, expected one of `core`, `all`, `none`"},
+		{map[string]any{"inherit": "bogus", "ignoreDefaultExcludes": false, "exclude": []string{}, "set": map[string]string{}, "includeOnly": []string{}}, "unknown variant `bogus`, expected one of `core`, `all`, `none`"},
+		{map[string]any{"inherit": 5}, "invalid type: number, expected string or map"},
+		{map[string]any{"inherit": nil}, "invalid type: null, expected string or map"},
+		{map[string]any{"inherit": "all"}, "missing field `ignoreDefaultExcludes`"},
+	} {
+		e := tc.callErr("process/start", with(procStart(t, "p", "true"), "envPolicy", c.policy))
+		if e.Code != codeInvalidParams || e.Message != c.msg {
+			t.Errorf("envPolicy %v: error %d %q, want %d %q", c.policy, e.Code, e.Message, codeInvalidParams, c.msg)
+		}
+	}
+}
