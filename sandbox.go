@@ -526,7 +526,7 @@ func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 	case p.confinesFiles():
 		// `/` writable but narrowed (an approved root write keeps its restrictions): `/` is
 		// then a writable root like any other, whose protected names, and the targets of
-		// those that are symlinks, stay read-only (docs/sandbox.md §2).
+		// those that are symlinks, stay read-only (docs/sandbox.md §1).
 		p.Protected = protectedPaths([]string{"/"})
 	}
 	return p
