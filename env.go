@@ -17,7 +17,7 @@ import (
 
 // executorVersion is the protocol level we serve. Clients read it as the reference's
 // version, so it names the Codex release whose wire behaviour we match.
-const executorVersion = "0.169.0"
+const executorVersion = "0.171.0"
 
 // environmentInfo is the result of environment/info and initialize.environmentInfo. Every key
 // the reference sends is present: clients decode them.
@@ -45,19 +45,20 @@ func capabilities() map[string]bool {
 	return map[string]bool{
 		"networkProxyLaunch":                          false,
 		"networkProxyReviewDomains":                   false,
+		"networkProxyTransparentTcp":                  false,
 		"credentialMasking":                           false,
 		"credentialMaskingCustomProviders":            false,
 		"capabilityDiscoverySandbox":                  false,
 		"fsWatchMissing":                              true,
 		"capabilityDiscoveryV2":                       true,
 		"environmentConfigRead":                       true,
-		"httpHeaderEnvVars":                           false,
-		"sandboxedFileStreaming":                      false,
+		"httpHeaderEnvVars":                           true,
+		"sandboxedFileStreaming":                      true,
 		"fileWriteStreaming":                          true,
 		"shellSnapshotV2":                             false,
 		"windowsMxc":                                  false,
-		"linuxRootWritePreservesDevices":              false,
-		"linuxApprovedRootWritePreservesRestrictions": false,
+		"linuxRootWritePreservesDevices":              true,
+		"linuxApprovedRootWritePreservesRestrictions": true,
 	}
 }
 

@@ -37,7 +37,7 @@ func TestEnvironmentInfoDescribesThisHost(t *testing.T) {
 		t.Errorf("shell %+v is not an existing program", info.Shell)
 	}
 	for name, got := range map[string][2]string{
-		"executorVersion": {info.ExecutorVersion, "0.169.0"},
+		"executorVersion": {info.ExecutorVersion, "0.171.0"},
 		"cwd":             {info.Cwd, fileURI(cwd)},
 		"userHomeDir":     {info.UserHomeDir, fileURI(home)},
 		"platformOs":      {info.PlatformOS, wantOS},
@@ -53,7 +53,7 @@ func TestEnvironmentInfoDescribesThisHost(t *testing.T) {
 	if info.PrependPathDirs == nil || info.TemporaryDirectories == nil {
 		t.Error("prependPathDirs and temporaryDirectories must be lists, not null")
 	}
-	if len(info.Capabilities) != 15 || !info.Capabilities["fsWatchMissing"] || !info.Capabilities["environmentConfigRead"] || !info.Capabilities["capabilityDiscoveryV2"] {
+	if len(info.Capabilities) != 16 || !info.Capabilities["fsWatchMissing"] || !info.Capabilities["environmentConfigRead"] || !info.Capabilities["capabilityDiscoveryV2"] {
 		t.Errorf("capabilities %v", info.Capabilities)
 	}
 	if res := tc.mustCall("environment/status", map[string]any{}); string(res) != `{"status":"ready"}` {

@@ -3,7 +3,7 @@ package main
 // http/request and http/request/bodyDelta (docs/protocol.md §8; gate family "http"): an HTTP
 // request made from this host on the client's behalf.
 //
-//	params        method url requestId [headers:[{name,value}] bodyBase64 timeoutMs
+//	params        method url requestId [headers:[{name,value[,valueEnvVar]}] bodyBase64 timeoutMs
 //	              streamResponse=false redirectPolicy="follow"|"stop"]
 //	result        {status, headers:[{name,value}], bodyBase64}
 //	notification  http/request/bodyDelta {requestId, seq, deltaBase64, done, error}
@@ -23,11 +23,13 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Limits of http/request.
@@ -45,9 +47,13 @@ func httpMethods(t methodTable) {
 	t["http/request"] = handle("http", "HttpRequestParams", decides, (*call).httpRequest)
 }
 
+// httpHeader is a request or response header. A request header with valueEnvVar is sent as
+// value followed by that variable of this server's environment (docs/protocol.md §8): the
+// client names a credential the executor holds, without ever seeing it.
 type httpHeader struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
+	Name        string  `json:"name"`
+	Value       string  `json:"value"`
+	ValueEnvVar *string `json:"valueEnvVar,omitempty"`
 }
 
 // UnmarshalJSON applies the params rules (required fields) to each header.
@@ -232,19 +238,45 @@ func newHTTPRequest(p *httpRequestParams) (*http.Request, error) {
 		if !isToken(h.Name) {
 			return nil, errInvalidParams("http/request header name is invalid: invalid HTTP header name")
 		}
-		if !validHeaderValue(h.Value) {
+		value := h.Value
+		if h.ValueEnvVar != nil {
+			v, err := headerEnvValue(h.Name, *h.ValueEnvVar)
+			if err != nil {
+				return nil, err
+			}
+			value += v
+		}
+		if !validHeaderValue(value) {
 			return nil, errInvalidParams("http/request header value is invalid for %s: failed to parse header value", h.Name)
 		}
 		switch k := http.CanonicalHeaderKey(h.Name); {
 		case k == "Host":
-			req.Host = h.Value
+			req.Host = value
 		case k == "User-Agent" && req.Header.Get(k) == "":
-			req.Header.Set(k, h.Value)
+			req.Header.Set(k, value)
 		default:
-			req.Header.Add(k, h.Value)
+			req.Header.Add(k, value)
 		}
 	}
 	return req, nil
+}
+
+// headerEnvValue reads the variable a header's valueEnvVar names from this server's
+// environment. A name no environment can hold (empty, with '=' or NUL), an unset variable and
+// one whose value is not UTF-8 are all "required"; a set but empty one is refused separately,
+// as the reference words it: an empty credential is never sent.
+func headerEnvValue(header, name string) (string, error) {
+	v, ok := "", false
+	if name != "" && !strings.ContainsAny(name, "=\x00") {
+		v, ok = os.LookupEnv(name)
+	}
+	if !ok || !utf8.ValidString(v) {
+		return "", errInvalidParams("http/request header %s requires executor environment variable %s", header, name)
+	}
+	if v == "" {
+		return "", errInvalidParams("http/request header %s requires a non-empty executor environment variable %s", header, name)
+	}
+	return v, nil
 }
 
 // checkHTTPURL accepts an absolute http or https URL, naming what is wrong as the reference's

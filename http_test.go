@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -360,5 +361,75 @@ func TestHTTPRequestUsesTheProxyFromTheEnvironment(t *testing.T) {
 	}
 	if r := httpMustCall(tc, map[string]any{"method": "GET", "url": direct.URL, "requestId": "p"}); string(r.BodyBase64) != "direct" {
 		t.Errorf("loopback: body %q", r.BodyBase64)
+	}
+}
+
+// TestCapabilityHttpHeaderEnvVars backs httpHeaderEnvVars: a header with valueEnvVar reaches a
+// real loopback server as value followed by the server's variable, valueEnvVar null is a
+// literal header, and the three refusals are the reference's, word for word, with nothing sent.
+func TestCapabilityHttpHeaderEnvVars(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		got [][]string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Values("X-A"))
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	arrived := func() [][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := got
+		got = nil
+		return out
+	}
+	t.Setenv("EXEC_SERVER_TEST_TOK", "s3cret")
+	t.Setenv("EXEC_SERVER_TEST_EMPTY", "")
+	t.Setenv("EXEC_SERVER_TEST_CTRL", "a\x01b")
+	os.Unsetenv("EXEC_SERVER_TEST_UNSET")
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	hdr := func(value string, envVar any) map[string]any {
+		return map[string]any{"name": "X-A", "value": value, "valueEnvVar": envVar}
+	}
+	for _, tt := range []struct {
+		headers []map[string]any
+		want    []string
+	}{
+		{[]map[string]any{hdr("Bearer ", "EXEC_SERVER_TEST_TOK")}, []string{"Bearer s3cret"}},
+		{[]map[string]any{hdr("", "EXEC_SERVER_TEST_TOK")}, []string{"s3cret"}},
+		{[]map[string]any{hdr("lit", nil)}, []string{"lit"}},
+		{[]map[string]any{hdr("v", "EXEC_SERVER_TEST_TOK"), hdr("w", "EXEC_SERVER_TEST_TOK")}, []string{"vs3cret", "ws3cret"}},
+	} {
+		if r := httpMustCall(tc, map[string]any{"method": "GET", "url": srv.URL, "requestId": "e", "headers": tt.headers}); r.Status != http.StatusOK {
+			t.Fatalf("%v: status %d", tt.headers, r.Status)
+		}
+		if a := arrived(); len(a) != 1 || !slices.Equal(a[0], tt.want) {
+			t.Errorf("%v: the server got X-A %q, want %q", tt.headers, a, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		headers []map[string]any
+		msg     string
+	}{
+		{[]map[string]any{hdr("v", "EXEC_SERVER_TEST_UNSET")}, "http/request header X-A requires executor environment variable EXEC_SERVER_TEST_UNSET"},
+		{[]map[string]any{hdr("v", "")}, "http/request header X-A requires executor environment variable "},
+		{[]map[string]any{hdr("v", "BAD=NAME")}, "http/request header X-A requires executor environment variable BAD=NAME"},
+		{[]map[string]any{hdr("v", "A\x00B")}, "http/request header X-A requires executor environment variable A\x00B"},
+		{[]map[string]any{hdr("v", "EXEC_SERVER_TEST_EMPTY")}, "http/request header X-A requires a non-empty executor environment variable EXEC_SERVER_TEST_EMPTY"},
+		{[]map[string]any{hdr("v", "EXEC_SERVER_TEST_CTRL")}, "http/request header value is invalid for X-A: failed to parse header value"},
+		// The variable is looked up before the value is checked, and headers in order.
+		{[]map[string]any{hdr("a\nb", "EXEC_SERVER_TEST_UNSET")}, "http/request header X-A requires executor environment variable EXEC_SERVER_TEST_UNSET"},
+		{[]map[string]any{hdr("v", "EXEC_SERVER_TEST_UNSET"), {"name": "bad name", "value": "v"}}, "http/request header X-A requires executor environment variable EXEC_SERVER_TEST_UNSET"},
+		{[]map[string]any{hdr("v", 5)}, "invalid type: number, expected a string"},
+	} {
+		if e := tc.callErr("http/request", map[string]any{"method": "GET", "url": srv.URL, "requestId": "e", "headers": tt.headers}); e.Code != codeInvalidParams || e.Message != tt.msg {
+			t.Errorf("%v: error %d %q, want %d %q", tt.headers, e.Code, e.Message, codeInvalidParams, tt.msg)
+		}
+	}
+	if a := arrived(); len(a) != 0 {
+		t.Errorf("refused requests reached the server: %q", a)
 	}
 }

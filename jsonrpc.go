@@ -38,8 +38,14 @@ const (
 
 // rpcError is an error that reaches the client as a JSON-RPC error object.
 type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+	Code    int        `json:"code"`
+	Message string     `json:"message"`
+	Data    *errorData `json:"data,omitempty"`
+}
+
+// errorData is an error object's data: only a failed spawn has one (docs/protocol.md §6.4).
+type errorData struct {
+	Kind string `json:"kind"`
 }
 
 func (e *rpcError) Error() string { return e.Message }
@@ -241,10 +247,16 @@ func appendEnvelope(dst []byte, id json.RawMessage, r []byte) []byte {
 	return append(dst, '}')
 }
 
-// appendError appends {"error":{"code":C,"message":T},"id":ID} to dst.
+// appendError appends {"error":{"code":C,"message":T},"id":ID} to dst, with "data":{"kind":K}
+// before the message when e has data, in the reference's key order.
 func appendError(dst []byte, id json.RawMessage, e *rpcError) []byte {
 	dst = append(dst, `{"error":{"code":`...)
 	dst = strconv.AppendInt(dst, int64(e.Code), 10)
+	if e.Data != nil {
+		dst = append(dst, `,"data":{"kind":`...)
+		dst = appendJSONString(dst, e.Data.Kind)
+		dst = append(dst, '}')
+	}
 	dst = append(dst, `,"message":`...)
 	dst = appendJSONString(dst, e.Message)
 	dst = append(dst, `},"id":`...)

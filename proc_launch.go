@@ -17,9 +17,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -51,7 +53,7 @@ var serverOnlyEnvVars = []string{"CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE"}
 
 // envPolicyParams is process/start's envPolicy; every field is required when it is present.
 type envPolicyParams struct {
-	Inherit               string            `json:"inherit"`
+	Inherit               envInherit        `json:"inherit"`
 	IgnoreDefaultExcludes bool              `json:"ignoreDefaultExcludes"`
 	Exclude               []string          `json:"exclude"`
 	Set                   map[string]string `json:"set"`
@@ -72,13 +74,25 @@ func parseEnvPolicy(raw json.RawMessage) (*envPolicyParams, error) {
 	if err := decodeParams(raw, "EnvPolicyParams", &p); err != nil {
 		return nil, err
 	}
-	switch p.Inherit {
-	case "all", "core", "none":
-	default:
-		return nil, errInvalidParams("unknown variant `%s`, expected one of `all`, `core`, `none`", p.Inherit)
-	}
 	return &p, nil
 }
+
+// envInherit is envPolicy.inherit: "core", "all" or "none". It is checked as it is decoded,
+// in the document's order, so a bad value is reported before a missing field, and the
+// variants are named in the reference's order.
+type envInherit string
+
+func (e *envInherit) UnmarshalJSON(raw []byte) error {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '"' {
+		// serde's words for an enum that could also be written as a map
+		return errInvalidParams("invalid type: %s, expected string or map", jsonKind(t))
+	}
+	s, err := decodeVariant(raw, "core", "all", "none")
+	*e = envInherit(s)
+	return err
+}
+
+func (*envInherit) decodesNull() {}
 
 // build returns the environment the policy makes of the server's environment host.
 func (p *envPolicyParams) build(host []string, prependPath []string) map[string]string {
@@ -205,47 +219,112 @@ func newLaunchSpec(p *startParams, cwd string, policy *envPolicyParams, info *en
 // lookProgram finds the program to execute (docs/protocol.md §6.1). PTY mode searches only the
 // child's PATH and words its errors as the reference's PTY launcher does.
 func lookProgram(program, cwd string, env map[string]string, tty bool) (string, error) {
-	if strings.Contains(program, "/") {
-		if !filepath.IsAbs(program) {
-			program = filepath.Join(cwd, program)
+	if program == "" {
+		mode := "pipe"
+		if tty {
+			mode = "PTY"
 		}
-		return program, nil
+		return "", errSpawn(spawnFailed, "missing program for %s spawn", mode)
+	}
+	if strings.Contains(program, "/") {
+		if filepath.IsAbs(program) {
+			return program, nil
+		}
+		joined := cwd + "/" + program // unclean, as the reference names it
+		if strings.HasSuffix(cwd, "/") {
+			joined = cwd + program
+		}
+		if _, err := os.Stat(joined); tty && errors.Is(err, fs.ErrNotExist) {
+			return "", errSpawn(spawnFailed, "Unable to spawn %s because it does not exist", joined)
+		}
+		return filepath.Join(cwd, program), nil
 	}
 	pathList, ok := env["PATH"]
 	if !ok && !tty {
 		pathList = os.Getenv("PATH")
 	}
 	if !ok && tty {
-		return "", errInternal("Unable to spawn %s because:\nUnable to resolve the PATH", program)
+		return "", errSpawn(spawnFailed, "Unable to spawn %s because:\nUnable to resolve the PATH", program)
 	}
 	denied := false
-	if program != "" {
-		for _, dir := range filepath.SplitList(pathList) {
-			if dir == "" {
-				dir = "."
-			}
-			if !filepath.IsAbs(dir) {
-				dir = filepath.Join(cwd, dir)
-			}
-			candidate := filepath.Join(dir, program)
-			fi, err := os.Stat(candidate)
-			if err != nil || !fi.Mode().IsRegular() {
-				continue
-			}
-			if fi.Mode()&0o111 == 0 {
-				denied = true
-				continue
-			}
-			return candidate, nil
+	for _, dir := range filepath.SplitList(pathList) {
+		if dir == "" {
+			dir = "."
 		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		candidate := filepath.Join(dir, program)
+		fi, err := os.Stat(candidate)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if fi.Mode()&0o111 == 0 {
+			denied = true
+			continue
+		}
+		return candidate, nil
 	}
 	if tty {
-		return "", errInternal("Unable to spawn %s because:\nNo viable candidates found in PATH %q", program, pathList)
+		return "", errSpawn(spawnFailed, "Unable to spawn %s because:\nNo viable candidates found in PATH %q", program, pathList)
 	}
 	if denied {
-		return "", errInternal("%s", spawnErrorText(syscall.EACCES))
+		return "", errSpawnOS(syscall.EACCES)
 	}
-	return "", errInternal("%s", spawnErrorText(syscall.ENOENT))
+	return "", errSpawnOS(syscall.ENOENT)
+}
+
+// The kinds of a failed spawn, its error's data.kind (docs/protocol.md §6.4): a client tells
+// "command not found" from "not allowed to run" without parsing the message.
+const (
+	spawnNotFound         = "spawnNotFound"         // no such program or cwd (ENOENT)
+	spawnPermissionDenied = "spawnPermissionDenied" // not executable, a directory (EACCES, EPERM)
+	spawnFailed           = "spawnFailed"           // anything else
+)
+
+// errSpawn is a failed spawn's -32603 error, of the given kind.
+func errSpawn(kind, format string, a ...any) *rpcError {
+	e := errInternal(format, a...)
+	e.Data = &errorData{Kind: kind}
+	return e
+}
+
+// errSpawnOS is the error of a spawn the system refused, worded and classed by its errno.
+func errSpawnOS(err error) *rpcError {
+	return errSpawn(spawnKindOf(err), "%s", spawnErrorText(err))
+}
+
+// spawnKindOf classes a system error as the reference's I/O error kinds do.
+func spawnKindOf(err error) string {
+	var errno syscall.Errno
+	switch {
+	case !errors.As(err, &errno):
+		return spawnFailed
+	case errno == syscall.ENOENT:
+		return spawnNotFound
+	case errno == syscall.EACCES || errno == syscall.EPERM:
+		return spawnPermissionDenied
+	}
+	return spawnFailed
+}
+
+// withSpawnKind gives a failed spawn's error its kind where it has none yet: the sandbox
+// stage reports its chdir or exec failure as text ending "(os error N)", whose errno classes
+// it; any other failure of the stage is spawnFailed.
+func withSpawnKind(err error) error {
+	var re *rpcError
+	if !errors.As(err, &re) || re.Data != nil {
+		return err
+	}
+	kind := spawnFailed
+	if i := strings.LastIndex(re.Message, "(os error "); i >= 0 && strings.HasSuffix(re.Message, ")") {
+		if n, perr := strconv.Atoi(re.Message[i+len("(os error ") : len(re.Message)-1]); perr == nil {
+			kind = spawnKindOf(syscall.Errno(n))
+		}
+	}
+	e := *re
+	e.Data = &errorData{Kind: kind}
+	return &e
 }
 
 // spawnErrorText words an OS error as the reference does: "No such file or directory (os error 2)".
@@ -300,15 +379,15 @@ func applySandbox(sbx *sandboxer, spec *launchSpec, sb *processSandbox) (sandbox
 func checkNoNUL(p *startParams) error {
 	for _, a := range p.Argv {
 		if strings.IndexByte(a, 0) >= 0 {
-			return errInternal("nul byte found in provided data")
+			return errSpawn(spawnFailed, "nul byte found in provided data")
 		}
 	}
 	if p.Arg0 != nil && strings.IndexByte(*p.Arg0, 0) >= 0 {
-		return errInternal("nul byte found in provided data")
+		return errSpawn(spawnFailed, "nul byte found in provided data")
 	}
 	for k, v := range p.Env {
 		if strings.IndexByte(k, 0) >= 0 || strings.IndexByte(v, 0) >= 0 {
-			return errInternal("data provided contains a nul byte")
+			return errSpawn(spawnFailed, "data provided contains a nul byte")
 		}
 	}
 	return nil

@@ -46,7 +46,7 @@ func (p *process) spawn(spec *launchSpec) error {
 			cio.closeChildEnds()
 			cio.closeOurEnds()
 			spec.stage.closeOurEnds()
-			return errInternal("%s", err)
+			return errSpawn(spawnFailed, "%s", err)
 		}
 		proc, exit, err = startProcess(spec.path, spec.argv, attr)
 		if err == nil {
@@ -58,14 +58,15 @@ func (p *process) spawn(spec *launchSpec) error {
 	if err != nil {
 		cio.closeOurEnds()
 		spec.stage.closeOurEnds()
-		return errInternal("%s", spawnErrorText(err))
+		return errSpawnOS(err)
 	}
 	if err := spec.stage.await(); err != nil { // the sandbox stage could not start the command
-		proc.Wait() // it exits once it has said why
+		exit.wait(proc.Pid) // it exits once it has said why (Wait on a non-blocking pidfd would not wait)
+		proc.Wait()
 		exit.close()
 		cio.closeOurEnds()
 		spec.stage.exited()
-		return err
+		return withSpawnKind(err)
 	}
 	p.mu.Lock()
 	p.pid, p.osProc, p.stdin, p.master, p.outs = proc.Pid, proc, cio.stdin, cio.master, cio.outs
@@ -125,7 +126,7 @@ func openChildIO(spec *launchSpec) (*childIO, error) {
 	if spec.tty {
 		master, slave, err := openPTY(spec.rows, spec.cols)
 		if err != nil {
-			return nil, errInternal("open a PTY: %s", spawnErrorText(err))
+			return nil, errSpawn(spawnKindOf(err), "open a PTY: %s", spawnErrorText(err))
 		}
 		return &childIO{
 			files:     []*os.File{slave, slave, slave},
@@ -139,7 +140,7 @@ func openChildIO(spec *launchSpec) (*childIO, error) {
 	fail := func(err error) (*childIO, error) {
 		cio.closeChildEnds()
 		cio.closeOurEnds()
-		return nil, errInternal("%s", spawnErrorText(err))
+		return nil, errSpawnOS(err)
 	}
 	var (
 		in, w *os.File

@@ -520,8 +520,14 @@ func (r *sandboxRequest) resolve(a sandboxAnchors) *sandboxProfile {
 	p.Read = uniquePaths(p.Read)
 	p.Write = withoutRedirectedRoots(uniquePaths(p.Write))
 	p.Deny = uniquePaths(deny)
-	if !p.FullWrite {
+	switch {
+	case !p.FullWrite:
 		p.Protected = protectedPaths(p.Write)
+	case p.confinesFiles():
+		// `/` writable but narrowed (an approved root write keeps its restrictions): `/` is
+		// then a writable root like any other, whose protected names, and the targets of
+		// those that are symlinks, stay read-only (docs/sandbox.md §1).
+		p.Protected = protectedPaths([]string{"/"})
 	}
 	return p
 }

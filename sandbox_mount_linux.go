@@ -112,7 +112,7 @@ func buildMountView(cfg *stageConfig) error {
 		{"make mounts private", func() error { return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }},
 		{"stage", stage},
 		{"new root", func() error { return makeNewRoot(p) }},
-		{"binds", func() error { return applyMounts(ops, p.FullRead) }},
+		{"binds", func() error { return applyMounts(ops, p.FullRead, p.FullWrite) }},
 		{"kernel file systems read-only", kernelFSReadOnly},
 		{"/dev", func() error { return makeDev(tty, cfg.ShmSize) }},
 		{"/proc", func() error { return makeProc(cfg.PidNS, p.FullRead) }},
@@ -147,7 +147,7 @@ func planMounts(p *sandboxProfile) ([]mountOp, error) {
 				// have been made since the server looked.
 				continue
 			}
-			if protect && !slices.ContainsFunc(writable, func(root string) bool { return pathWithin(op.real, root) }) {
+			if protect && !p.FullWrite && !slices.ContainsFunc(writable, func(root string) bool { return pathWithin(op.real, root) }) {
 				// A protected path only takes writes away. Outside every writable root it is
 				// read-only or absent already, and a bind would make it readable under a
 				// restricted-read profile: a `.git` file's gitdir or a protected symlink can
@@ -533,6 +533,7 @@ func bindOverReadOnly(dir, name string) error {
 type viewBuild struct {
 	oldRoot, newRoot  int    // /oldroot, /newroot
 	tmpfs             uint64 // the device of a restricted-read new root; 0 under full read
+	fullWrite         bool   // the new root is the host's, writable: its protected links need pins
 	denyFile, denyDir int    // what a deny entry is bound from
 	placed            []placedBind
 	fds               []int // to close at the end
@@ -557,7 +558,7 @@ func (b *viewBuild) close() {
 }
 
 // applyMounts makes the binds of ops in /newroot.
-func applyMounts(ops []mountOp, fullRead bool) error {
+func applyMounts(ops []mountOp, fullRead, fullWrite bool) error {
 	denyFile, denyDir := "/deny-file", "/deny-dir" // on the staging tmpfs: gone with it
 	if err := os.WriteFile(denyFile, nil, 0); err != nil {
 		return err
@@ -565,7 +566,7 @@ func applyMounts(ops []mountOp, fullRead bool) error {
 	if err := os.Mkdir(denyDir, 0); err != nil {
 		return err
 	}
-	b := &viewBuild{}
+	b := &viewBuild{fullWrite: fullWrite}
 	defer b.close()
 	for _, r := range []struct {
 		path string
@@ -606,7 +607,7 @@ func (b *viewBuild) enclosing(path string) *placedBind {
 // apply makes one bind.
 func (b *viewBuild) apply(op mountOp) error {
 	in := b.enclosing(op.real)
-	if op.access == mountPin && in == nil {
+	if op.access == mountPin && in == nil && !b.fullWrite {
 		return nil // a pin guards a link in a writable root, and there is none here
 	}
 	host, view, err := b.open(op, in)
