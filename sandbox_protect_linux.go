@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -54,44 +55,83 @@ type heldDir struct {
 }
 
 // acquire makes the missing directories among paths, locks every protected directory, and
-// returns the function that gives them back.
+// returns the function that gives them back. The names of each directory (a writable root)
+// are held on a goroutine of their own, and the directories side by side: making and
+// locking a name is a file system's write (about 0.06 ms on ext4), and a workspace-write
+// profile has two roots of four names.
 func (d *syntheticDirs) acquire(paths []string) (func(), error) {
-	var held []heldDir
-	release := func() {
-		for _, h := range held {
-			h.release()
-		}
-	}
 	wait := d.wait
 	if wait == 0 {
 		wait = protectedLockWait
 	}
 	host := newHostPaths()
 	roots := host.writableRoots(protectedRoots(paths))
-	dirs := make(map[string]int) // the directory of each path, resolved and opened once
+	type group struct {
+		dfd   int
+		paths []string
+		held  []heldDir
+		err   error
+	}
+	var groups []*group
+	byDir := make(map[string]*group) // the directory of each path, resolved and opened once
 	defer func() {
-		for _, fd := range dirs {
-			unix.Close(fd)
+		for _, g := range groups {
+			unix.Close(g.dfd)
 		}
 	}()
 	for _, p := range paths {
-		dfd, ok := dirs[filepath.Dir(p)]
-		if !ok {
-			var err error
-			if dfd, err = openProtectedParent(host, p, roots); err != nil {
-				release()
+		g := byDir[filepath.Dir(p)]
+		if g == nil {
+			dfd, err := openProtectedParent(host, p, roots)
+			if err != nil {
 				return nil, err
 			}
-			dirs[filepath.Dir(p)] = dfd
+			g = &group{dfd: dfd}
+			byDir[filepath.Dir(p)] = g
+			groups = append(groups, g)
 		}
-		h, err := holdProtected(p, dfd, wait)
-		if err != nil {
-			release()
-			return nil, err
+		g.paths = append(g.paths, p)
+	}
+	hold := func(g *group) {
+		for _, p := range g.paths {
+			h, err := holdProtected(p, g.dfd, wait)
+			if err != nil {
+				g.err = err
+				return
+			}
+			if h.f != nil {
+				g.held = append(g.held, h)
+			}
 		}
-		if h.f != nil {
-			held = append(held, h)
+	}
+	var wg sync.WaitGroup
+	for _, g := range groups[min(1, len(groups)):] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hold(g)
+		}()
+	}
+	if len(groups) > 0 {
+		hold(groups[0])
+	}
+	wg.Wait()
+	var held []heldDir
+	var err error
+	for _, g := range groups {
+		held = append(held, g.held...)
+		if err == nil {
+			err = g.err
 		}
+	}
+	release := func() {
+		for _, h := range held {
+			h.release()
+		}
+	}
+	if err != nil {
+		release()
+		return nil, err
 	}
 	return release, nil
 }
