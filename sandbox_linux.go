@@ -516,6 +516,7 @@ func runSandboxStage() {
 		mark = make(chan os.Signal, 1)
 		signal.Notify(sigs, forwardedSignals...)
 		signal.Notify(mark, warmStageMarkSignal)
+		warmUpDecoder()
 		if err := warmStageWaits(); err != nil {
 			exitStage(0) // the server is gone
 		}
