@@ -41,6 +41,7 @@ package main
 // /proc's kernel settings (procReadOnly) are read-only in every view.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -932,6 +933,9 @@ func kernelMounts() ([]kernelMount, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the mount table: %w", err)
 	}
+	if !anyWritableKernelMount(b) {
+		return nil, nil // the common case, decided without building the tree below
+	}
 	type entry struct {
 		kernelMount
 		id, parent string
@@ -985,6 +989,33 @@ func kernelMounts() ([]kernelMount, error) {
 		}
 	}
 	return out, nil
+}
+
+// anyWritableKernelMount reports whether the mount table mountinfo has a mount of
+// kernelFSTypes in /newroot that is not read-only, but /newroot/proc itself: only then must
+// kernelMounts work out which of them the view can reach. It reads each line's type first,
+// and the rest of a line only for those types.
+func anyWritableKernelMount(mountinfo []byte) bool {
+	for line := range bytes.Lines(mountinfo) {
+		// id parent major:minor root point options [optional...] - type source super-options
+		i := bytes.Index(line, []byte(" - "))
+		if i < 0 {
+			continue
+		}
+		fsType, _, _ := bytes.Cut(line[i+3:], []byte(" "))
+		if !slices.Contains(kernelFSTypes, string(fsType)) {
+			continue
+		}
+		fields := strings.Fields(string(line[:i]))
+		if len(fields) < 6 {
+			return true // not understood: the full pass decides
+		}
+		point := unescapeMountPath(fields[4])
+		if pathWithin(point, newRoot) && point != newRoot+"/proc" && !slices.Contains(strings.Split(fields[5], ","), "ro") {
+			return true
+		}
+	}
+	return false
 }
 
 // unescapeMountPath undoes the octal escapes (\040 for a space) of a path in mountinfo.
