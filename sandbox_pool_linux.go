@@ -48,6 +48,10 @@ import (
 // warmStageReady is the byte a warm stage sends once it waits for its start.
 const warmStageReady = 'r'
 
+// warmStageReadyWithin bounds the wait for a warm stage to say it is ready (a stage that does
+// not is let go).
+const warmStageReadyWithin = 10 * time.Second
+
 // warmStageIdle is how long a warm stage may wait for a start before it is let go.
 const warmStageIdle = 10 * time.Second
 
@@ -69,8 +73,7 @@ type stagePool struct {
 	mu      sync.Mutex
 	idle    *warmStage
 	timer   *time.Timer // lets idle go after warmStageIdle
-	filling bool        // a fork is under way
-	forked  sync.Cond   // broadcast when a fork under way ends (settled)
+	filling chan struct{} // closed when the fork under way ends; nil when none is
 	closed  bool
 	fills   sync.WaitGroup // the background forks and let-gos, for close
 }
@@ -81,13 +84,29 @@ func (cfg *stageConfig) warmable() bool {
 		!cfg.Probe && !cfg.Foreground && cfg.Anchor == 0
 }
 
+// warmStageWait bounds a start's wait for the warm stage being forked.
+const warmStageWait = 2 * time.Second
+
 // take returns the warm stage, if one is ready and still fit to use; nil otherwise, and the
-// caller forks a cold stage.
+// caller forks a cold stage. A warm stage being forked is waited for (at most warmStageWait):
+// it was started by an earlier start, so it is ready sooner than a cold one would be, and a
+// cold fork beside it would only compete with it for the CPU.
 func (sp *stagePool) take() *warmStage {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if sp.closed {
 		return nil
+	}
+	if done := sp.filling; sp.idle == nil && done != nil {
+		sp.mu.Unlock()
+		select {
+		case <-done:
+		case <-time.After(warmStageWait):
+		}
+		sp.mu.Lock()
+		if sp.closed {
+			return nil
+		}
 	}
 	w := sp.idle
 	sp.idle = nil
@@ -110,11 +129,10 @@ func (sp *stagePool) take() *warmStage {
 func (sp *stagePool) refill(fork func() (*warmStage, error)) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.closed || sp.filling || sp.idle != nil {
+	if sp.closed || sp.filling != nil || sp.idle != nil {
 		return
 	}
-	sp.filling = true
-	sp.forked.L = &sp.mu
+	sp.filling = make(chan struct{})
 	sp.fills.Add(1)
 	go sp.fill(fork)
 }
@@ -125,8 +143,8 @@ func (sp *stagePool) fill(fork func() (*warmStage, error)) {
 	w, err := fork()
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	sp.filling = false
-	sp.forked.Broadcast()
+	close(sp.filling)
+	sp.filling = nil
 	if err != nil {
 		return // the next start forks its own, and tries again
 	}
@@ -149,8 +167,11 @@ func (sp *stagePool) fill(fork func() (*warmStage, error)) {
 func (sp *stagePool) settled() int {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	for sp.filling {
-		sp.forked.Wait()
+	for sp.filling != nil {
+		done := sp.filling
+		sp.mu.Unlock()
+		<-done
+		sp.mu.Lock()
 	}
 	if sp.idle == nil {
 		return 0
@@ -222,6 +243,12 @@ func forkWarmStage() (*warmStage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("warm stage: %w", err)
 	}
+	// Our end non-blocking, so that Go's poller serves it and the wait for ready has a deadline.
+	if err := unix.SetNonblock(pair[0], true); err != nil {
+		unix.Close(pair[0])
+		unix.Close(pair[1])
+		return nil, fmt.Errorf("warm stage: %w", err)
+	}
 	conn, child := os.NewFile(uintptr(pair[0]), "warm stage"), os.NewFile(uintptr(pair[1]), "warm stage")
 	sr, sw, err := os.Pipe()
 	if err != nil {
@@ -253,7 +280,10 @@ func forkWarmStage() (*warmStage, error) {
 	// Its runtime's start and its signal handlers are not the start's to wait for: it is
 	// kept only once it says it waits. One that dies first closes the socket.
 	var b [1]byte
-	if n, err := io.ReadFull(conn, b[:]); n != 1 || b[0] != warmStageReady {
+	conn.SetReadDeadline(time.Now().Add(warmStageReadyWithin))
+	n, err := io.ReadFull(conn, b[:])
+	conn.SetReadDeadline(time.Time{})
+	if n != 1 || b[0] != warmStageReady {
 		w.discard()
 		return nil, fmt.Errorf("warm stage: not ready: %v", err)
 	}
@@ -300,13 +330,9 @@ func (w *warmStage) send(cfg stageConfig, env []string, files []*os.File) error 
 	}
 	first := min(len(payload), 4096)
 	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			serr = unix.Sendmsg(int(fd), payload[:first], rights, nil, unix.MSG_NOSIGNAL)
-			if !errors.Is(serr, unix.EINTR) {
-				return
-			}
-		}
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), payload[:first], rights, nil, unix.MSG_NOSIGNAL)
+		return !errors.Is(serr, unix.EAGAIN) // on EAGAIN, wait until it is writable
 	}); err != nil {
 		return err
 	}
