@@ -54,7 +54,7 @@ func capabilities() map[string]bool {
 		"httpHeaderEnvVars":                           false,
 		"sandboxedFileStreaming":                      false,
 		"fileWriteStreaming":                          true,
-		"shellSnapshotV2":                             false,
+		"shellSnapshotV2":                             true,
 		"windowsMxc":                                  false,
 		"linuxRootWritePreservesDevices":              false,
 		"linuxApprovedRootWritePreservesRestrictions": false,
