@@ -184,14 +184,19 @@ type shellSnapshot struct {
 	env   map[string]string // exported by the profile, already filtered by the envPolicy
 }
 
-// shellSnapshotEntry is one key of the cache: a capture in progress, a snapshot, or a
-// failure waiting for its retry.
+// shellSnapshotEntry is one key of the cache and its latest capture attempt.
 type shellSnapshotEntry struct {
 	key      [sha256.Size]byte
-	done     chan struct{} // closed when the capture in progress ends
-	snap     *shellSnapshot
+	cur      *shellSnapshotAttempt
 	attempts int
 	retryAt  time.Time // after a failure: when the next attempt may start
+}
+
+// shellSnapshotAttempt is one capture: snap is set (nil when it failed) before done is
+// closed, and never changes after.
+type shellSnapshotAttempt struct {
+	done chan struct{}
+	snap *shellSnapshot
 }
 
 // shellSnapshotCache is a session's snapshots (procTable.snapshots), most recently used last.
@@ -212,44 +217,43 @@ type shellSnapshotEnv struct {
 // function that does or awaits the capture and then rewrites spec; the caller runs it off
 // the connection's reader. A key whose captures failed leaves spec unchanged.
 func (c *shellSnapshotCache) prepare(spec *launchSpec, p *startParams, sb *processSandbox, policy *envPolicyParams, host shellSnapshotEnv) (wait func()) {
-	req := p.ShellSnapshot
-	kind := shellSnapshotKinds[req.Shell.Name]
+	kind := shellSnapshotKinds[p.ShellSnapshot.Shell.Name]
 	key := shellSnapshotKey(spec, p)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.touchLocked(key)
 	switch {
 	case e == nil:
-		e = &shellSnapshotEntry{key: key, attempts: 1, done: make(chan struct{})}
+		e = &shellSnapshotEntry{key: key}
 		c.entries = append(c.entries, e)
 		if len(c.entries) > shellSnapshotCacheSize {
 			c.entries = c.entries[1:]
 		}
-	case !isClosed(e.done):
+	case !isClosed(e.cur.done):
+		a := e.cur
 		return func() {
-			<-e.done
-			e.apply(spec, kind)
+			<-a.done
+			a.apply(spec, kind)
 		}
-	case e.snap != nil:
-		e.apply(spec, kind)
+	case e.cur.snap != nil:
+		e.cur.apply(spec, kind)
 		return nil
-	case e.attempts < shellSnapshotAttempts && !time.Now().Before(e.retryAt):
-		e.attempts++
-		e.done = make(chan struct{})
-	default:
+	case e.attempts >= shellSnapshotAttempts || time.Now().Before(e.retryAt):
 		return nil // failed: the command runs unchanged
 	}
-	done := e.done
+	e.attempts++
+	a := &shellSnapshotAttempt{done: make(chan struct{})}
+	e.cur = a
 	return func() {
 		snap, err := captureShellSnapshot(spec, kind, sb, policy, host)
-		c.mu.Lock()
 		if err != nil {
+			c.mu.Lock()
 			e.retryAt = time.Now().Add(shellSnapshotRetryBackoff)
+			c.mu.Unlock()
 		}
-		e.snap = snap
-		close(done)
-		c.mu.Unlock()
-		e.apply(spec, kind)
+		a.snap = snap
+		close(a.done)
+		a.apply(spec, kind)
 	}
 }
 
@@ -301,10 +305,10 @@ func shellSnapshotKey(spec *launchSpec, p *startParams) [sha256.Size]byte {
 	return key
 }
 
-// apply rewrites spec to start from e's snapshot, when it has one. The environment the
+// apply rewrites spec to start from a's snapshot, when it has one. The environment the
 // sandbox is resolved from (TMPDIR) is left as the request made it.
-func (e *shellSnapshotEntry) apply(spec *launchSpec, kind *shellSnapshotKind) {
-	if e.snap == nil {
+func (a *shellSnapshotAttempt) apply(spec *launchSpec, kind *shellSnapshotKind) {
+	if a.snap == nil {
 		return
 	}
 	env := map[string]string{}
@@ -312,8 +316,8 @@ func (e *shellSnapshotEntry) apply(spec *launchSpec, kind *shellSnapshotKind) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	state := e.snap.state
-	for k, v := range e.snap.env {
+	state := a.snap.state
+	for k, v := range a.snap.env {
 		if _, ok := env[k]; ok { // the request's environment wins, as in the reference
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -345,5 +346,52 @@ func TestShellSnapshotParseLimits(t *testing.T) {
 		&envPolicyParams{Inherit: "none"})
 	if err != nil || s.state != "set -o hashall\n" || len(s.env) != 1 || s.env["A"] != "1" {
 		t.Errorf("got %+v, %v", s, err)
+	}
+}
+
+// TestShellSnapshotCaptureLeavesTheReaderFree holds a capture inside the profile (on a FIFO
+// only the test writes) while three commands of the key wait for it: the connection answers
+// other requests meanwhile, no command starts before the capture ends, and the profile runs
+// once for all three.
+func TestShellSnapshotCaptureLeavesTheReaderFree(t *testing.T) {
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	bash := shellPath(t, "bash")
+	home := snapshotHome(t, "bash", `if [ -p "$HOME/gate" ]; then read _ < "$HOME/gate"; fi
+`)
+	gate := filepath.Join(home, "gate")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var replies []<-chan testReply
+	for i := range 3 {
+		replies = append(replies, tc.start("process/start", snapshotStart(t, fmt.Sprint("p", i), "bash", bash, home, "gate", `echo "var=$SNAP_VAR"`)))
+	}
+	if res := tc.mustCall("environment/status", map[string]any{}); string(res) != `{"status":"ready"}` {
+		t.Fatalf("environment/status during a capture: %s", res)
+	}
+	for i, r := range replies {
+		select {
+		case got := <-r:
+			t.Fatalf("process/start %d answered before the capture ended: %s %v", i, got.Result, got.Err)
+		default:
+		}
+	}
+	f, err := os.OpenFile(gate, os.O_WRONLY, 0) // waits for the capture's profile to open it
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("go\n")
+	f.Close()
+	for i, r := range replies {
+		if got := <-r; got.Err != nil {
+			t.Fatalf("process/start %d: %v", i, got.Err)
+		}
+		if res := waitClosed(tc, fmt.Sprint("p", i)); res.stdout() != "var=from profile\n" || res.stderr() != "" {
+			t.Errorf("command %d: stdout %q, stderr %q", i, res.stdout(), res.stderr())
+		}
+	}
+	if n := profileRuns(t, home); n != 1 {
+		t.Errorf("the profile ran %d times for three commands started together, want once", n)
 	}
 }
