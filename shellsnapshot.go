@@ -434,8 +434,9 @@ func parseShellSnapshot(out []byte, marker string, policy *envPolicyParams) (*sh
 	for _, k := range []string{"PWD", "OLDPWD", "SHLVL", "_"} {
 		delete(env, k)
 	}
+	// Nor are the capture's own variables, which a profile's `set -a` would export.
 	for k := range env {
-		if strings.HasPrefix(k, shellSnapshotStateVar) {
+		if strings.HasPrefix(k, shellSnapshotStateVar) || strings.HasPrefix(k, "__es_") || k == "IFS" {
 			delete(env, k)
 		}
 	}

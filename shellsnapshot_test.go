@@ -109,9 +109,10 @@ func TestShellSnapshotShells(t *testing.T) {
 			ts := startTestServer(t)
 			tc := ts.connect(t)
 			path := shellPath(t, c.shell)
-			home := snapshotHome(t, c.shell, "")
-			script := `echo "var=$SNAP_VAR" "args=$0,$1"; if command -v snapfn >/dev/null; then snapfn y; fi`
-			want := "var=from profile args=zero,one\n"
+			// set -a: the capture's own variables must not reach the command as exports.
+			home := snapshotHome(t, c.shell, "set -a\n")
+			script := `env | grep -c -e '^__es_' -e '^IFS=' -e '^` + shellSnapshotStateVar + `'; echo "var=$SNAP_VAR" "args=$0,$1"; if command -v snapfn >/dev/null; then snapfn y; fi`
+			want := "0\nvar=from profile args=zero,one\n"
 			if c.functions {
 				want += "snapfn got y\n"
 			}
