@@ -396,3 +396,43 @@ func TestShellSnapshotCaptureLeavesTheReaderFree(t *testing.T) {
 		t.Errorf("the profile ran %d times for three commands started together, want once", n)
 	}
 }
+
+// TestShellSnapshotCaptureBounds makes the profile, only when it runs for a capture, print
+// more than shellSnapshotCaptureMax bytes, or hang past shellSnapshotTimeout: the capture
+// is killed with all it started (read on the host) and the command runs unchanged.
+func TestShellSnapshotCaptureBounds(t *testing.T) {
+	bash := shellPath(t, "bash")
+	for _, c := range []struct {
+		name, capture string
+		min           time.Duration
+	}{
+		{"output", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x", shellSnapshotCaptureMax+1), 0},
+		{"time", "sleep {arg}", shellSnapshotTimeout},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ts := startTestServer(t)
+			tc := ts.connect(t)
+			arg := fmt.Sprintf("%d.%d", 2000+os.Getpid()%1000, time.Now().UnixNano()%1000)
+			home := snapshotHome(t, "bash", `case "$BASH_EXECUTION_STRING" in *exec-server-snapshot*) echo c > "$HOME/captured"; `+
+				strings.ReplaceAll(c.capture, "{arg}", arg)+` ;; esac
+`)
+			start := time.Now()
+			r := tc.run(snapshotStart(t, "p", "bash", bash, home, "bounds", `echo "var=$SNAP_VAR"`))
+			if took := time.Since(start); took < c.min {
+				t.Errorf("the command started after %v, before the capture's bound", took)
+			}
+			if want := "profile-stdout\nvar=from profile\n"; r.stdout() != want || r.exitCode != 0 {
+				t.Errorf("exit %d, stdout %q, want %q (the command unchanged)", r.exitCode, r.stdout(), want)
+			}
+			if _, err := os.Stat(filepath.Join(home, "captured")); err != nil {
+				t.Errorf("no capture ran: %v", err)
+			}
+			ents, _ := os.ReadDir("/proc")
+			for _, e := range ents {
+				if cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(cmd), arg) {
+					t.Errorf("the capture's child %s outlived it: %q", e.Name(), cmd)
+				}
+			}
+		})
+	}
+}
