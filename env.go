@@ -55,7 +55,7 @@ func capabilities() map[string]bool {
 		"httpHeaderEnvVars":                           true,
 		"sandboxedFileStreaming":                      true,
 		"fileWriteStreaming":                          true,
-		"shellSnapshotV2":                             false,
+		"shellSnapshotV2":                             true,
 		"windowsMxc":                                  false,
 		"linuxRootWritePreservesDevices":              true,
 		"linuxApprovedRootWritePreservesRestrictions": true,

@@ -65,7 +65,7 @@ const (
 
 // procMethods registers the process methods.
 func procMethods(t methodTable) {
-	t["process/start"] = handle("exec", "WireExecParams", inline, (*call).processStart)
+	t["process/start"] = handle("exec", "WireExecParams", decides, (*call).processStart)
 	t["process/read"] = handle("exec", "ReadParams", decides, (*call).processRead)
 	t["process/write"] = handle("exec", "WriteParams", inline, (*call).processWrite)
 	t["process/signal"] = handle("exec", "SignalParams", inline, (*call).processSignal)
@@ -86,6 +86,8 @@ type procTable struct {
 	gone    bool // killAll ran: the session is over
 
 	sweeper sessionSweeper // what process/terminate leaves of its children's sessions
+
+	snapshots shellSnapshotCache // process/start's shell snapshots (shellsnapshot.go)
 }
 
 // newProcTableFor makes a table whose processes send their notifications through notify.
@@ -218,9 +220,11 @@ type startParams struct {
 	Sandbox   json.RawMessage   `json:"sandbox,omitempty"`
 	Rows      *uint16           `json:"rows"` // extension: initial PTY size
 	Cols      *uint16           `json:"cols"`
-	// Accepted and ignored (managed networking, credential masking, shell snapshots are
-	// Codex-side features this server does not offer): enforceManagedNetwork,
-	// managedNetwork, networkProxy, credentialProviders, shellSnapshot.
+	// ShellSnapshot runs a login shell's script from a snapshot (shellsnapshot.go).
+	ShellSnapshot *shellSnapshotParams `json:"shellSnapshot,omitempty"`
+	// Accepted and ignored (managed networking and credential masking are Codex-side
+	// features this server does not offer): enforceManagedNetwork, managedNetwork,
+	// networkProxy, credentialProviders.
 }
 
 // ptySize is the terminal size asked for, 24×80 where not given (or 0).
@@ -241,8 +245,9 @@ type startResult struct {
 }
 
 // processStart checks its params in the reference's order: what 0.169 rejects while
-// decoding (the cwd URI's syntax, envPolicy, sandbox), then an empty argv, then a cwd this
-// host cannot use.
+// decoding (the cwd URI's syntax, envPolicy, sandbox), then an empty argv, then the shell
+// snapshot, then a cwd this host cannot use. It answers on the reader, unless a shell
+// snapshot must be captured first: then the launch waits for it off the reader.
 func (c *call) processStart(p *startParams) (result, error) {
 	cwd, cwdErr := parsePath(p.Cwd)
 	if pe, ok := cwdErr.(*pathError); cwdErr != nil && (!ok || !pe.atUse) {
@@ -259,6 +264,9 @@ func (c *call) processStart(p *startParams) (result, error) {
 	if len(p.Argv) == 0 {
 		return nil, errInvalidParams("argv must not be empty")
 	}
+	if err := p.ShellSnapshot.check(p.Argv); err != nil {
+		return nil, err
+	}
 	if cwdErr != nil {
 		return nil, errInvalidParams("cwd URI `%s` is not valid on this exec-server host: %s", p.Cwd, cwdErr)
 	}
@@ -273,6 +281,21 @@ func (c *call) processStart(p *startParams) (result, error) {
 	if err == nil {
 		spec, err = newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols)
 	}
+	if err == nil && p.ShellSnapshot.applies(p.Argv) {
+		host := shellSnapshotEnv{sandbox: c.srv.sandbox, watchdog: table.wd}
+		if wait := table.snapshots.prepare(spec, p, sandbox, policy, host); wait != nil {
+			return deferTo(async, func(context.Context) (result, error) {
+				wait()
+				return c.launch(table, proc, spec, sandbox, nil)
+			}), nil
+		}
+	}
+	return c.launch(table, proc, spec, sandbox, err)
+}
+
+// launch confines and spawns a reserved process, or releases it when err (or either step)
+// failed.
+func (c *call) launch(table *procTable, proc *process, spec *launchSpec, sandbox *processSandbox, err error) (result, error) {
 	sandboxType := ""
 	if err == nil {
 		sandboxType, err = applySandbox(c.srv.sandbox, spec, sandbox)
@@ -290,7 +313,7 @@ func (c *call) processStart(p *startParams) (result, error) {
 		proc.killForShutdown()
 		return nil, errInvalidRequest("session is shutting down")
 	}
-	return jsonOf(startResult{ProcessID: p.ProcessID, SandboxType: sandboxType}), nil
+	return jsonOf(startResult{ProcessID: proc.id, SandboxType: sandboxType}), nil
 }
 
 // readParams are the params of process/read (docs/protocol.md §6.5).

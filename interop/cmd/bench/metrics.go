@@ -52,6 +52,7 @@ var metrics = []metric{
 	{"writeFile", []string{"writeFile"}, writeFile},
 	{"readBlock", []string{"readBlock"}, readBlock},
 	{"sandboxed", []string{"sb-writeFile", "sb-createDirectory", "sb-remove", "sb-getMetadata", "sb-readFile", "sb-closed-pipe", "sb-closed-pty"}, sandboxed},
+	{"snapshot", []string{"snap-off", "snap-on", "snap-first"}, shellSnapshots},
 }
 
 // rowDefs are the report rows, in report order.
@@ -81,6 +82,9 @@ func rowDefs(cfg *config) []*row {
 		{key: "sb-readFile", title: "sandboxed fs/readFile 4 KiB", unit: "ms", kind: latency, target: target{op: "≤", ratio: 0.5}},
 		{key: "sb-closed-pipe", title: "sandboxed start → process/closed, pipe (/bin/true)", unit: "ms", kind: latency, target: target{op: "≤", ratio: 0.2}},
 		{key: "sb-closed-pty", title: "sandboxed start → process/closed, PTY (/bin/true)", unit: "ms", kind: latency, target: target{op: "≤", ratio: 0.2}},
+		{key: "snap-off", title: "bash -lc, 200 ms login profile, no shellSnapshot: start → closed", unit: "ms", kind: latency},
+		{key: "snap-on", title: "bash -lc, 200 ms login profile, shellSnapshot (cached): start → closed", unit: "ms", kind: latency},
+		{key: "snap-first", title: "bash -lc, 200 ms login profile, shellSnapshot, first command (capture)", unit: "ms", kind: latency},
 		{key: "size", title: "binary size", unit: "MB", kind: level, target: target{abs: 10.48}}, // the release cap, 10 MiB
 		{key: "raw-pipe", title: fmt.Sprintf("limit only: raw pipe, head -c %s into one reader", sizeName(cfg.pipeBytes)), unit: "MB/s", kind: throughput},
 		{key: "raw-conns-wall", title: fmt.Sprintf("limit only: %d goroutines × %d fork+exec+wait of /bin/true, no server", cfg.conns, cfg.perConn), unit: "s", kind: level},
