@@ -314,7 +314,8 @@ func (st *sandboxStage) startWarm(env []string, files []*os.File) (proc *os.Proc
 	return w.proc, w.exit, true
 }
 
-// send gives w its stdio and st's configuration (the table above).
+// send gives w its stdio and st's configuration (the table above). It fails only while the
+// stage cannot have the whole configuration, so that it can never have run the command.
 func (w *warmStage) send(cfg stageConfig, env []string, files []*os.File) error {
 	cfg.Env = env
 	body, err := json.Marshal(cfg)
@@ -339,11 +340,16 @@ func (w *warmStage) send(cfg stageConfig, env []string, files []*os.File) error 
 	if serr != nil {
 		return serr
 	}
-	_, err = w.conn.Write(payload[first:])
-	if cerr := w.conn.Close(); err == nil {
-		err = cerr
+	if first < len(payload) {
+		// Never a write of nothing: to a stage that has read its configuration and closed
+		// its end, it fails (EPIPE), and a start that took that for a failure would run its
+		// command a second time, on a cold stage.
+		if _, err := w.conn.Write(payload[first:]); err != nil {
+			return err // not all of it: the stage is still waiting, and is let go
+		}
 	}
-	return err
+	w.conn.Close() // every byte is the stage's now: what closing says no longer matters
+	return nil
 }
 
 // errStageLetGo is a warm stage's end of stream before any configuration: the server let

@@ -54,6 +54,9 @@ func TestWarmStageRunsTheNextStart(t *testing.T) {
 		if r.exit != 7 {
 			t.Errorf("tty %v: exit %d, want 7 (output %q)", tty, r.exit, r.out)
 		}
+		if n := strings.Count(r.out, "env="); n != 1 {
+			t.Errorf("tty %v: the command ran %d times (output %q)", tty, n, r.out)
+		}
 		for _, want := range []string{"env=" + f.base + " cwd=" + f.ws, "err", "Read-only file system"} {
 			if !strings.Contains(r.out, want) {
 				t.Errorf("tty %v: output %q lacks %q", tty, r.out, want)
