@@ -1,0 +1,563 @@
+package main
+
+// Adversarial pass over warm stages (docs/sandbox.md §2, "Warm stages"): a command of the same
+// user turns on the stage forked ahead of need for the next start, and the warm stage is held
+// to what a cold one does. Every verdict is read on the host: the stage's /proc entries (its
+// state, its tracer, its mounts, its sockets), the files the next command writes or not, the
+// processes and descriptors left.
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// warmAdvAttack is what a command of another server of the same user tries against the warm
+// stage WARM: stop and signal it, trace it, write its memory, take its socket, and enter its
+// namespaces to mount over its view and listen in the network namespace the next command
+// will get.
+const warmAdvAttack = `
+echo "ns: $(readlink /proc/$WARM/ns/user 2>&1)"
+echo "fd: $(readlink /proc/$WARM/fd/3 2>&1)"
+kill -STOP $WARM; echo "stop: $?"
+kill -USR1 $WARM; echo "usr1: $?"
+` + sbProbeEnv + `=1 "$PROBE" ptrace $WARM
+printf x | dd of=/proc/$WARM/mem bs=1 seek=4194304 conv=notrunc 2>&1 | tail -1
+(exec 9</proc/$WARM/fd/3) 2>&1 && echo "socket: opened"
+nsenter -t $WARM -U -m --preserve-credentials -- mount -t tmpfs warmadv /mnt 2>&1; echo "mount: $?"
+nsenter -t $WARM -U -n --preserve-credentials -- perl -MIO::Socket::INET -e 'IO::Socket::INET->new(LocalAddr=>"127.0.0.1:4444",Listen=>1) or die "listen: $!"; print "listening\n"; sleep 30' 2>&1 &
+nsenter -t $WARM -n -- true 2>&1; echo "netns: $?"
+wait
+`
+
+// procStatusField is field (e.g. "State") of /proc/pid/status.
+func procStatusField(pid int, field string) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// TestWarmAdvReachIdleStage: commands of servers whose sandbox shares the host's pid namespace
+// (Landlock; namespaces with --linux-sandbox-pid-namespace inherit) see the warm stage of
+// another server of the same user and try to stop it, trace it, write its memory and enter its
+// namespaces. On the host: the stage is neither stopped nor traced, its mounts and its network
+// namespace's sockets are what they were, and the next start runs on it.
+func TestWarmAdvReachIdleStage(t *testing.T) {
+	for _, m := range advSupervisedModes {
+		t.Run(m.name, func(t *testing.T) {
+			cbRequire(t, m.mech)
+			victim := startTestServer(t)
+			f := newSBFixture(t)
+			pid := warmPid(t, victim, f)
+			mounts, _ := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+			attacker := startTestServer(t, withSandboxer(t, m.pidNS, m.mech))
+			af := newSBFixture(t)
+			tc := attacker.connect(t)
+			env := af.env()
+			env["WARM"] = strconv.Itoa(pid)
+			id := nextSBID()
+			tc.mustCall("process/start", map[string]any{
+				"processId": id, "argv": []string{"sh", "-c", warmAdvAttack}, "cwd": fileURI(af.ws), "env": env, "tty": false,
+				"sandbox": af.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
+			})
+			r := waitClosed(tc, id)
+			t.Logf("attacker (%s): exit %d\n%s%s", m.name, r.exitCode, r.stdout(), r.stderr())
+			if !alive(pid) {
+				t.Fatalf("the warm stage %d is gone after the attack", pid)
+			}
+			if st := procStatusField(pid, "State"); strings.HasPrefix(st, "T") || strings.HasPrefix(st, "t") {
+				unix.Kill(pid, unix.SIGCONT)
+				t.Errorf("the warm stage %d is %s after the attack", pid, st)
+			}
+			if tr := procStatusField(pid, "TracerPid"); tr != "0" {
+				t.Errorf("the warm stage %d is traced by %s", pid, tr)
+			}
+			if now, _ := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid)); string(now) != string(mounts) {
+				t.Errorf("the warm stage's mounts changed:\n%s", now)
+			}
+			if tcp, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/tcp", pid)); strings.Contains(string(tcp), ":115C ") {
+				t.Errorf("a socket on port 4444 in the warm stage's network namespace:\n%s", tcp)
+			}
+			run := f.runServer(t, victim, f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"), false, `echo ran > ran; echo ok`)
+			if run.exit != 0 || run.out != "ok\n" {
+				t.Errorf("next start: exit %d, output %q", run.exit, run.out)
+			}
+			wantFile(t, filepath.Join(f.ws, "ran"), "ran\n")
+			if alive(pid) {
+				t.Errorf("the next start did not run on the warm stage %d", pid)
+			}
+		})
+	}
+}
+
+// TestWarmAdvStoppedIdleStage: the idle warm stage is stopped (SIGSTOP, which no stage can
+// catch: any process allowed to signal it, or a cgroup freezer). The next start must still
+// run its command: on the host, the file it writes appears.
+func TestWarmAdvStoppedIdleStage(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	pid := warmPid(t, ts, f)
+	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Kill(pid, unix.SIGKILL) // no start left hanging on it
+	tc := ts.connect(t)
+	id := nextSBID()
+	tc.mustCall("process/start", map[string]any{
+		"processId": id, "argv": []string{"sh", "-c", "echo ran > ran"}, "cwd": fileURI(f.ws), "env": f.env(), "tty": false,
+		"sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
+	})
+	ran := filepath.Join(f.ws, "ran")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(ran); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the start given after the warm stage %d was stopped (state %q) never ran its command in 10 s",
+				pid, procStatusField(pid, "State"))
+		}
+		time.Sleep(10 * time.Millisecond) // the file has no event to wait on
+	}
+}
+
+// ourChildren lists the pids of this process's children (every thread's).
+func ourChildren() map[int]bool {
+	kids := map[int]bool{}
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		b, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
+		for _, s := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(s); err == nil {
+				kids[pid] = true
+			}
+		}
+	}
+	return kids
+}
+
+// TestWarmAdvStoppedBeforeReady: a warm stage stopped before it says it waits (between its
+// fork and its ready byte) must not hang the server: its shutdown (sandboxer close) must
+// still return. The stage is caught by watching this process's children while the pool forks.
+func TestWarmAdvStoppedBeforeReady(t *testing.T) {
+	requireUserNamespaces(t)
+	for attempt := 1; attempt <= 5; attempt++ {
+		sbx, err := newSandboxer("isolate", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := ourChildren()
+		sbx.warm.take(forkWarmStage) // none idle: forks one in the background
+		pid := 0
+		for deadline := time.Now().Add(5 * time.Second); pid == 0 && time.Now().Before(deadline); {
+			for k := range ourChildren() {
+				if !before[k] {
+					pid = k
+				}
+			}
+		}
+		if pid == 0 {
+			t.Fatal("no warm stage forked")
+		}
+		unix.Kill(pid, unix.SIGSTOP)
+		settled := make(chan int, 1)
+		go func() { settled <- sbx.warm.settled() }()
+		select {
+		case <-settled:
+			// It said it waits before the stop: not the window this test is after.
+			unix.Kill(pid, unix.SIGKILL)
+			sbx.close()
+			continue
+		case <-time.After(2 * time.Second):
+		}
+		t.Logf("attempt %d: stage %d stopped before its ready byte (state %q)", attempt, pid, procStatusField(pid, "State"))
+		closed := make(chan struct{})
+		go func() { sbx.close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			unix.Kill(pid, unix.SIGKILL)
+			<-closed
+			t.Fatalf("the server's sandbox close hung 5 s on a warm stage stopped before it was ready")
+		}
+		return
+	}
+	t.Skip("never caught a warm stage before its ready byte in 5 attempts")
+}
+
+// warmAdvStateScript prints what a command inherits from its stage.
+const warmAdvStateScript = `
+echo "env: $(env | sort | tr '\n' ' ')"
+echo "cwd: $(pwd) umask: $(umask)"
+echo "fds: $(for f in /proc/$$/fd/*; do echo "${f##*/}=$(readlink $f | sed 's/:.*//')"; done | tr '\n' ' ')"
+echo "limits: $(tr -s ' ' < /proc/$$/limits | tr '\n' '|')"
+grep -E '^(Sig|Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups|NSpid|NSpgid|NSsid|Cpus_allowed_list)' /proc/$$/status
+echo "stat: $(cut -d' ' -f 4-8 /proc/$$/stat)"
+echo "cgroup: $(cat /proc/$$/cgroup)"
+echo "mounts: $(cut -d' ' -f 5,6,9,10 /proc/$$/mountinfo | sort | tr '\n' '|')"
+echo "ns: $(for n in ipc mnt net pid user uts; do readlink /proc/$$/ns/$n; done | sed 's/:.*//' | tr '\n' ' ')"
+[ -t 0 ] && echo "tty: $(stty size) $(tty)"
+echo "pid: $$ ppid: $PPID"
+`
+
+// TestWarmAdvColdWarmParity: a command started on a warm stage inherits what one started on
+// a cold stage does (environment, directory, umask, descriptors, limits, signal mask and
+// dispositions, capabilities, filter, ids, process group, session and terminal, cgroup,
+// mounts), pipe and PTY. Read in the sandbox, but compared between the two, both on the host's
+// kernel: nothing the command says is trusted as a verdict on the sandbox.
+func TestWarmAdvColdWarmParity(t *testing.T) {
+	requireUserNamespaces(t)
+	for _, tty := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tty=%v", tty), func(t *testing.T) {
+			ts := startTestServer(t)
+			f := newSBFixture(t)
+			via := viaPipe
+			if tty {
+				via = viaPTY
+			}
+			cold := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, via, "restricted"), tty, warmAdvStateScript)
+			pid := ts.srv.sandbox.warm.settled()
+			if pid == 0 {
+				t.Fatal("no warm stage")
+			}
+			warm := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, via, "restricted"), tty, warmAdvStateScript)
+			if alive(pid) {
+				t.Fatal("the second start did not take the warm stage")
+			}
+			// The command's pid in its namespace counts the stage's threads before it: not
+			// compared.
+			norm := func(s string) string {
+				s = strings.ReplaceAll(s, "\r\n", "\n")
+				s = regexp.MustCompile(`pts/\d+`).ReplaceAllString(s, "pts/N")
+				s = regexp.MustCompile(`(?m)^(NSpid|NSpgid|NSsid):\s*\d+$`).ReplaceAllString(s, "$1: N")
+				s = regexp.MustCompile(`(?m)^stat: (\d+) \d+ (\d+) (\d+) (-?\d+)$`).ReplaceAllString(s, "stat: $1 N $3")
+				return regexp.MustCompile(`(?m)^pid: \d+`).ReplaceAllString(s, "pid: N")
+			}
+			c, w := norm(cold.out), norm(warm.out)
+			if cold.exit != warm.exit || c != w {
+				cl, wl := strings.Split(c, "\n"), strings.Split(w, "\n")
+				for i := 0; i < max(len(cl), len(wl)); i++ {
+					var a, b string
+					if i < len(cl) {
+						a = cl[i]
+					}
+					if i < len(wl) {
+						b = wl[i]
+					}
+					if a != b {
+						t.Errorf("cold: %s\nwarm: %s", a, b)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestWarmAdvEnvBytes: the command's environment reaches a warm stage's command byte for byte,
+// as execve gives it to a cold stage's: a large one (more than the first message), JSON's
+// escaped characters, and a variable the server inherits (envPolicy inherit all) whose value
+// is not UTF-8.
+func TestWarmAdvEnvBytes(t *testing.T) {
+	requireUserNamespaces(t)
+	raw := "a\xff\xfeb"
+	t.Setenv("WARMADV_RAW", raw)
+	big := strings.Repeat("<&>\u2028\x01", 15000)
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	want := fmt.Sprintf("%s %s\n", sum(big), sum(raw))
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	env := f.env()
+	env["BIG"] = big
+	script := `printf %s "$BIG" | sha256sum | cut -d' ' -f1 | tr '\n' ' '; printf %s "$WARMADV_RAW" | sha256sum | cut -d' ' -f1`
+	for _, kind := range []string{"cold", "warm"} {
+		tc := ts.connect(t)
+		id := nextSBID()
+		tc.mustCall("process/start", map[string]any{
+			"processId": id, "argv": []string{"sh", "-c", script}, "cwd": fileURI(f.ws), "env": env, "tty": false,
+			"envPolicy": map[string]any{"inherit": "all", "ignoreDefaultExcludes": true, "exclude": []string{}, "set": map[string]string{}, "includeOnly": []string{}},
+			"sandbox":   f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
+		})
+		r := waitClosed(tc, id)
+		if got := r.stdout() + r.stderr(); r.exitCode != 0 || got != want {
+			t.Errorf("%s: exit %d, output %q, want %q", kind, r.exitCode, got, want)
+		}
+		if kind == "cold" && ts.srv.sandbox.warm.settled() == 0 {
+			t.Fatal("no warm stage")
+		}
+	}
+}
+
+// TestWarmAdvSignalsAfterStart: once a start has taken the warm stage, process/signal and
+// process/terminate reach its command.
+func TestWarmAdvSignalsAfterStart(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	tc := ts.connect(t)
+	for _, how := range []string{"signal", "terminate"} {
+		pid := warmPid(t, ts, f)
+		id := nextSBID()
+		tc.mustCall("process/start", map[string]any{
+			"processId": id, "argv": []string{"sh", "-c", `trap 'echo got INT > got; exit 3' INT; echo ready; while :; do sleep 0.05; done`},
+			"cwd": fileURI(f.ws), "env": f.env(), "tty": false, "sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
+		})
+		waitOutput(tc, id, "stdout", "ready")
+		if how == "signal" {
+			tc.mustCall("process/signal", map[string]any{"processId": id, "signal": "interrupt"})
+		} else {
+			tc.mustCall("process/terminate", map[string]any{"processId": id})
+		}
+		r := waitClosed(tc, id)
+		if how == "signal" {
+			wantFile(t, filepath.Join(f.ws, "got"), "got INT\n")
+			os.Remove(filepath.Join(f.ws, "got"))
+			if r.exitCode != 3 {
+				t.Errorf("signal: exit %d, want 3", r.exitCode)
+			}
+		}
+		awaitExited(t, pid)
+	}
+}
+
+// stageChildren lists this process's children that run a stage (their command line's
+// first word is the stage's name), with their state.
+func stageChildren() map[int]string {
+	out := map[int]string{}
+	for pid := range ourChildren() {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.HasPrefix(string(b), "exec-server-sandbox\x00") {
+			out[pid] = procStatusField(pid, "State")
+		}
+	}
+	return out
+}
+
+// TestWarmAdvConcurrentStartsAndClose: starts race each other for the warm stage and the
+// server's shutdown races them: every start runs its command exactly once or fails cleanly,
+// and once the server is gone no stage is left (alive or unreaped), nor any descriptor or
+// goroutine.
+func TestWarmAdvConcurrentStartsAndClose(t *testing.T) {
+	requireUserNamespaces(t)
+	const starts = 6
+	baseG, baseFD := runtime.NumGoroutine(), openFDs()
+	t.Run("server", func(t *testing.T) {
+		ts := startTestServer(t)
+		f := newSBFixture(t)
+		warmPid(t, ts, f)
+		var wg sync.WaitGroup
+		results := make([]sbRun, starts)
+		for i := range starts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"), false,
+					fmt.Sprintf(`echo x >> ran%d; echo ok`, i))
+			}()
+		}
+		wg.Wait()
+		for i, r := range results {
+			if r.exit != 0 || r.out != "ok\n" {
+				t.Errorf("start %d: exit %d, output %q", i, r.exit, r.out)
+			}
+			wantFile(t, filepath.Join(f.ws, fmt.Sprintf("ran%d", i)), "x\n")
+		}
+		// Now the shutdown, while starts are under way.
+		done := make(chan struct{})
+		for range starts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-done
+				tc := ts.connect(t)
+				tc.call("process/start", map[string]any{
+					"processId": nextSBID(), "argv": []string{"true"}, "cwd": fileURI(f.ws), "env": f.env(), "tty": false,
+					"sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
+				})
+			}()
+		}
+		close(done)
+		ts.srv.sandbox.close()
+		wg.Wait()
+		if pid := ts.srv.sandbox.warm.settled(); pid != 0 {
+			t.Errorf("a warm stage %d after the close", pid)
+		}
+	})
+	if left := stageChildren(); len(left) != 0 {
+		t.Errorf("stages left after the server's shutdown: %v", left)
+	}
+	if g, fds := settle(baseG, baseFD); g > baseG || fds > baseFD {
+		t.Errorf("after the server: %d goroutines (was %d), %d descriptors (was %d)", g, baseG, fds, baseFD)
+	}
+}
+
+// TestWarmAdvRemountReadOnly: a mount of the server's made read-only after the warm stage's
+// fork (a bind remount, no new mount): the next start must not write through it. On the host:
+// the file is not there.
+func TestWarmAdvRemountReadOnly(t *testing.T) {
+	requireUserNamespaces(t)
+	f := newSBFixture(t)
+	dir := filepath.Join(f.ws, "ro")
+	mustMkdir(t, dir)
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	ts := startTestServer(t)
+	pid := warmPid(t, ts, f)
+	if err := unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	r := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"), false, `echo pwned > ro/f; echo exit=$?`)
+	t.Logf("exit %d, output %q", r.exit, r.out)
+	wantAbsent(t, filepath.Join(dir, "f"))
+	awaitExited(t, pid)
+}
+
+// TestWarmAdvIdleLetGo: a warm stage no start takes is let go after warmStageIdle, and reaped:
+// no zombie is left.
+func TestWarmAdvIdleLetGo(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	pid := warmPid(t, ts, f)
+	start := time.Now()
+	awaitExited(t, pid)
+	if d := time.Since(start); d > warmStageIdle+5*time.Second {
+		t.Errorf("let go after %v", d)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the let-go stage %d is not reaped (state %q)", pid, procStatusField(pid, "State"))
+		}
+		time.Sleep(10 * time.Millisecond) // reaping has no event we can wait on here
+	}
+}
+
+// TestWarmAdvIdleStageDescriptors: the idle warm stage holds only its own descriptors (its
+// /dev/null streams, its socket, its status pipe, and what its runtime opens), never one of
+// the server's or of another start's, read on the host from /proc/PID/fd while starts of
+// other commands run next to its fork.
+func TestWarmAdvIdleStageDescriptors(t *testing.T) {
+	requireUserNamespaces(t)
+	// What the server inherited without close-on-exec from whatever started it, every stage
+	// inherits as well, cold or warm (and marks close-on-exec): not a warm stage's leak.
+	inherited := map[string]string{}
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		for _, e := range ents {
+			inherited[e.Name()], _ = os.Readlink("/proc/self/fd/" + e.Name())
+		}
+	}
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"), false, "true")
+		}()
+	}
+	wg.Wait()
+	pid := ts.srv.sandbox.warm.settled()
+	if pid == 0 {
+		t.Fatal("no warm stage")
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		link, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name()))
+		t.Logf("fd %s -> %s", e.Name(), link)
+		switch {
+		case inherited[e.Name()] == link:
+		case link == os.DevNull, strings.HasPrefix(link, "socket:"), strings.HasPrefix(link, "anon_inode:"):
+		case strings.HasPrefix(link, "/sys/fs/cgroup/"): // the Go runtime's CPU limit
+		case e.Name() == "4" && strings.HasPrefix(link, "pipe:"): // its status pipe
+		default:
+			t.Errorf("the idle warm stage holds fd %s -> %s", e.Name(), link)
+		}
+	}
+}
+
+// TestWarmAdvServerKilled: a real server (the test binary) killed with SIGKILL while its warm
+// stage waits: the stage dies with it (read on the host through a pidfd).
+func TestWarmAdvServerKilled(t *testing.T) {
+	requireUserNamespaces(t)
+	cmd := exec.Command(testBinary(t))
+	cmd.Env = append(os.Environ(), sbRunEnv+`=["--listen","ws://127.0.0.1:0"]`, "GORACE="+sbGORACE)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ws://") {
+		t.Fatalf("server printed %q, %v", line, err)
+	}
+	ts := &testServer{url: strings.TrimSpace(line)}
+	f := newSBFixture(t)
+	if r := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"), false, "true"); r.exit != 0 {
+		t.Fatalf("first start: exit %d, output %q", r.exit, r.out)
+	}
+	// The warm stage: the server's child running the stage, with an empty environment.
+	pid := 0
+	for deadline := time.Now().Add(10 * time.Second); pid == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no warm stage below the server")
+		}
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid))
+		for _, task := range tasks {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", cmd.Process.Pid, task.Name()))
+			for _, c := range strings.Fields(string(b)) {
+				k, _ := strconv.Atoi(c)
+				argv, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k))
+				env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", k))
+				if strings.HasPrefix(string(argv), "exec-server-sandbox\x00") && err == nil && len(env) == 0 {
+					pid = k
+				}
+			}
+		}
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	cmd.Process.Signal(unix.SIGKILL)
+	cmd.Wait()
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 10000)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+			t.Fatalf("the warm stage %d outlived its killed server by 10 s: %v", pid, err)
+		}
+		return
+	}
+}
