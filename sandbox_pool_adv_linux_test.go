@@ -209,7 +209,7 @@ echo "env: $(env | sort | tr '\n' ' ')"
 echo "cwd: $(pwd) umask: $(umask)"
 echo "fds: $(for f in /proc/$$/fd/*; do echo "${f##*/}=$(readlink $f | sed 's/:.*//')"; done | tr '\n' ' ')"
 echo "limits: $(tr -s ' ' < /proc/$$/limits | tr '\n' '|')"
-grep -E '^(Sig|Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups|NSpid|NSpgid|NSsid|Cpus_allowed_list)' /proc/$$/status
+grep -E '^(SigIgn|Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups|NSpid|NSpgid|NSsid|Cpus_allowed_list)' /proc/$$/status
 echo "stat: $(cut -d' ' -f 4-8 /proc/$$/stat)"
 echo "cgroup: $(cat /proc/$$/cgroup)"
 echo "mounts: $(cut -d' ' -f 5,6,9,10 /proc/$$/mountinfo | sort | tr '\n' '|')"
@@ -225,49 +225,53 @@ echo "pid: $$ ppid: $PPID"
 // kernel: nothing the command says is trusted as a verdict on the sandbox.
 func TestWarmAdvColdWarmParity(t *testing.T) {
 	requireUserNamespaces(t)
+	// The shell's own mask changes while it forks, so the mask is read by what it execs.
+	const maskScript = `exec grep -E '^Sig(Blk|Ign|Pnd|Q)' /proc/self/status`
 	for _, tty := range []bool{false, true} {
-		t.Run(fmt.Sprintf("tty=%v", tty), func(t *testing.T) {
-			ts := startTestServer(t)
-			f := newSBFixture(t)
-			via := viaPipe
-			if tty {
-				via = viaPTY
-			}
-			cold := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, via, "restricted"), tty, warmAdvStateScript)
-			pid := ts.srv.sandbox.warm.settled()
-			if pid == 0 {
-				t.Fatal("no warm stage")
-			}
-			warm := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, via, "restricted"), tty, warmAdvStateScript)
-			if alive(pid) {
-				t.Fatal("the second start did not take the warm stage")
-			}
-			// The command's pid in its namespace counts the stage's threads before it: not
-			// compared.
-			norm := func(s string) string {
-				s = strings.ReplaceAll(s, "\r\n", "\n")
-				s = regexp.MustCompile(`pts/\d+`).ReplaceAllString(s, "pts/N")
-				s = regexp.MustCompile(`(?m)^(NSpid|NSpgid|NSsid):\s*\d+$`).ReplaceAllString(s, "$1: N")
-				s = regexp.MustCompile(`(?m)^stat: (\d+) \d+ (\d+) (\d+) (-?\d+)$`).ReplaceAllString(s, "stat: $1 N $3")
-				return regexp.MustCompile(`(?m)^pid: \d+`).ReplaceAllString(s, "pid: N")
-			}
-			c, w := norm(cold.out), norm(warm.out)
-			if cold.exit != warm.exit || c != w {
-				cl, wl := strings.Split(c, "\n"), strings.Split(w, "\n")
-				for i := 0; i < max(len(cl), len(wl)); i++ {
-					var a, b string
-					if i < len(cl) {
-						a = cl[i]
-					}
-					if i < len(wl) {
-						b = wl[i]
-					}
-					if a != b {
-						t.Errorf("cold: %s\nwarm: %s", a, b)
+		for _, script := range []string{warmAdvStateScript, maskScript} {
+			t.Run(fmt.Sprintf("tty=%v/%.10s", tty, strings.TrimSpace(script)), func(t *testing.T) {
+				ts := startTestServer(t)
+				f := newSBFixture(t)
+				via := viaPipe
+				if tty {
+					via = viaPTY
+				}
+				cold := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, via, "restricted"), tty, script)
+				pid := ts.srv.sandbox.warm.settled()
+				if pid == 0 {
+					t.Fatal("no warm stage")
+				}
+				warm := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, via, "restricted"), tty, script)
+				if alive(pid) {
+					t.Fatal("the second start did not take the warm stage")
+				}
+				// The command's pid in its namespace counts the stage's threads before it: not
+				// compared.
+				norm := func(s string) string {
+					s = strings.ReplaceAll(s, "\r\n", "\n")
+					s = regexp.MustCompile(`pts/\d+`).ReplaceAllString(s, "pts/N")
+					s = regexp.MustCompile(`(?m)^(NSpid|NSpgid|NSsid):\s*\d+$`).ReplaceAllString(s, "$1: N")
+					s = regexp.MustCompile(`(?m)^stat: (\d+) \d+ (\d+) (\d+) (-?\d+)$`).ReplaceAllString(s, "stat: $1 N $3")
+					return regexp.MustCompile(`(?m)^pid: \d+`).ReplaceAllString(s, "pid: N")
+				}
+				c, w := norm(cold.out), norm(warm.out)
+				if cold.exit != warm.exit || c != w {
+					cl, wl := strings.Split(c, "\n"), strings.Split(w, "\n")
+					for i := 0; i < max(len(cl), len(wl)); i++ {
+						var a, b string
+						if i < len(cl) {
+							a = cl[i]
+						}
+						if i < len(wl) {
+							b = wl[i]
+						}
+						if a != b {
+							t.Errorf("cold: %s\nwarm: %s", a, b)
+						}
 					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
