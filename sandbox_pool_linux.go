@@ -270,7 +270,10 @@ func (st *sandboxStage) startWarm(env []string, files []*os.File) (proc *os.Proc
 
 // send gives w its stdio and st's configuration (the table above).
 func (w *warmStage) send(cfg stageConfig, env []string, files []*os.File) error {
-	cfg.Env = env
+	cfg.Env = make([][]byte, len(env))
+	for i, kv := range env {
+		cfg.Env[i] = []byte(kv)
+	}
 	payload, err := json.Marshal(cfg)
 	if err != nil {
 		return err
