@@ -264,6 +264,9 @@ func (st *sandboxStage) startWarm(env []string, files []*os.File) (proc *os.Proc
 		return nil, nil, false
 	}
 	unix.Close(w.mounts)
+	// A stopped stage (SIGSTOP, which no stage can catch) would leave this start unanswered:
+	// it was stopped while it waited for no command, so it goes on now.
+	w.proc.Signal(syscall.SIGCONT)
 	st.status = w.status
 	return w.proc, w.exit, true
 }
