@@ -154,6 +154,10 @@ func ourChildren() map[int]bool {
 	return kids
 }
 
+// warmAdvCloseWait bounds the sandboxer's close with a stage stopped under way: the
+// pool's bounded wait for its ready byte, and some slack.
+const warmAdvCloseWait = 15 * time.Second
+
 // TestWarmAdvStoppedBeforeReady: a warm stage stopped before it says it waits (between its
 // fork and its ready byte) must not hang the server: its shutdown (sandboxer close) must
 // still return. The stage is caught by watching this process's children while the pool forks.
@@ -168,8 +172,11 @@ func TestWarmAdvStoppedBeforeReady(t *testing.T) {
 		sbx.warm.take(forkWarmStage) // none idle: forks one in the background
 		pid := 0
 		for deadline := time.Now().Add(5 * time.Second); pid == 0 && time.Now().Before(deadline); {
+			// Once it runs the stage (exec'd): stopped before its exec, it would hold
+			// os.StartProcess itself, which waits for the exec, for cold stages as well.
 			for k := range ourChildren() {
-				if !before[k] {
+				argv, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k))
+				if !before[k] && strings.HasPrefix(string(argv), "exec-server-sandbox\x00") {
 					pid = k
 				}
 			}
@@ -193,10 +200,10 @@ func TestWarmAdvStoppedBeforeReady(t *testing.T) {
 		go func() { sbx.close(); close(closed) }()
 		select {
 		case <-closed:
-		case <-time.After(5 * time.Second):
+		case <-time.After(warmAdvCloseWait):
 			unix.Kill(pid, unix.SIGKILL)
 			<-closed
-			t.Fatalf("the server's sandbox close hung 5 s on a warm stage stopped before it was ready")
+			t.Fatalf("the server's sandbox close hung %v on a warm stage stopped before it was ready", warmAdvCloseWait)
 		}
 		return
 	}
