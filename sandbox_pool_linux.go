@@ -46,6 +46,10 @@ const warmStageReady = 'r'
 // warmStageIdle is how long a warm stage may wait for a start before it is let go.
 const warmStageIdle = 10 * time.Second
 
+// warmStageReadyWait bounds the wait for a forked stage to say it waits: one stopped or stuck
+// before then would otherwise hold the pool's fill, and with it the server's shutdown.
+const warmStageReadyWait = 10 * time.Second
+
 // warmStage is one stage forked ahead of need.
 type warmStage struct {
 	proc   *os.Process
@@ -237,12 +241,45 @@ func forkWarmStage() (*warmStage, error) {
 	w := &warmStage{proc: proc, exit: exit, conn: conn, status: sr, mounts: mounts}
 	// Its runtime's start and its signal handlers are not the start's to wait for: it is
 	// kept only once it says it waits. One that dies first closes the socket.
+	if err := awaitWarmReady(conn, warmStageReadyWait); err != nil {
+		w.discard()
+		return nil, fmt.Errorf("warm stage: not ready: %w", err)
+	}
 	var b [1]byte
 	if n, err := io.ReadFull(conn, b[:]); n != 1 || b[0] != warmStageReady {
 		w.discard()
 		return nil, fmt.Errorf("warm stage: not ready: %v", err)
 	}
 	return w, nil
+}
+
+// awaitWarmReady waits at most wait for conn to have something to read (or its end).
+func awaitWarmReady(conn *os.File, wait time.Duration) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(wait)
+	var perr error
+	if err := rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			left := time.Until(deadline)
+			if left <= 0 {
+				perr = fmt.Errorf("nothing in %v", wait)
+				return
+			}
+			n, err := unix.Poll(fds, int(left/time.Millisecond)+1)
+			if errors.Is(err, unix.EINTR) || err == nil && n == 0 {
+				continue
+			}
+			perr = err
+			return
+		}
+	}); err != nil {
+		return err
+	}
+	return perr
 }
 
 // startWarm starts st on a warm stage when one fits: it sends the stage files (its 0, 1, 2)
