@@ -436,6 +436,11 @@ func TestWarmAdvRemountReadOnly(t *testing.T) {
 	if err := unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
 		t.Fatal(err)
 	}
+	sp := &ts.srv.sandbox.warm
+	sp.mu.Lock()
+	fit := sp.idle != nil && sp.idle.fit()
+	sp.mu.Unlock()
+	t.Logf("the warm stage is fit after the remount: %v", fit)
 	r := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"), false, `echo pwned > ro/f; echo exit=$?`)
 	t.Logf("exit %d, output %q", r.exit, r.out)
 	wantAbsent(t, filepath.Join(dir, "f"))
@@ -570,5 +575,85 @@ func TestWarmAdvServerKilled(t *testing.T) {
 			t.Fatalf("the warm stage %d outlived its killed server by 10 s: %v", pid, err)
 		}
 		return
+	}
+}
+
+// TestWarmAdvStartErrors: a start a cold stage refuses is refused as well, and with the same
+// words, by a warm one: a working directory that does not exist, one that is a file.
+func TestWarmAdvStartErrors(t *testing.T) {
+	requireUserNamespaces(t)
+	for _, c := range []struct{ name, cwd string }{{"missing", "nope"}, {"file", "afile"}} {
+		t.Run(c.name, func(t *testing.T) {
+			ts := startTestServer(t)
+			f := newSBFixture(t)
+			mustWrite(t, filepath.Join(f.ws, "afile"), "x")
+			var got [2]string
+			for i := range got {
+				if i == 1 && ts.srv.sandbox.warm.settled() == 0 {
+					t.Fatal("no warm stage")
+				}
+				tc := ts.connect(t)
+				res, rerr := tc.call("process/start", map[string]any{
+					"processId": nextSBID(), "argv": []string{"true"}, "cwd": fileURI(filepath.Join(f.ws, c.cwd)), "env": f.env(), "tty": false,
+					"sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
+				})
+				got[i] = fmt.Sprintf("%s %v", res, rerr)
+				if i == 0 {
+					// The refused start forks no warm stage: one that runs does.
+					f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"), false, "true")
+				}
+			}
+			t.Logf("cold: %s\nwarm: %s", got[0], got[1])
+			if got[0] != got[1] {
+				t.Errorf("cold and warm answer differently:\ncold: %s\nwarm: %s", got[0], got[1])
+			}
+		})
+	}
+}
+
+// TestWarmAdvColdReadOnlySubmount: a read-only bind mount under the workspace, made before
+// any start: a cold stage's command must not write through it either.
+func TestWarmAdvColdReadOnlySubmount(t *testing.T) {
+	requireUserNamespaces(t)
+	f := newSBFixture(t)
+	dir := filepath.Join(f.ws, "ro")
+	mustMkdir(t, dir)
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	if err := unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "host"), nil, 0o644); err == nil {
+		t.Fatal("the host itself writes through the read-only mount")
+	}
+	ts := startTestServer(t)
+	r := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"), false, `echo pwned > ro/f; echo exit=$?; grep ' /ro\| ro ' /proc/self/mountinfo | head -5`)
+	t.Logf("exit %d, output %q", r.exit, r.out)
+	wantAbsent(t, filepath.Join(dir, "f"))
+}
+
+// TestWarmAdvFitTwice: once the server's mount table has changed, a warm stage stays unfit:
+// the kernel reports the change (POLLPRI on mountinfo) to one poll only, so a second look must
+// not take it for unchanged.
+func TestWarmAdvFitTwice(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	warmPid(t, ts, f)
+	dir := filepath.Join(f.ws, "mnt")
+	mustMkdir(t, dir)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	sp := &ts.srv.sandbox.warm
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for i := range 2 {
+		if sp.idle.fit() {
+			t.Errorf("look %d: the warm stage is fit after a mount", i+1)
+		}
 	}
 }
