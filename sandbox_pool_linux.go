@@ -60,6 +60,7 @@ type warmStage struct {
 	// mount table has changed. A raw descriptor: in Go's netpoller, its epoll would consume
 	// the event.
 	mounts int
+	stale  bool // the mount table changed: a poll reports it once only
 }
 
 // stagePool holds at most one warm stage, and forks the next in the background once it is
@@ -176,15 +177,19 @@ func (sp *stagePool) letGoLocked(w *warmStage) {
 // fit reports whether w may still be used: alive, and the mount table unchanged since its fork.
 func (w *warmStage) fit() bool {
 	fds := []unix.PollFd{{Fd: int32(w.mounts), Events: unix.POLLPRI}}
-	for {
+	for !w.stale {
 		n, err := unix.Poll(fds, 0)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil || n != 0 {
+			w.stale = true
 			return false
 		}
 		break
+	}
+	if w.stale {
+		return false
 	}
 	return !w.exit.exited(w.proc.Pid)
 }
