@@ -283,9 +283,9 @@ func TestWarmAdvColdWarmParity(t *testing.T) {
 }
 
 // TestWarmAdvEnvBytes: the command's environment reaches a warm stage's command byte for byte,
-// as execve gives it to a cold stage's: a large one (more than the first message), JSON's
-// escaped characters, and a variable the server inherits (envPolicy inherit all) whose value
-// is not UTF-8.
+// as execve gives it to a cold stage's: a large one (more than the first message, and more
+// than the socket's buffer in all) of JSON's escaped characters, and a variable the server
+// inherits (envPolicy inherit all) whose value is not UTF-8.
 func TestWarmAdvEnvBytes(t *testing.T) {
 	requireUserNamespaces(t)
 	raw := "a\xff\xfeb"
@@ -296,8 +296,10 @@ func TestWarmAdvEnvBytes(t *testing.T) {
 	ts := startTestServer(t)
 	f := newSBFixture(t)
 	env := f.env()
-	env["BIG"] = big
-	script := `printf %s "$BIG" | sha256sum | cut -d' ' -f1 | tr '\n' ' '; printf %s "$WARMADV_RAW" | sha256sum | cut -d' ' -f1`
+	for i := range 10 { // about 1 MiB in all: more than the socket's buffer
+		env[fmt.Sprintf("BIG%d", i)] = big
+	}
+	script := `printf %s "$BIG9" | sha256sum | cut -d' ' -f1 | tr '\n' ' '; printf %s "$WARMADV_RAW" | sha256sum | cut -d' ' -f1`
 	for _, kind := range []string{"cold", "warm"} {
 		tc := ts.connect(t)
 		id := nextSBID()
