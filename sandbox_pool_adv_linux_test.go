@@ -659,3 +659,41 @@ func TestWarmAdvFitTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmAdvStaleRlimit: a limit of the server's (RLIMIT_MSGQUEUE: the stage sets none of its own) lowered after the warm stage's fork (as
+// prlimit(1) does to a running server) binds the next command as it binds a cold stage's.
+// Read on the host: the limits of the command's process.
+func TestWarmAdvStaleRlimit(t *testing.T) {
+	requireUserNamespaces(t)
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MSGQUEUE, &old); err != nil {
+		t.Fatal(err)
+	}
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	pid := warmPid(t, ts, f)
+	lowered := unix.Rlimit{Cur: 4096, Max: old.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_MSGQUEUE, &lowered); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_MSGQUEUE, &old) })
+	tc := ts.connect(t)
+	id := nextSBID()
+	arg := uniqueSleepArg()
+	tc.mustCall("process/start", map[string]any{
+		"processId": id, "argv": []string{"sh", "-c", "echo ready; exec sleep " + arg}, "cwd": fileURI(f.ws), "env": f.env(), "tty": false,
+		"sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
+	})
+	waitOutput(tc, id, "stdout", "ready")
+	stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", waitHostPid(t, "sleep", arg)))
+	used := strings.Contains(string(stat), fmt.Sprintf(") S %d ", pid))
+	cmdPid := waitHostPid(t, "sleep", arg)
+	var got unix.Rlimit
+	if err := unix.Prlimit(cmdPid, unix.RLIMIT_MSGQUEUE, nil, &got); err != nil {
+		t.Fatal(err)
+	}
+	tc.call("process/terminate", map[string]any{"processId": id})
+	if got.Cur != lowered.Cur {
+		t.Errorf("the command (warm stage used: %v) has RLIMIT_MSGQUEUE %d, the server's is %d since before the start", used, got.Cur, lowered.Cur)
+	}
+}
