@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -695,5 +697,113 @@ func TestWarmAdvStaleRlimit(t *testing.T) {
 	tc.call("process/terminate", map[string]any{"processId": id})
 	if got.Cur != lowered.Cur {
 		t.Errorf("the command (warm stage used: %v) has RLIMIT_MSGQUEUE %d, the server's is %d since before the start", used, got.Cur, lowered.Cur)
+	}
+}
+
+// warmAdvMemEnv makes the test binary the /proc/PID/mem attacker of TestWarmAdvDumpableWindow:
+// its value is the server's pid.
+const warmAdvMemEnv = "EXEC_SERVER_WARMADV_MEM"
+
+func init() {
+	if isSandboxStage() {
+		return
+	}
+	if v := os.Getenv(warmAdvMemEnv); v != "" {
+		server, _ := strconv.Atoi(v)
+		os.Exit(warmAdvMemAttacker(server))
+	}
+}
+
+// warmAdvMemAttacker watches server's children for a stage that has exec'd, opens its
+// /proc/PID/mem for writing as soon as it can, and once the stage has made itself not
+// dumpable, reads and writes back (unchanged) 8 bytes of it through that descriptor.
+func warmAdvMemAttacker(server int) int {
+	seen := map[int]bool{}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", server))
+		for _, task := range tasks {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", server, task.Name()))
+			for _, c := range strings.Fields(string(b)) {
+				pid, _ := strconv.Atoi(c)
+				if seen[pid] {
+					continue
+				}
+				argv, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				if !strings.HasPrefix(string(argv), "exec-server-sandbox\x00") {
+					continue
+				}
+				seen[pid] = true
+				fd, err := unix.Open(fmt.Sprintf("/proc/%d/mem", pid), unix.O_RDWR|unix.O_CLOEXEC, 0)
+				if err != nil {
+					fmt.Printf("open %d: %v\n", pid, err)
+					if len(seen) == 2 {
+						return 0 // the cold stage and the warm one
+					}
+					continue
+				}
+				maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+				var addr uint64
+				for _, line := range strings.Split(string(maps), "\n") {
+					if f := strings.Fields(line); len(f) >= 2 && strings.HasPrefix(f[1], "rw") {
+						fmt.Sscanf(f[0], "%x-", &addr)
+						break
+					}
+				}
+				// Until it is not dumpable: a second open fails then.
+				for {
+					again, err := unix.Open(fmt.Sprintf("/proc/%d/mem", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+					if err != nil {
+						break
+					}
+					unix.Close(again)
+					time.Sleep(time.Millisecond)
+				}
+				buf := make([]byte, 8)
+				n, rerr := unix.Pread(fd, buf, int64(addr))
+				w, werr := unix.Pwrite(fd, buf[:max(n, 0)], int64(addr))
+				fmt.Printf("stage %d: opened while dumpable; once not dumpable: read %d %v, wrote back %d %v\n", pid, n, rerr, w, werr)
+				return 0
+			}
+		}
+	}
+	fmt.Println("no stage opened")
+	return 1
+}
+
+// TestWarmAdvDumpableWindow: a process of the server's user in a user namespace of its own
+// and without Landlock (what a namespace sandbox with --linux-sandbox-pid-namespace inherit
+// is where Landlock has no signal scope, before Linux 6.12) opens the /proc/PID/mem of a
+// stage between its exec and its PR_SET_DUMPABLE(0), and keeps the descriptor: the kernel
+// checks access at open only. A warm stage then waits up to 10 s with CAP_SYS_ADMIN over its
+// namespaces before it runs another start. Held here: the stage's capabilities in its own
+// user namespace, which the attacker lacks, refuse the open (commoncap's ptrace check) before
+// dumpability is looked at.
+func TestWarmAdvDumpableWindow(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	cmd := exec.Command(testBinary(t))
+	cmd.Env = append(os.Environ(), warmAdvMemEnv+"="+strconv.Itoa(os.Getpid()))
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  unix.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}},
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// The first start forks a cold stage and then the warm one: the attacker watches both.
+	f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"), false, "true")
+	b, _ := io.ReadAll(out)
+	line := string(b)
+	cmd.Wait()
+	t.Logf("attacker: %s", strings.TrimSpace(line))
+	if strings.Contains(line, "read 8 <nil>") {
+		t.Errorf("a stage's memory stays open to a process of the same user outside its namespaces: %s", strings.TrimSpace(line))
 	}
 }
