@@ -33,6 +33,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -61,6 +62,9 @@ type warmStage struct {
 	// the event.
 	mounts int
 	stale  bool // the mount table changed: a poll reports it once only
+	// state is what else it inherited from the server at the fork that may change while it
+	// waits (serverState).
+	state string
 }
 
 // stagePool holds at most one warm stage, and forks the next in the background once it is
@@ -188,10 +192,35 @@ func (w *warmStage) fit() bool {
 		}
 		break
 	}
-	if w.stale {
+	if w.stale || serverState() != w.state {
+		w.stale = true
 		return false
 	}
 	return !w.exit.exited(w.proc.Pid)
+}
+
+// serverState is what a stage inherits from the server at its fork, besides the mount
+// table, that can change while a warm one waits: the resource limits (prlimit(1)), the umask
+// and the cgroup (a server moved into a tighter one). A cold stage always has today's.
+func serverState() string {
+	var b strings.Builder
+	for _, name := range []string{"/proc/self/limits", "/proc/self/cgroup"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return "unreadable" // never equal to a readable state
+		}
+		b.Write(data)
+	}
+	var mask int
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+				fmt.Sscanf(strings.TrimSpace(v), "%o", &mask)
+			}
+		}
+	}
+	fmt.Fprintf(&b, "umask %o", mask)
+	return b.String()
 }
 
 // discard ends w and reaps it.
@@ -232,6 +261,7 @@ func forkWarmStage() (*warmStage, error) {
 		sr.Close()
 		return nil, fmt.Errorf("warm stage: %w", err)
 	}
+	state := serverState()
 	sys := childSysProcAttr(false)
 	stageNamespaces(sys, true, true)
 	attr := &os.ProcAttr{Dir: "/", Env: []string{}, Files: []*os.File{devnull, devnull, devnull, child, sw}, Sys: sys}
@@ -243,7 +273,7 @@ func forkWarmStage() (*warmStage, error) {
 		unix.Close(mounts)
 		return nil, fmt.Errorf("warm stage: %w", err)
 	}
-	w := &warmStage{proc: proc, exit: exit, conn: conn, status: sr, mounts: mounts}
+	w := &warmStage{proc: proc, exit: exit, conn: conn, status: sr, mounts: mounts, state: state}
 	// Its runtime's start and its signal handlers are not the start's to wait for: it is
 	// kept only once it says it waits. One that dies first closes the socket.
 	if err := awaitWarmReady(conn, warmStageReadyWait); err != nil {
