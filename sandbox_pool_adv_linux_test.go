@@ -807,3 +807,26 @@ func TestWarmAdvDumpableWindow(t *testing.T) {
 		t.Errorf("a stage's memory stays open to a process of the same user outside its namespaces: %s", strings.TrimSpace(line))
 	}
 }
+
+// TestWarmAdvSignalsMarkForged: the idle warm stage is sent the signal it marks its start
+// with (SIGWINCH) ahead of time, then every signal it passes on: none may reach the command
+// it later runs. On the host: the command's trap files are not there.
+func TestWarmAdvSignalsMarkForged(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	pid := warmPid(t, ts, f)
+	for _, sig := range append([]unix.Signal{warmStageMarkSignal}, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2) {
+		if err := unix.Kill(pid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"), false,
+		`for s in INT TERM HUP QUIT USR1 USR2; do trap "echo > got$s" $s; done; sleep 0.3 & wait; echo done`)
+	if r.exit != 0 || r.out != "done\n" {
+		t.Errorf("exit %d, output %q, want done", r.exit, r.out)
+	}
+	for _, s := range []string{"INT", "TERM", "HUP", "QUIT", "USR1", "USR2"} {
+		wantAbsent(t, filepath.Join(f.ws, "got"+s))
+	}
+}
