@@ -24,7 +24,8 @@ package main
 // A warm stage's mount namespace is a copy of the server's as it was at the fork. One that
 // has changed since (a mount or an unmount: the server's /proc/self/mountinfo, opened before
 // the fork, then polls POLLPRI) is let go rather than used, so that no sandbox is built
-// from a stale table. So is one idle for warmStageIdle, or dead.
+// from a stale table; so is one forked before a change of the server's limits, umask or
+// cgroup (serverState). So is one idle for warmStageIdle, or dead.
 
 import (
 	"encoding/json"
@@ -178,7 +179,8 @@ func (sp *stagePool) letGoLocked(w *warmStage) {
 	}()
 }
 
-// fit reports whether w may still be used: alive, and the mount table unchanged since its fork.
+// fit reports whether w may still be used: alive, and the mount table and the rest of what it
+// inherited (serverState) unchanged since its fork. Once unfit, it stays so.
 func (w *warmStage) fit() bool {
 	fds := []unix.PollFd{{Fd: int32(w.mounts), Events: unix.POLLPRI}}
 	for !w.stale {
