@@ -121,8 +121,9 @@ type stageConfig struct {
 	Foreground bool  `json:"foreground,omitempty"`
 	ShmSize    int64 `json:"shmSize,omitempty"` // bytes of /dev/shm; 0: defaultShmSize
 	// Env is the command's environment, for a warm stage, whose own is empty
-	// (sandbox_pool_linux.go); a cold stage's command has the stage's.
-	Env []string `json:"env,omitempty"`
+	// (sandbox_pool_linux.go); a cold stage's command has the stage's. Bytes, not strings:
+	// JSON would replace what is not UTF-8, which execve passes as it is.
+	Env [][]byte `json:"env,omitempty"`
 }
 
 // sandboxer is a server's sandbox: the mechanism this host offers (probed once) and the
@@ -590,7 +591,10 @@ func runSandboxStage() {
 	}
 	attr := &os.ProcAttr{Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: sys}
 	if cfg.Env != nil {
-		attr.Env = cfg.Env
+		attr.Env = make([]string, len(cfg.Env))
+		for i, kv := range cfg.Env {
+			attr.Env[i] = string(kv)
+		}
 	}
 	if limit != nil {
 		// The command inherits the cap as its soft limit (capProcesses): the filter keeps the

@@ -28,7 +28,8 @@ package main
 // A warm stage's mount namespace is a copy of the server's as it was at the fork. One that
 // has changed since (a mount or an unmount: the server's /proc/self/mountinfo, opened before
 // the fork, then polls POLLPRI) is let go rather than used, so that no sandbox is built
-// from a stale table. So is one idle for warmStageIdle, or dead.
+// from a stale table; so is one forked before a change of the server's limits, umask or
+// cgroup (serverState). So is one idle for warmStageIdle, or dead.
 
 import (
 	"encoding/binary"
@@ -38,6 +39,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -65,6 +67,10 @@ type warmStage struct {
 	// mount table has changed. A raw descriptor: in Go's netpoller, its epoll would consume
 	// the event.
 	mounts int
+	stale  bool // the mount table changed: a poll reports it once only
+	// state is what else it inherited from the server at the fork that may change while it
+	// waits (serverState).
+	state string
 }
 
 // stagePool holds at most one warm stage, and forks the next in the background once it is
@@ -72,7 +78,7 @@ type warmStage struct {
 type stagePool struct {
 	mu      sync.Mutex
 	idle    *warmStage
-	timer   *time.Timer // lets idle go after warmStageIdle
+	timer   *time.Timer   // lets idle go after warmStageIdle
 	filling chan struct{} // closed when the fork under way ends; nil when none is
 	closed  bool
 	fills   sync.WaitGroup // the background forks and let-gos, for close
@@ -195,9 +201,21 @@ func (sp *stagePool) close() {
 	sp.fills.Wait()
 }
 
+// letGo is letGoLocked for a stage taken out of the pool: close waits for it too.
+func (sp *stagePool) letGo(w *warmStage) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.letGoLocked(w)
+}
+
 // letGoLocked ends w in the background: end of stream on its socket, which it exits on, and
 // a SIGKILL in case it is stopped; then it is reaped.
 func (sp *stagePool) letGoLocked(w *warmStage) {
+	if sp.closed {
+		// close may be waiting on fills already: no new count once it is closed.
+		w.discard()
+		return
+	}
 	sp.fills.Add(1)
 	go func() {
 		defer sp.fills.Done()
@@ -205,20 +223,50 @@ func (sp *stagePool) letGoLocked(w *warmStage) {
 	}()
 }
 
-// fit reports whether w may still be used: alive, and the mount table unchanged since its fork.
+// fit reports whether w may still be used: alive, and the mount table and the rest of what it
+// inherited (serverState) unchanged since its fork. Once unfit, it stays so.
 func (w *warmStage) fit() bool {
 	fds := []unix.PollFd{{Fd: int32(w.mounts), Events: unix.POLLPRI}}
-	for {
+	for !w.stale {
 		n, err := unix.Poll(fds, 0)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil || n != 0 {
+			w.stale = true
 			return false
 		}
 		break
 	}
+	if w.stale || serverState() != w.state {
+		w.stale = true
+		return false
+	}
 	return !w.exit.exited(w.proc.Pid)
+}
+
+// serverState is what a stage inherits from the server at its fork, besides the mount
+// table, that can change while a warm one waits: the resource limits (prlimit(1)), the umask
+// and the cgroup (a server moved into a tighter one). A cold stage always has today's.
+func serverState() string {
+	var b strings.Builder
+	for _, name := range []string{"/proc/self/limits", "/proc/self/cgroup"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return "unreadable" // never equal to a readable state
+		}
+		b.Write(data)
+	}
+	var mask int
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+				fmt.Sscanf(strings.TrimSpace(v), "%o", &mask)
+			}
+		}
+	}
+	fmt.Fprintf(&b, "umask %o", mask)
+	return b.String()
 }
 
 // discard ends w and reaps it.
@@ -265,6 +313,7 @@ func forkWarmStage() (*warmStage, error) {
 		sr.Close()
 		return nil, fmt.Errorf("warm stage: %w", err)
 	}
+	state := serverState()
 	sys := childSysProcAttr(false)
 	stageNamespaces(sys, true, true)
 	attr := &os.ProcAttr{Dir: "/", Env: []string{}, Files: []*os.File{devnull, devnull, devnull, child, sw}, Sys: sys}
@@ -276,7 +325,7 @@ func forkWarmStage() (*warmStage, error) {
 		unix.Close(mounts)
 		return nil, fmt.Errorf("warm stage: %w", err)
 	}
-	w := &warmStage{proc: proc, exit: exit, conn: conn, status: sr, mounts: mounts}
+	w := &warmStage{proc: proc, exit: exit, conn: conn, status: sr, mounts: mounts, state: state}
 	// Its runtime's start and its signal handlers are not the start's to wait for: it is
 	// kept only once it says it waits. One that dies first closes the socket.
 	var b [1]byte
@@ -306,10 +355,13 @@ func (st *sandboxStage) startWarm(env []string, files []*os.File) (proc *os.Proc
 		env = os.Environ() // as a cold stage, forked with a nil environment, has the server's
 	}
 	if err := w.send(st.cfg, env, files); err != nil {
-		go w.discard()
+		st.pool.letGo(w)
 		return nil, nil, false
 	}
 	unix.Close(w.mounts)
+	// A stopped stage (SIGSTOP, which no stage can catch) would leave this start unanswered:
+	// it was stopped while it waited for no command, so it goes on now.
+	w.proc.Signal(syscall.SIGCONT)
 	st.status = w.status
 	return w.proc, w.exit, true
 }
@@ -317,7 +369,10 @@ func (st *sandboxStage) startWarm(env []string, files []*os.File) (proc *os.Proc
 // send gives w its stdio and st's configuration (the table above). It fails only while the
 // stage cannot have the whole configuration, so that it can never have run the command.
 func (w *warmStage) send(cfg stageConfig, env []string, files []*os.File) error {
-	cfg.Env = env
+	cfg.Env = make([][]byte, len(env))
+	for i, kv := range env {
+		cfg.Env[i] = []byte(kv)
+	}
 	body, err := json.Marshal(cfg)
 	if err != nil {
 		return err
