@@ -47,7 +47,7 @@ func capabilities() map[string]bool {
 		"networkProxyReviewDomains":                   false,
 		"credentialMasking":                           false,
 		"credentialMaskingCustomProviders":            false,
-		"capabilityDiscoverySandbox":                  false,
+		"capabilityDiscoverySandbox":                  true,
 		"fsWatchMissing":                              true,
 		"capabilityDiscoveryV2":                       true,
 		"environmentConfigRead":                       true,
@@ -150,9 +150,7 @@ func envMethods(t methodTable) {
 		}
 		return jsonOf(discoverV2Result{Plugins: []any{}, Skills: []any{}, Warnings: []any{}}), nil
 	})
-	t["capabilityRoots/discoverV1"] = handle("capability discovery", "WireCapabilityRootsDiscoverParams", inline, func(c *call, p *discoverRootsParams) (result, error) {
-		return jsonOf(map[string][]any{"roots": {}}), nil
-	})
+	t["capabilityRoots/discoverV1"] = handle("capability discovery", "WireCapabilityRootsDiscoverParams", decides, (*call).discoverRoots)
 }
 
 type environmentConfigParams struct {
@@ -203,8 +201,4 @@ type discoverV2Result struct {
 	Plugins  []any `json:"plugins"`
 	Skills   []any `json:"skills"`
 	Warnings []any `json:"warnings"`
-}
-
-type discoverRootsParams struct {
-	Roots []any `json:"roots,omitempty"`
 }
