@@ -108,53 +108,22 @@ func (c *call) discoverRoots(p *discoverRootsParams) (result, error) {
 	if len(p.Roots) > maxDiscoveryRoots {
 		return nil, errInvalidRequest("capability root discovery accepts at most %d roots", maxDiscoveryRoots)
 	}
-	type job struct {
-		op      discoverRootOp
-		profile *sandboxProfile
-	}
-	jobs := make([]job, len(p.Roots))
+	jobs := make([]rootJob, len(p.Roots))
 	for i, r := range p.Roots {
 		path, err := paramPath(r.Path)
 		if err != nil {
 			return nil, err
 		}
-		var sb sandboxParam
-		if len(r.Sandbox) > 0 {
-			if sb.req, err = c.sandboxes.parse(r.Sandbox); err != nil {
-				return nil, err
-			}
-			if sb.req != nil && sb.req.dynamic && sb.req.cwd == "" {
-				return nil, errInvalidParams("file system sandbox context with dynamic permissions requires cwd")
-			}
+		sb, err := c.rootSandbox(r.Sandbox)
+		if err != nil {
+			return nil, err
 		}
-		jobs[i] = job{discoverRootOp{ID: r.ID, Path: path}, c.fsConfinement(sb, false)}
+		jobs[i] = rootJob{discoverRootOp{ID: r.ID, Path: path}, c.fsConfinement(sb, false)}
 	}
 	return deferTo(async, func(ctx context.Context) (result, error) {
-		bodies := make([][]byte, len(jobs))
-		errs := make([]error, len(jobs))
-		sem := make(chan struct{}, maxDiscoveryConcurrentRoot)
-		var wg sync.WaitGroup
-		for i, j := range jobs {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				var res result
-				var err error
-				if j.profile == nil {
-					res, err = j.op.run(ctx, fsWritesDirect())
-				} else {
-					res, _, err = c.srv.fsWorkers.call(ctx, c.srv.sandbox, j.profile, discoveryRootsMethod, j.op)
-				}
-				if err == nil {
-					bodies[i], err = res.body()
-				}
-				errs[i] = err
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return nil, fsError(err)
+		bodies, err := c.runRootJobs(ctx, jobs)
+		if err != nil {
+			return nil, err
 		}
 		out := append(make([]byte, 0, 64), `{"roots":[`...)
 		for i, b := range bodies {
@@ -167,15 +136,76 @@ func (c *call) discoverRoots(p *discoverRootsParams) (result, error) {
 	}), nil
 }
 
+// rootSandbox parses the sandbox object of one root, as an fs method's is parsed.
+func (c *call) rootSandbox(raw json.RawMessage) (sandboxParam, error) {
+	var sb sandboxParam
+	if len(raw) == 0 {
+		return sb, nil
+	}
+	req, err := c.sandboxes.parse(raw)
+	if err != nil {
+		return sb, err
+	}
+	if req != nil && req.dynamic && req.cwd == "" {
+		return sb, errInvalidParams("file system sandbox context with dynamic permissions requires cwd")
+	}
+	sb.req = req
+	return sb, nil
+}
+
+// rootJob is one root to discover, and the profile confining it (nil: here, unconfined).
+type rootJob struct {
+	op      discoverRootOp
+	profile *sandboxProfile
+}
+
+// runRootJobs discovers every root of jobs, at most maxDiscoveryConcurrentRoot at once, and
+// returns their answers in order. It fails only when a sandbox worker cannot be used or the
+// request is cancelled.
+func (c *call) runRootJobs(ctx context.Context, jobs []rootJob) ([][]byte, error) {
+	bodies := make([][]byte, len(jobs))
+	errs := make([]error, len(jobs))
+	sem := make(chan struct{}, maxDiscoveryConcurrentRoot)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var res result
+			var err error
+			if j.profile == nil {
+				res, err = j.op.run(ctx, fsWritesDirect())
+			} else {
+				res, _, err = c.srv.fsWorkers.call(ctx, c.srv.sandbox, j.profile, discoveryRootsMethod, j.op)
+			}
+			if err == nil {
+				bodies[i], err = res.body()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, fsError(err)
+		}
+	}
+	return bodies, nil
+}
+
 // discoverRootOp discovers one root: here, or in the sandbox worker of the root's sandbox.
 // Its answer is the root's rootDiscovery; only a cancelled request fails it.
 type discoverRootOp struct {
 	ID   string `json:"id"`
 	Path string `json:"path"`
+	// Optional: a root that is missing, not a directory or not permitted is an empty
+	// answer, not an error (discoverV2's locations).
+	Optional bool `json:"optional,omitempty"`
 }
 
 func (o discoverRootOp) run(ctx context.Context, _ fsWrites) (result, error) {
-	d := discoverRoot(ctx, o.ID, o.Path)
+	d := discoverRoot(ctx, o.ID, o.Path, o.Optional)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -206,7 +236,7 @@ func (b *discoveryBudget) warn(format string, args ...any) {
 }
 
 // discoverRoot is the whole of one root's discovery, with the file system this process sees.
-func discoverRoot(ctx context.Context, id, root string) *rootDiscovery {
+func discoverRoot(ctx context.Context, id, root string, optional bool) *rootDiscovery {
 	rootURI := fileURI(root)
 	d := &rootDiscovery{
 		ID: id, Path: rootURI,
@@ -214,6 +244,9 @@ func discoverRoot(ctx context.Context, id, root string) *rootDiscovery {
 	}
 	fail := func(msg string) *rootDiscovery { d.Error = &msg; return d }
 	fi, err := os.Stat(root)
+	if optional && (err == nil && !fi.IsDir() || errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission)) {
+		return d
+	}
 	if err != nil {
 		return fail(fmt.Sprintf(discoveryRootErrorFmt, rootURI, discoveryErrorText(err)))
 	}
@@ -488,4 +521,604 @@ func utf8ErrorText(b []byte) (string, bool) {
 		i += width
 	}
 	return "", true
+}
+
+// capabilities/discoverV2 (docs/protocol.md §9.4): the server user's own skills. Each location
+// is discovered as a discoverV1 root is (discoverRootOp, under the request's sandbox), then
+// each SKILL.md's front matter and agents/openai.yaml are read here into the skill's fields.
+
+// discoverV2 limits and texts: the reference's.
+const (
+	maxSkillNameChars        = 64
+	maxDiscoverV2Skills      = 2_048
+	maxDiscoverV2Bytes       = 4 << 20
+	discoverV2MetadataWarn   = "some capability metadata could not be loaded; discovery may be incomplete"
+	discoverV2SizeLimitWarn  = "capability discovery size limit reached"
+	codexHomeSkillsRootID    = "codex-home-skills"
+	userAgentSkillsRootID    = "user-agent-skills"
+	defaultSkillNameFallback = "skill"
+)
+
+type discoverV2Params struct {
+	Cwd     string       `json:"cwd" uri:"path"`
+	Sandbox sandboxParam `json:"sandbox,omitempty"`
+}
+
+func (p *discoverV2Params) sandboxParam() *sandboxParam { return &p.Sandbox }
+
+type discoveryRootRef struct {
+	ID   string `json:"id"`
+	Path string `json:"path"`
+}
+
+// executorSkill is one skill of discoverV2, in the reference's member order.
+type executorSkill struct {
+	Name             string           `json:"name"`
+	Description      string           `json:"description"`
+	ShortDescription *string          `json:"shortDescription"`
+	Path             string           `json:"path"`
+	DiscoveryRoot    discoveryRootRef `json:"discoveryRoot"`
+	Dependencies     *skillDeps       `json:"dependencies"`
+	Policy           *skillPolicy     `json:"policy"`
+}
+
+type skillDeps struct {
+	Tools []skillTool `json:"tools"`
+}
+
+type skillTool struct {
+	Type              string  `json:"type"`
+	Value             string  `json:"value"`
+	Description       *string `json:"description"`
+	Transport         *string `json:"transport"`
+	Command           *string `json:"command"`
+	URL               *string `json:"url"`
+	OAuthCallbackPort *uint16 `json:"oauthCallbackPort"`
+}
+
+type skillPolicy struct {
+	AllowImplicitInvocation *bool    `json:"allowImplicitInvocation"`
+	Products                []string `json:"products"`
+}
+
+type discoverV2Result struct {
+	Plugins  []any           `json:"plugins"`
+	Skills   []executorSkill `json:"skills"`
+	Warnings []string        `json:"warnings"`
+}
+
+// skillLocations are where discoverV2 looks, in order: $CODEX_HOME/skills (CODEX_HOME
+// defaulting to ~/.codex) and ~/.agents/skills.
+func skillLocations() []discoveryRootRef {
+	home := userHome()
+	codexHome := os.Getenv("CODEX_HOME")
+	if codexHome == "" {
+		codexHome = filepath.Join(home, ".codex")
+	}
+	if abs, err := filepath.Abs(codexHome); err == nil {
+		codexHome = abs
+	}
+	return []discoveryRootRef{
+		{codexHomeSkillsRootID, filepath.Join(codexHome, "skills")},
+		{userAgentSkillsRootID, filepath.Join(home, ".agents", "skills")},
+	}
+}
+
+func (c *call) discoverV2(p *discoverV2Params) (result, error) {
+	if _, err := paramPath(p.Cwd); err != nil {
+		return nil, err
+	}
+	locs := skillLocations()
+	profile := c.fsConfinement(p.Sandbox, false)
+	jobs := make([]rootJob, len(locs))
+	for i, l := range locs {
+		jobs[i] = rootJob{discoverRootOp{Path: l.Path, Optional: true}, profile}
+	}
+	return deferTo(async, func(ctx context.Context) (result, error) {
+		bodies, err := c.runRootJobs(ctx, jobs)
+		if err != nil {
+			return nil, err
+		}
+		res := discoverV2Result{Plugins: []any{}, Skills: []executorSkill{}, Warnings: []string{}}
+		size, truncated := 0, false
+		for i, b := range bodies {
+			var d rootDiscovery
+			if err := json.Unmarshal(b, &d); err != nil {
+				return nil, errInternal("capability discovery: decode a root: %v", err)
+			}
+			ref := discoveryRootRef{locs[i].ID, fileURI(locs[i].Path)}
+			skills, bad := executorSkills(&d, ref)
+			if bad {
+				res.Warnings = append(res.Warnings, discoverV2MetadataWarn)
+			}
+			for _, s := range skills {
+				n := len(marshalNoEscape(s))
+				if len(res.Skills) == maxDiscoverV2Skills || size+n > maxDiscoverV2Bytes {
+					truncated = true
+					continue
+				}
+				size += n
+				res.Skills = append(res.Skills, s)
+			}
+		}
+		if truncated {
+			res.Warnings = append([]string{discoverV2SizeLimitWarn}, res.Warnings...)
+		}
+		return rawJSON(marshalNoEscape(res)), nil
+	}), nil
+}
+
+// executorSkills turns one root's discovery into skills; bad reports that something could
+// not be loaded (a root error, a warning, a skill whose front matter is invalid).
+func executorSkills(d *rootDiscovery, ref discoveryRootRef) (skills []executorSkill, bad bool) {
+	bad = d.Error != nil || len(d.Warnings) > 0
+	for _, s := range d.Skills {
+		p, err := parsePath(s.Instructions.Path)
+		if err != nil {
+			bad = true
+			continue
+		}
+		fm, ok := parseSkillFrontMatter(s.Instructions.Contents, filepath.Base(filepath.Dir(p)))
+		if !ok {
+			bad = true
+			continue
+		}
+		sk := executorSkill{
+			Name: fm.name, Description: fm.description, ShortDescription: fm.short,
+			Path: s.Instructions.Path, DiscoveryRoot: ref,
+		}
+		if s.Metadata != nil {
+			sk.Dependencies, sk.Policy = parseSkillMetadata(s.Metadata.Contents)
+		}
+		skills = append(skills, sk)
+	}
+	return skills, bad
+}
+
+type skillFrontMatter struct {
+	name, description string
+	short             *string
+}
+
+// parseSkillFrontMatter reads a SKILL.md's front matter as the reference's skill loader does:
+// name (default: the skill's directory name), description (required) and
+// metadata.short-description, each folded to one line; a name of more than
+// maxSkillNameChars characters is invalid.
+func parseSkillFrontMatter(contents, dirName string) (skillFrontMatter, bool) {
+	lines := strings.Split(strings.ReplaceAll(contents, "\r\n", "\n"), "\n")
+	if len(lines) == 0 || strings.TrimSpace(lines[0]) != "---" {
+		return skillFrontMatter{}, false
+	}
+	end := slices.IndexFunc(lines[1:], func(l string) bool { return strings.TrimSpace(l) == "---" })
+	if end <= 0 {
+		return skillFrontMatter{}, false // no closing line, or nothing between
+	}
+	doc, ok := parseYAMLSubset(lines[1 : 1+end])
+	if !ok || doc.kind != yamlMap && !doc.null {
+		return skillFrontMatter{}, false
+	}
+	name, ok1 := doc.get("name").text()
+	desc, ok2 := doc.get("description").text()
+	meta := doc.get("metadata")
+	if !ok1 || !ok2 || meta != nil && !meta.null && meta.kind != yamlMap {
+		return skillFrontMatter{}, false
+	}
+	short, ok3 := meta.get("short-description").text()
+	if !ok3 {
+		return skillFrontMatter{}, false
+	}
+	fm := skillFrontMatter{name: oneLine(name), description: oneLine(desc)}
+	if fm.name == "" {
+		if fm.name = oneLine(dirName); fm.name == "" {
+			fm.name = defaultSkillNameFallback
+		}
+	}
+	if s := oneLine(short); s != "" {
+		fm.short = &s
+	}
+	if len([]rune(fm.name)) > maxSkillNameChars || fm.description == "" {
+		return skillFrontMatter{}, false
+	}
+	return fm, true
+}
+
+// oneLine folds every run of white space to one space, and trims the ends.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// parseSkillMetadata reads dependencies and policy from a skill's agents/openai.yaml. A file
+// that does not parse, or whose fields have the wrong types, gives neither, as the reference's
+// does; a dependencies without tools is none.
+func parseSkillMetadata(contents string) (*skillDeps, *skillPolicy) {
+	doc, ok := parseYAMLSubset(strings.Split(strings.ReplaceAll(contents, "\r\n", "\n"), "\n"))
+	if !ok || doc.kind != yamlMap {
+		return nil, nil
+	}
+	var deps *skillDeps
+	if d := doc.get("dependencies"); d != nil && !d.null {
+		if d.kind != yamlMap {
+			return nil, nil
+		}
+		if tools := d.get("tools"); tools != nil && !tools.null {
+			if tools.kind != yamlSeq {
+				return nil, nil
+			}
+			var out []skillTool
+			for _, t := range tools.items {
+				if t.kind != yamlMap {
+					return nil, nil
+				}
+				typ, ok1 := t.get("type").text()
+				val, ok2 := t.get("value").text()
+				if !ok1 || !ok2 || t.get("type") == nil || t.get("value") == nil {
+					return nil, nil
+				}
+				tool := skillTool{Type: typ, Value: val}
+				for _, f := range []struct {
+					key string
+					dst **string
+				}{{"description", &tool.Description}, {"transport", &tool.Transport}, {"command", &tool.Command}, {"url", &tool.URL}} {
+					v := t.get(f.key)
+					s, ok := v.text()
+					if !ok {
+						return nil, nil
+					}
+					if v != nil && !v.null {
+						*f.dst = &s
+					}
+				}
+				out = append(out, tool)
+			}
+			if len(out) > 0 {
+				deps = &skillDeps{Tools: out}
+			}
+		}
+	}
+	var policy *skillPolicy
+	if p := doc.get("policy"); p != nil && !p.null {
+		if p.kind != yamlMap {
+			return nil, nil
+		}
+		policy = &skillPolicy{Products: []string{}}
+		if a := p.get("allow_implicit_invocation"); a != nil && !a.null {
+			if a.kind != yamlScalar || a.quoted || a.str != "true" && a.str != "false" {
+				return nil, nil
+			}
+			b := a.str == "true"
+			policy.AllowImplicitInvocation = &b
+		}
+		if pr := p.get("products"); pr != nil && !pr.null {
+			if pr.kind != yamlSeq {
+				return nil, nil
+			}
+			for _, it := range pr.items {
+				s, ok := it.text()
+				if !ok || it.null {
+					return nil, nil
+				}
+				policy.Products = append(policy.Products, s)
+			}
+		}
+	}
+	return deps, policy
+}
+
+// The YAML that skills' front matter and agents/openai.yaml use, and no more: block mappings
+// and sequences by indentation, plain, quoted and block (| >) scalars, flow sequences of
+// scalars, and {} and [] as empty. Anything else (anchors, tags, flow mappings, multi-line
+// quoted scalars) does not parse, and the caller treats the file as the reference treats an
+// invalid one. A value that looks like flow but is not ("[unclosed") is a plain scalar, as
+// the reference's repair of such lines makes it.
+
+type yamlKind int
+
+const (
+	yamlScalar yamlKind = iota
+	yamlMap
+	yamlSeq
+)
+
+type yamlNode struct {
+	kind   yamlKind
+	str    string // a scalar's text
+	null   bool   // a scalar that is null: empty, ~ or null
+	quoted bool
+	keys   []string
+	vals   map[string]*yamlNode
+	items  []*yamlNode
+}
+
+// get is the value of key in a mapping, or nil (also for a nil or null node).
+func (n *yamlNode) get(key string) *yamlNode {
+	if n == nil || n.kind != yamlMap {
+		return nil
+	}
+	return n.vals[key]
+}
+
+// text is a scalar's text as a string field reads it: "" for an absent or null value; false
+// for a mapping or a sequence.
+func (n *yamlNode) text() (string, bool) {
+	switch {
+	case n == nil || n.null:
+		return "", true
+	case n.kind != yamlScalar:
+		return "", false
+	}
+	return n.str, true
+}
+
+// yamlLine is a line with its indentation measured; comment-only and blank lines are not kept.
+type yamlParser struct {
+	lines []string
+	i     int
+}
+
+func parseYAMLSubset(lines []string) (*yamlNode, bool) {
+	p := &yamlParser{lines: lines}
+	p.skipBlank()
+	if p.i >= len(p.lines) {
+		return &yamlNode{null: true}, true
+	}
+	n, ok := p.block(indentOf(p.lines[p.i]))
+	if !ok {
+		return nil, false
+	}
+	p.skipBlank()
+	return n, p.i >= len(p.lines)
+}
+
+func indentOf(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+
+func isBlankYAML(l string) bool {
+	t := strings.TrimSpace(l)
+	return t == "" || strings.HasPrefix(t, "#")
+}
+
+func (p *yamlParser) skipBlank() {
+	for p.i < len(p.lines) && isBlankYAML(p.lines[p.i]) {
+		p.i++
+	}
+}
+
+// block parses the mapping or sequence whose lines start at column indent.
+func (p *yamlParser) block(indent int) (*yamlNode, bool) {
+	p.skipBlank()
+	if p.i >= len(p.lines) || strings.Contains(p.lines[p.i][:indentOf(p.lines[p.i])], "\t") {
+		return nil, false
+	}
+	content := strings.TrimSpace(p.lines[p.i])
+	if content == "-" || strings.HasPrefix(content, "- ") {
+		return p.sequence(indent)
+	}
+	return p.mapping(indent)
+}
+
+func (p *yamlParser) sequence(indent int) (*yamlNode, bool) {
+	n := &yamlNode{kind: yamlSeq}
+	for p.skipBlank(); p.i < len(p.lines); p.skipBlank() {
+		l := p.lines[p.i]
+		if indentOf(l) < indent {
+			break
+		}
+		content := strings.TrimSpace(l)
+		if indentOf(l) > indent || content != "-" && !strings.HasPrefix(content, "- ") {
+			return nil, false
+		}
+		rest := strings.TrimSpace(strings.TrimPrefix(content, "-"))
+		var item *yamlNode
+		var ok bool
+		switch {
+		case rest == "":
+			p.i++
+			p.skipBlank()
+			if p.i < len(p.lines) && indentOf(p.lines[p.i]) > indent {
+				item, ok = p.block(indentOf(p.lines[p.i]))
+			} else {
+				item, ok = &yamlNode{null: true}, true
+			}
+		case yamlKeyOf(rest) != "":
+			// "- key: value": a mapping whose keys sit where "key" does.
+			col := indent + (len(content) - len(rest))
+			p.lines[p.i] = strings.Repeat(" ", col) + rest
+			item, ok = p.mapping(col)
+		default:
+			item, ok = p.scalar(rest, indent)
+		}
+		if !ok {
+			return nil, false
+		}
+		n.items = append(n.items, item)
+	}
+	return n, true
+}
+
+// yamlKeyOf is the key of a "key: value" or "key:" line content, or "".
+func yamlKeyOf(content string) string {
+	if strings.HasPrefix(content, "'") || strings.HasPrefix(content, `"`) || strings.HasPrefix(content, "[") || strings.HasPrefix(content, "{") {
+		return ""
+	}
+	if k, _, ok := strings.Cut(content, ": "); ok {
+		return strings.TrimSpace(k)
+	}
+	if k, ok := strings.CutSuffix(content, ":"); ok {
+		return strings.TrimSpace(k)
+	}
+	return ""
+}
+
+func (p *yamlParser) mapping(indent int) (*yamlNode, bool) {
+	n := &yamlNode{kind: yamlMap, vals: map[string]*yamlNode{}}
+	for p.skipBlank(); p.i < len(p.lines); p.skipBlank() {
+		l := p.lines[p.i]
+		if indentOf(l) < indent {
+			break
+		}
+		content := strings.TrimSpace(l)
+		key := yamlKeyOf(content)
+		if indentOf(l) > indent || key == "" {
+			return nil, false
+		}
+		if _, dup := n.vals[key]; dup {
+			return nil, false // serde_yaml refuses a duplicate key
+		}
+		rest := strings.TrimSpace(strings.TrimPrefix(content[len(key):], ":"))
+		var v *yamlNode
+		var ok bool
+		if rest == "" || strings.HasPrefix(rest, "#") {
+			p.i++
+			p.skipBlank()
+			next := -1
+			if p.i < len(p.lines) {
+				next = indentOf(p.lines[p.i])
+			}
+			switch {
+			case next > indent:
+				v, ok = p.block(next)
+			case next == indent && strings.HasPrefix(strings.TrimSpace(p.lines[p.i]), "-"):
+				v, ok = p.sequence(indent) // a sequence may sit at its key's column
+			default:
+				v, ok = &yamlNode{null: true}, true
+			}
+		} else {
+			v, ok = p.scalar(rest, indent)
+		}
+		if !ok {
+			return nil, false
+		}
+		n.keys = append(n.keys, key)
+		n.vals[key] = v
+	}
+	return n, true
+}
+
+// scalar parses the value text of the current line (and, for block and multi-line plain
+// scalars, the more indented lines after it); parent is the indentation of its key.
+func (p *yamlParser) scalar(text string, parent int) (*yamlNode, bool) {
+	p.i++
+	switch text[0] {
+	case '|', '>':
+		var parts []string
+		for ; p.i < len(p.lines); p.i++ {
+			l := p.lines[p.i]
+			if strings.TrimSpace(l) != "" && indentOf(l) <= parent {
+				break
+			}
+			parts = append(parts, strings.TrimSpace(l))
+		}
+		// Only the folded form matters to its readers (oneLine), so both styles keep lines.
+		return &yamlNode{str: strings.Join(parts, "\n")}, true
+	case '\'', '"':
+		s, ok := unquoteYAML(stripYAMLComment(text, true))
+		return &yamlNode{str: s, quoted: true}, ok
+	case '[':
+		if items, ok := flowSeqYAML(stripYAMLComment(text, false)); ok {
+			return &yamlNode{kind: yamlSeq, items: items}, true
+		}
+	case '{':
+		if strings.TrimSpace(stripYAMLComment(text, false)) == "{}" {
+			return &yamlNode{kind: yamlMap, vals: map[string]*yamlNode{}}, true
+		}
+		if strings.HasSuffix(strings.TrimSpace(stripYAMLComment(text, false)), "}") {
+			return nil, false // a flow mapping: not in this subset
+		}
+	case '&', '*', '!':
+		return nil, false
+	}
+	s := stripYAMLComment(text, false)
+	// A plain scalar goes on over more indented lines.
+	for p.i < len(p.lines) && !isBlankYAML(p.lines[p.i]) && indentOf(p.lines[p.i]) > parent {
+		s += " " + stripYAMLComment(strings.TrimSpace(p.lines[p.i]), false)
+		p.i++
+	}
+	s = strings.TrimSpace(s)
+	if s == "" || s == "~" || s == "null" || s == "Null" || s == "NULL" {
+		return &yamlNode{null: true}, true
+	}
+	return &yamlNode{str: s}, true
+}
+
+// stripYAMLComment drops a " #" comment; in a quoted scalar, only after the closing quote.
+func stripYAMLComment(s string, quoted bool) string {
+	start := 0
+	if quoted && len(s) > 1 {
+		if end := strings.LastIndexByte(s, s[0]); end > 0 {
+			start = end
+		}
+	}
+	if strings.HasPrefix(s, "#") {
+		return ""
+	}
+	if i := strings.Index(s[start:], " #"); i >= 0 {
+		return strings.TrimSpace(s[:start+i])
+	}
+	return strings.TrimSpace(s)
+}
+
+// unquoteYAML reads a whole single- or double-quoted scalar.
+func unquoteYAML(s string) (string, bool) {
+	if len(s) < 2 || s[len(s)-1] != s[0] {
+		return "", false
+	}
+	body := s[1 : len(s)-1]
+	if s[0] == '\'' {
+		if strings.Count(strings.ReplaceAll(body, "''", ""), "'") > 0 {
+			return "", false
+		}
+		return strings.ReplaceAll(body, "''", "'"), true
+	}
+	var b strings.Builder
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if c == '"' {
+			return "", false
+		}
+		if c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		if i++; i >= len(body) {
+			return "", false
+		}
+		switch body[i] {
+		case '"', '\\', '/':
+			b.WriteByte(body[i])
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case ' ':
+			b.WriteByte(' ')
+		default:
+			return "", false
+		}
+	}
+	return b.String(), true
+}
+
+// flowSeqYAML reads "[a, 'b', "c"]"; false for anything else (it is then a plain scalar).
+func flowSeqYAML(s string) ([]*yamlNode, bool) {
+	if !strings.HasSuffix(s, "]") {
+		return nil, false
+	}
+	body := strings.TrimSpace(s[1 : len(s)-1])
+	items := []*yamlNode{}
+	if body == "" {
+		return items, true
+	}
+	for _, part := range strings.Split(body, ",") {
+		part = strings.TrimSpace(part)
+		switch {
+		case part == "" || strings.ContainsAny(part, "[]{}"):
+			return nil, false
+		case part[0] == '\'' || part[0] == '"':
+			v, ok := unquoteYAML(part)
+			if !ok {
+				return nil, false
+			}
+			items = append(items, &yamlNode{str: v, quoted: true})
+		default:
+			items = append(items, &yamlNode{str: part})
+		}
+	}
+	return items, true
 }

@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -144,12 +145,7 @@ func envMethods(t methodTable) {
 		return jsonPtr(&statusResult{"ready"}), nil // {"status":"ready"}
 	})
 	t["environmentConfig/read"] = handle("environment config", "EnvironmentConfigReadParams", inline, (*call).environmentConfigRead)
-	t["capabilities/discoverV2"] = handle("capability discovery", "DiscoverV2CapabilitiesRequest", inline, func(c *call, p *discoverV2Params) (result, error) {
-		if _, err := paramPath(p.Cwd); err != nil {
-			return nil, err
-		}
-		return jsonOf(discoverV2Result{Plugins: []any{}, Skills: []any{}, Warnings: []any{}}), nil
-	})
+	t["capabilities/discoverV2"] = handle("capability discovery", "DiscoverV2CapabilitiesRequest", decides, (*call).discoverV2)
 	t["capabilityRoots/discoverV1"] = handle("capability discovery", "WireCapabilityRootsDiscoverParams", decides, (*call).discoverRoots)
 }
 
@@ -175,8 +171,22 @@ type environmentConfigResult struct {
 // environmentConfigRead answers what the reference answers on a host with no executor-side
 // configuration: the directories and no layers. The harness merges its own config.
 func (c *call) environmentConfigRead(p *environmentConfigParams) (result, error) {
-	if _, err := paramPath(p.Cwd); err != nil {
-		return nil, err
+	// The reference parses cwd as it decodes the params (a malformed URI comes first), checks
+	// the selectors, and only then makes cwd a path.
+	_, cwdErr := paramPath(p.Cwd)
+	if re, ok := cwdErr.(*rpcError); ok && re.Code == codeInvalidParams {
+		return nil, cwdErr
+	}
+	if len(p.ConfigPaths) == 0 && len(p.RequirementsPaths) == 0 {
+		return nil, errInvalidParams("at least one config or requirements path is required")
+	}
+	for _, sel := range slices.Concat(p.ConfigPaths, p.RequirementsPaths) {
+		if len(sel) == 0 {
+			return nil, errInvalidParams("TOML paths must contain at least one key segment")
+		}
+	}
+	if cwdErr != nil {
+		return nil, cwdErr
 	}
 	home := userHome()
 	codexHome := os.Getenv("CODEX_HOME")
@@ -191,14 +201,4 @@ func (c *call) environmentConfigRead(p *environmentConfigParams) (result, error)
 		Config:       configLayers{Layers: []any{}},
 		Requirements: configLayers{Layers: []any{}},
 	}), nil
-}
-
-type discoverV2Params struct {
-	Cwd string `json:"cwd" uri:"path"`
-}
-
-type discoverV2Result struct {
-	Plugins  []any `json:"plugins"`
-	Skills   []any `json:"skills"`
-	Warnings []any `json:"warnings"`
 }
