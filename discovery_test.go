@@ -151,8 +151,8 @@ func TestCapabilityCapabilityDiscoveryV2(t *testing.T) {
 }
 
 // TestCapabilityEnvironmentConfigRead backs environmentConfigRead: the reference's two
-// refusals of empty selectors, its order of checks, and its answer on a host without an
-// executor-side config.toml.
+// refusals of empty selectors, its order of checks, and its answers for a config.toml absent,
+// present (the selected keys, laid out as the reference lays them out) and malformed.
 func TestCapabilityEnvironmentConfigRead(t *testing.T) {
 	if !capabilities()["environmentConfigRead"] {
 		t.Fatal("environmentConfigRead is not advertised")
@@ -175,11 +175,127 @@ func TestCapabilityEnvironmentConfigRead(t *testing.T) {
 			t.Errorf("%v: %+v, want %d %q", c.params, err, c.code, c.msg)
 		}
 	}
-	var res environmentConfigResult
-	fsMust(t, json.Unmarshal(tc.mustCall("environmentConfig/read", map[string]any{
-		"cwd": cwd, "configPaths": [][]string{{"mcp_servers"}}, "requirementsPaths": [][]string{{"mcp_servers"}},
-	}), &res))
-	if res.CodexHomeDir != fileURI(codexHome) || len(res.Config.Layers) != 0 || len(res.Requirements.Layers) != 0 {
-		t.Errorf("answer without a config.toml: %+v", res)
+	read := func(config ...[]string) (string, *rpcError) {
+		t.Helper()
+		res, err := tc.call("environmentConfig/read", map[string]any{
+			"cwd": cwd, "configPaths": config, "requirementsPaths": [][]string{{"mcp_servers"}},
+		})
+		if err != nil {
+			return "", err
+		}
+		var r struct {
+			CodexHomeDir string
+			Config       struct{ Layers []configLayer }
+			Requirements struct{ Layers []configLayer }
+		}
+		fsMust(t, json.Unmarshal(res, &r))
+		if r.CodexHomeDir != fileURI(codexHome) || len(r.Requirements.Layers) != 0 || len(r.Config.Layers) > 1 {
+			t.Fatalf("answer: %s", res)
+		}
+		if len(r.Config.Layers) == 0 {
+			return "", nil
+		}
+		l := r.Config.Layers[0]
+		if want := "user (" + filepath.Join(codexHome, "config.toml") + ")"; l.Source != want || l.BaseDir != fileURI(codexHome) {
+			t.Errorf("layer %q %q, want %q %q", l.Source, l.BaseDir, want, fileURI(codexHome))
+		}
+		return l.TOML, nil
 	}
+	if got, err := read([]string{"mcp_servers"}); got != "" || err != nil {
+		t.Errorf("without a config.toml: %q %v, want no layer", got, err)
+	}
+
+	// The answers the reference 0.171 gave for this file and these selectors.
+	fsWrite(t, filepath.Join(codexHome, "config.toml"), `# comment
+model = "o3"   # trailing
+approval_policy = 'never'
+n = 5
+f = 1.5
+b = true
+arr = [1, 2, "x"]
+inl = { a = 1, b = "two" }
+dotted.key = "v"
+"quoted key" = 1
+ml = """
+line1
+line2"""
+
+[mcp_servers.docs]
+url = "https://example.com/mcp"
+bearer_token_env_var = "TOK"
+http_headers = { "X-A" = "b" }
+
+[mcp_servers."weird name"]
+command = "npx"
+args = ["-y", "pkg"]
+env = { K = "V" }
+
+[[profiles_list]]
+name = "a"
+[[profiles_list]]
+name = "b"
+
+[tbl.sub]
+x = 1
+[tbl]
+y = 2
+`)
+	for _, c := range []struct {
+		sel  [][]string
+		want string
+	}{
+		{[][]string{{"mcp_servers"}}, "[mcp_servers.docs]\nurl = \"https://example.com/mcp\"\nbearer_token_env_var = \"TOK\"\n\n" +
+			"[mcp_servers.docs.http_headers]\nX-A = \"b\"\n\n[mcp_servers.\"weird name\"]\ncommand = \"npx\"\nargs = [\"-y\", \"pkg\"]\n\n" +
+			"[mcp_servers.\"weird name\".env]\nK = \"V\"\n"},
+		{[][]string{{"model"}, {"n"}, {"f"}, {"b"}, {"arr"}, {"inl"}, {"dotted"}, {"quoted key"}, {"ml"}, {"profiles_list"}, {"tbl"}, {"approval_policy"}},
+			"model = \"o3\"\napproval_policy = \"never\"\nn = 5\nf = 1.5\nb = true\narr = [1, 2, \"x\"]\n\"quoted key\" = 1\n" +
+				"ml = \"\"\"\nline1\nline2\"\"\"\n\n[inl]\na = 1\nb = \"two\"\n\n[dotted]\nkey = \"v\"\n\n[[profiles_list]]\nname = \"a\"\n\n" +
+				"[[profiles_list]]\nname = \"b\"\n\n[tbl]\ny = 2\n\n[tbl.sub]\nx = 1\n"},
+		{[][]string{{"mcp_servers", "docs", "url"}, {"inl", "a"}, {"nope", "x"}}, "[inl]\na = 1\n\n[mcp_servers.docs]\nurl = \"https://example.com/mcp\"\n"},
+		{[][]string{{"zzz"}}, ""},
+	} {
+		if got, err := read(c.sel...); got != c.want || err != nil {
+			t.Errorf("%v:\n got %q %v\nwant %q", c.sel, got, err, c.want)
+		}
+	}
+
+	fsWrite(t, filepath.Join(codexHome, "config.toml"), "model = \n")
+	_, err := read([]string{"model"})
+	if want := "failed to load executor-local config: " + filepath.Join(codexHome, "config.toml") +
+		":1:9: string values must be quoted, expected literal string"; err == nil || err.Code != codeInternal || err.Message != want {
+		t.Errorf("malformed config.toml: %+v, want -32603 %q", err, want)
+	}
+}
+
+// FuzzParseTOML: any input parses or fails cleanly, and what parses writes back as TOML that
+// parses to the same layout.
+func FuzzParseTOML(f *testing.F) {
+	for _, s := range []string{"a = 1\n[t]\nb = 'x'\n", "[[a]]\nb = [1, {c = 2}]\n", "m = \"\"\"\nx\\\n  y\"\"\"\n", "k = 1979-05-27 07:32:00\n", "a.b.c = {d = [[]]}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		doc, err := parseTOML(s)
+		if err != nil {
+			return
+		}
+		out := writeTOML(doc)
+		again, err := parseTOML(out)
+		if err != nil {
+			t.Fatalf("%q wrote %q, which does not parse: %v", s, out, err)
+		}
+		if writeTOML(again) != out {
+			t.Fatalf("%q wrote %q, then %q", s, out, writeTOML(again))
+		}
+	})
+}
+
+// FuzzSkillFrontMatter: any SKILL.md or agents/openai.yaml is read or refused, never a panic.
+func FuzzSkillFrontMatter(f *testing.F) {
+	for _, s := range []string{"---\nname: a\ndescription: b\nmetadata:\n  short-description: c\n---\n", "---\ndescription: |\n  x\n---", "dependencies:\n  tools:\n    - type: a\n      value: b\npolicy:\n  products: [x]\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		parseSkillFrontMatter(s, "dir")
+		parseSkillMetadata(s)
+	})
 }

@@ -168,8 +168,9 @@ type environmentConfigResult struct {
 	Requirements configLayers `json:"requirements"`
 }
 
-// environmentConfigRead answers what the reference answers on a host with no executor-side
-// configuration: the directories and no layers. The harness merges its own config.
+// environmentConfigRead answers the executor-side configuration the harness selects: the
+// user layer of $CODEX_HOME/config.toml holding the selected keys (envconfig.go), no
+// requirements layers, and the directories.
 func (c *call) environmentConfigRead(p *environmentConfigParams) (result, error) {
 	// The reference parses cwd as it decodes the params (a malformed URI comes first), checks
 	// the selectors, and only then makes cwd a path.
@@ -194,11 +195,21 @@ func (c *call) environmentConfigRead(p *environmentConfigParams) (result, error)
 		codexHome = filepath.Join(home, ".codex")
 	}
 	host, _ := os.Hostname()
+	config := configLayers{Layers: []any{}}
+	if len(p.ConfigPaths) > 0 {
+		layer, err := userConfigLayer(codexHome, p.ConfigPaths)
+		if err != nil {
+			return nil, err
+		}
+		if layer != nil {
+			config.Layers = append(config.Layers, layer)
+		}
+	}
 	return jsonOf(environmentConfigResult{
 		UserHomeDir:  dirURI(home),
 		CodexHomeDir: dirURI(codexHome),
 		Hostname:     host,
-		Config:       configLayers{Layers: []any{}},
+		Config:       config,
 		Requirements: configLayers{Layers: []any{}},
 	}), nil
 }
