@@ -110,15 +110,24 @@ func (c *call) discoverRoots(p *discoverRootsParams) (result, error) {
 	}
 	jobs := make([]rootJob, len(p.Roots))
 	for i, r := range p.Roots {
-		path, err := paramPath(r.Path)
-		if err != nil {
-			return nil, err
-		}
 		sb, err := c.rootSandbox(r.Sandbox)
 		if err != nil {
 			return nil, err
 		}
-		jobs[i] = rootJob{discoverRootOp{ID: r.ID, Path: path}, c.fsConfinement(sb, false)}
+		path, err := paramPath(r.Path)
+		if err != nil {
+			// A path this host cannot use (file://host/…) is that root's error, as the
+			// reference words it.
+			re, ok := err.(*rpcError)
+			if !ok || re.Code != codeInvalidRequest {
+				return nil, err
+			}
+			msg := fmt.Sprintf(discoveryRootErrorFmt, r.Path, re.Message)
+			jobs[i].answer = marshalNoEscape(&rootDiscovery{ID: r.ID, Path: r.Path, Skills: []discoveredSkill{},
+				NamespaceManifests: []capabilityTextFile{}, Warnings: []string{}, Error: &msg})
+			continue
+		}
+		jobs[i] = rootJob{op: discoverRootOp{ID: r.ID, Path: path}, profile: c.fsConfinement(sb, false)}
 	}
 	return deferTo(async, func(ctx context.Context) (result, error) {
 		bodies, err := c.runRootJobs(ctx, jobs)
@@ -153,10 +162,12 @@ func (c *call) rootSandbox(raw json.RawMessage) (sandboxParam, error) {
 	return sb, nil
 }
 
-// rootJob is one root to discover, and the profile confining it (nil: here, unconfined).
+// rootJob is one root to discover, and the profile confining it (nil: here, unconfined), or
+// its answer when it is known without looking.
 type rootJob struct {
 	op      discoverRootOp
 	profile *sandboxProfile
+	answer  []byte
 }
 
 // runRootJobs discovers every root of jobs, at most maxDiscoveryConcurrentRoot at once, and
@@ -168,6 +179,10 @@ func (c *call) runRootJobs(ctx context.Context, jobs []rootJob) ([][]byte, error
 	sem := make(chan struct{}, maxDiscoveryConcurrentRoot)
 	var wg sync.WaitGroup
 	for i, j := range jobs {
+		if j.answer != nil {
+			bodies[i] = j.answer
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -605,14 +620,21 @@ func skillLocations() []discoveryRootRef {
 }
 
 func (c *call) discoverV2(p *discoverV2Params) (result, error) {
-	if _, err := paramPath(p.Cwd); err != nil {
-		return nil, err
+	// cwd is decoded (its syntax checked) but not used: the locations are the user's.
+	if p.Sandbox.req != nil {
+		// Here the sandbox context's cwd is required, as in the reference's type for it.
+		var members map[string]json.RawMessage
+		if json.Unmarshal(p.Sandbox.raw, &members) == nil {
+			if _, ok := members["cwd"]; !ok {
+				return nil, errInvalidParams("missing field `cwd`")
+			}
+		}
 	}
 	locs := skillLocations()
 	profile := c.fsConfinement(p.Sandbox, false)
 	jobs := make([]rootJob, len(locs))
 	for i, l := range locs {
-		jobs[i] = rootJob{discoverRootOp{Path: l.Path, Optional: true}, profile}
+		jobs[i] = rootJob{op: discoverRootOp{Path: l.Path, Optional: true}, profile: profile}
 	}
 	return deferTo(async, func(ctx context.Context) (result, error) {
 		bodies, err := c.runRootJobs(ctx, jobs)

@@ -187,7 +187,7 @@ func (c *call) environmentConfigRead(p *environmentConfigParams) (result, error)
 		}
 	}
 	if cwdErr != nil {
-		return nil, cwdErr
+		return nil, errInvalidParams("%s", cwdErr.(*rpcError).Message) // the reference's code here
 	}
 	home := userHome()
 	codexHome := os.Getenv("CODEX_HOME")
