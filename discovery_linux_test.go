@@ -59,7 +59,8 @@ func (w *openWatch) drain(t *testing.T) int {
 // TestCapabilityCapabilityDiscoverySandbox backs capabilityDiscoverySandbox: each root is
 // discovered under its own sandbox, in the sandbox worker, so that what its profile hides
 // (a root outside it, a skill or MCP config reached through a symlink to outside it, a path
-// a deny entry covers) is never opened, while what it grants is found as without a sandbox.
+// a deny entry covers, a discoverV2 location) is never opened, while what it grants is found
+// as without a sandbox.
 func TestCapabilityCapabilityDiscoverySandbox(t *testing.T) {
 	if !capabilities()["capabilityDiscoverySandbox"] {
 		t.Fatal("capabilityDiscoverySandbox is not advertised")
@@ -131,6 +132,28 @@ func TestCapabilityCapabilityDiscoverySandbox(t *testing.T) {
 	if hidden.Error == nil || *hidden.Error != wantErr || hidden.Plugin != nil || len(hidden.Skills) != 0 {
 		t.Errorf("hidden root: error %v, plugin %+v, skills %v; want error %q and nothing else", hidden.Error, hidden.Plugin, hidden.Skills, wantErr)
 	}
+	// discoverV2 under a sandbox that reads only ~/.agents/skills: the skills of
+	// $CODEX_HOME/skills are neither listed nor opened.
+	codexHome, home := filepath.Join(base, "codex-home"), filepath.Join(base, "home")
+	t.Setenv("CODEX_HOME", codexHome)
+	t.Setenv("HOME", home)
+	fsWrite(t, filepath.Join(codexHome, "skills", "hid", "SKILL.md"), "---\nname: hid\ndescription: top secret\n---\n")
+	fsWrite(t, filepath.Join(home, ".agents", "skills", "vis", "SKILL.md"), "---\nname: vis\ndescription: visible\n---\n")
+	hiddenSkillOpens := watchOpens(t, filepath.Join(codexHome, "skills", "hid"))
+	v2Sandbox := `{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[` +
+		`{"path":{"type":"path","path":"` + fileURI(filepath.Join(home, ".agents", "skills")) + `"},"access":"read"}]},"network":"restricted"},` +
+		`"cwd":"` + fileURI(base) + `","windowsSandboxLevel":"disabled"}`
+	v2 := string(tc.mustCall("capabilities/discoverV2", map[string]any{"cwd": fileURI(base), "sandbox": json.RawMessage(v2Sandbox)}))
+	if n := hiddenSkillOpens.drain(t); n != 0 {
+		t.Errorf("the sandboxed discoverV2 opened the hidden skill (%d events)", n)
+	}
+	if !strings.Contains(v2, `"name":"vis"`) || strings.Contains(v2, "top secret") || strings.Contains(v2, `"hid"`) {
+		t.Errorf("sandboxed discoverV2: %s, want vis only", v2)
+	}
+	if v2 := string(tc.mustCall("capabilities/discoverV2", map[string]any{"cwd": fileURI(base)})); !strings.Contains(v2, `"name":"hid"`) || hiddenSkillOpens.drain(t) == 0 {
+		t.Errorf("unsandboxed discoverV2 (control): %s", v2)
+	}
+
 	raw, _ := json.Marshal(got)
 	if strings.Contains(string(raw), "top secret") || strings.Contains(string(raw), `\"top\"`) || strings.Contains(string(raw), "denied by an entry") {
 		t.Errorf("the sandboxed answer carries hidden text: %s", raw)
