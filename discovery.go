@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Discovery limits: the reference's figures (docs/protocol.md §9.5).
@@ -41,6 +42,9 @@ const (
 	maxDiscoveryFileBytes      = 1 << 20  // bytes of one file returned
 	maxDiscoveryRootBytes      = 16 << 20 // bytes of all the files returned for one root
 	maxDiscoveryConcurrentRoot = 8        // roots discovered at once for one request
+	// maxDiscoveryAnswerBytes bounds a whole answer (ours: the reference bounds each root
+	// only, so 128 roots could make 2 GiB): past it the request fails.
+	maxDiscoveryAnswerBytes = 256 << 20
 )
 
 // Names discovery recognises.
@@ -145,6 +149,12 @@ func (c *call) discoverRoots(p *discoverRootsParams) (result, error) {
 	}), nil
 }
 
+// errTooLargeDiscovery is the failure of a request whose answer would pass
+// maxDiscoveryAnswerBytes.
+func errTooLargeDiscovery() error {
+	return errInternal("capability discovery answer exceeds %d bytes", maxDiscoveryAnswerBytes)
+}
+
 // rootSandbox parses the sandbox object of one root, as an fs method's is parsed.
 func (c *call) rootSandbox(raw json.RawMessage) (sandboxParam, error) {
 	var sb sandboxParam
@@ -178,6 +188,7 @@ func (c *call) runRootJobs(ctx context.Context, jobs []rootJob) ([][]byte, error
 	errs := make([]error, len(jobs))
 	sem := make(chan struct{}, maxDiscoveryConcurrentRoot)
 	var wg sync.WaitGroup
+	var total atomic.Int64 // bytes answered so far
 	for i, j := range jobs {
 		if j.answer != nil {
 			bodies[i] = j.answer
@@ -187,6 +198,10 @@ func (c *call) runRootJobs(ctx context.Context, jobs []rootJob) ([][]byte, error
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			if total.Load() > maxDiscoveryAnswerBytes {
+				errs[i] = errTooLargeDiscovery()
+				return
+			}
 			var res result
 			var err error
 			if j.profile == nil {
@@ -196,6 +211,9 @@ func (c *call) runRootJobs(ctx context.Context, jobs []rootJob) ([][]byte, error
 			}
 			if err == nil {
 				bodies[i], err = res.body()
+			}
+			if total.Add(int64(len(bodies[i]))) > maxDiscoveryAnswerBytes {
+				err = errTooLargeDiscovery()
 			}
 			errs[i] = err
 		}()
