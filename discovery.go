@@ -567,6 +567,9 @@ const (
 	maxDiscoverV2Bytes       = 4 << 20
 	discoverV2MetadataWarn   = "some capability metadata could not be loaded; discovery may be incomplete"
 	discoverV2SizeLimitWarn  = "capability discovery size limit reached"
+	maxPluginCacheEntries    = 10_000 // directories looked at in $CODEX_HOME/plugins/cache
+	maxQualifiedSkillChars   = 64*2 + 1
+	pluginCacheLimitWarn     = "plugin cache traversal limit reached"
 	codexHomeSkillsRootID    = "codex-home-skills"
 	userAgentSkillsRootID    = "user-agent-skills"
 	defaultSkillNameFallback = "skill"
@@ -615,14 +618,42 @@ type skillPolicy struct {
 }
 
 type discoverV2Result struct {
-	Plugins  []any           `json:"plugins"`
-	Skills   []executorSkill `json:"skills"`
-	Warnings []string        `json:"warnings"`
+	Plugins  []executorPlugin `json:"plugins"`
+	Skills   []executorSkill  `json:"skills"`
+	Warnings []string         `json:"warnings"`
+}
+
+// executorPlugin is one installed plugin of discoverV2: $CODEX_HOME/plugins/cache/
+// <marketplace>/<plugin>/<version>, the last version by name.
+type executorPlugin struct {
+	ID             string           `json:"id"` // <plugin>@<marketplace>
+	DisplayName    string           `json:"displayName"`
+	RemotePluginID *string          `json:"remotePluginId"`
+	Version        string           `json:"version"`
+	Root           string           `json:"root"`
+	Files          discoveredPlugin `json:"files"`
+	Skills         []pluginSkill    `json:"skills"`
+}
+
+// pluginSkill is a skill of a plugin: an executorSkill without a discovery root, its name
+// qualified by the plugin's namespace.
+type pluginSkill struct {
+	Name             string       `json:"name"`
+	Description      string       `json:"description"`
+	ShortDescription *string      `json:"shortDescription"`
+	Path             string       `json:"path"`
+	Dependencies     *skillDeps   `json:"dependencies"`
+	Policy           *skillPolicy `json:"policy"`
+}
+
+// installedPlugin is a plugin root found in the cache.
+type installedPlugin struct {
+	id, version, root string
 }
 
 // skillLocations are where discoverV2 looks, in order: $CODEX_HOME/skills (CODEX_HOME
 // defaulting to ~/.codex) and ~/.agents/skills.
-func skillLocations() []discoveryRootRef {
+func skillLocations() ([]discoveryRootRef, string) {
 	home := userHome()
 	codexHome := os.Getenv("CODEX_HOME")
 	if codexHome == "" {
@@ -634,7 +665,7 @@ func skillLocations() []discoveryRootRef {
 	return []discoveryRootRef{
 		{codexHomeSkillsRootID, filepath.Join(codexHome, "skills")},
 		{userAgentSkillsRootID, filepath.Join(home, ".agents", "skills")},
-	}
+	}, codexHome
 }
 
 func (c *call) discoverV2(p *discoverV2Params) (result, error) {
@@ -648,44 +679,234 @@ func (c *call) discoverV2(p *discoverV2Params) (result, error) {
 			}
 		}
 	}
-	locs := skillLocations()
+	locs, codexHome := skillLocations()
 	profile := c.fsConfinement(p.Sandbox, false)
-	jobs := make([]rootJob, len(locs))
-	for i, l := range locs {
-		jobs[i] = rootJob{op: discoverRootOp{Path: l.Path, Optional: true}, profile: profile}
-	}
 	return deferTo(async, func(ctx context.Context) (result, error) {
+		res := discoverV2Result{Plugins: []executorPlugin{}, Skills: []executorSkill{}, Warnings: []string{}}
+		plugins, truncated, err := c.installedPlugins(ctx, profile, filepath.Join(codexHome, "plugins", "cache"))
+		if err != nil {
+			return nil, err
+		}
+		if truncated {
+			res.Warnings = append(res.Warnings, pluginCacheLimitWarn)
+		}
+		jobs := make([]rootJob, 0, len(locs)+len(plugins))
+		for _, l := range locs {
+			jobs = append(jobs, rootJob{op: discoverRootOp{Path: l.Path, Optional: true}, profile: profile})
+		}
+		for _, pl := range plugins {
+			jobs = append(jobs, rootJob{op: discoverRootOp{ID: pl.id, Path: pl.root}, profile: profile})
+		}
 		bodies, err := c.runRootJobs(ctx, jobs)
 		if err != nil {
 			return nil, err
 		}
-		res := discoverV2Result{Plugins: []any{}, Skills: []executorSkill{}, Warnings: []string{}}
-		size, truncated := 0, false
+		count, size, full := 0, 0, false
+		admit := func(n int, v any) bool {
+			b := len(marshalNoEscape(v))
+			if count+n > maxDiscoverV2Skills || size+b > maxDiscoverV2Bytes {
+				full = true
+				return false
+			}
+			count, size = count+n, size+b
+			return true
+		}
 		for i, b := range bodies {
 			var d rootDiscovery
 			if err := json.Unmarshal(b, &d); err != nil {
 				return nil, errInternal("capability discovery: decode a root: %v", err)
 			}
-			ref := discoveryRootRef{locs[i].ID, fileURI(locs[i].Path)}
-			skills, bad := executorSkills(&d, ref)
+			if i < len(locs) {
+				ref := discoveryRootRef{locs[i].ID, fileURI(locs[i].Path)}
+				skills, bad := executorSkills(&d, ref)
+				if bad {
+					res.Warnings = append(res.Warnings, discoverV2MetadataWarn)
+				}
+				for _, sk := range skills {
+					if admit(1, sk) {
+						res.Skills = append(res.Skills, sk)
+					}
+				}
+				continue
+			}
+			pl, bad := pluginOf(&d, plugins[i-len(locs)])
 			if bad {
 				res.Warnings = append(res.Warnings, discoverV2MetadataWarn)
 			}
-			for _, s := range skills {
-				n := len(marshalNoEscape(s))
-				if len(res.Skills) == maxDiscoverV2Skills || size+n > maxDiscoverV2Bytes {
-					truncated = true
-					continue
-				}
-				size += n
-				res.Skills = append(res.Skills, s)
+			if pl != nil && admit(1+len(pl.Skills), pl) {
+				res.Plugins = append(res.Plugins, *pl)
 			}
 		}
-		if truncated {
+		slices.SortStableFunc(res.Plugins, func(a, b executorPlugin) int {
+			if c := strings.Compare(a.ID, b.ID); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Root, b.Root)
+		})
+		if full {
 			res.Warnings = append([]string{discoverV2SizeLimitWarn}, res.Warnings...)
 		}
 		return rawJSON(marshalNoEscape(res)), nil
 	}), nil
+}
+
+// installedPlugins lists the plugins of the cache, <marketplace>/<plugin>/<version>, the
+// last version by name of each, in the request's sandbox (a directory it hides is empty).
+// truncated: maxPluginCacheEntries directories were looked at.
+func (c *call) installedPlugins(ctx context.Context, profile *sandboxProfile, cache string) ([]installedPlugin, bool, error) {
+	seen := 0
+	list := func(dir string) ([]string, error) {
+		op := readDirectoryOp{Path: dir}
+		var res result
+		var err error
+		if profile == nil {
+			res, err = op.run(ctx, fsWritesDirect())
+		} else {
+			res, _, err = c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, "fs/readDirectory", op)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// Missing, not a directory, hidden by the sandbox, or a worker that could not
+			// start (nothing is then read unconfined): no plugins there.
+			return nil, nil
+		}
+		body, err := res.body()
+		if err != nil {
+			return nil, err
+		}
+		var r readDirectoryResult
+		if err := json.Unmarshal(body, &r); err != nil {
+			return nil, errInternal("capability discovery: decode a listing: %v", err)
+		}
+		var dirs []string
+		for _, e := range r.Entries {
+			if e.IsDirectory {
+				dirs = append(dirs, e.FileName)
+			}
+		}
+		slices.Sort(dirs)
+		seen += len(dirs)
+		return dirs, nil
+	}
+	var out []installedPlugin
+	markets, err := list(cache)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, m := range markets {
+		plugins, err := list(filepath.Join(cache, m))
+		if err != nil {
+			return nil, false, err
+		}
+		for _, pl := range plugins {
+			if seen > maxPluginCacheEntries {
+				return out, true, nil
+			}
+			versions, err := list(filepath.Join(cache, m, pl))
+			if err != nil {
+				return nil, false, err
+			}
+			if len(versions) == 0 {
+				continue
+			}
+			v := versions[len(versions)-1]
+			out = append(out, installedPlugin{id: pl + "@" + m, version: v, root: filepath.Join(cache, m, pl, v)})
+		}
+	}
+	return out, seen > maxPluginCacheEntries, nil
+}
+
+// pluginOf is an installed plugin's answer from its root's discovery, or nil (and bad) when
+// the root has no readable manifest. Its skills are named <namespace>:<name>, the namespace
+// being the name in the nearest plugin manifest above the skill (or that plugin root's
+// directory name).
+func pluginOf(d *rootDiscovery, inst installedPlugin) (*executorPlugin, bool) {
+	bad := d.Error != nil || len(d.Warnings) > 0
+	if d.Plugin == nil {
+		return nil, true
+	}
+	namespaces := map[string]string{}
+	for _, m := range d.NamespaceManifests {
+		mp, err := parsePath(m.Path)
+		if err != nil {
+			continue
+		}
+		root := pluginRootOf(mp)
+		var fields struct {
+			Name json.RawMessage `json:"name"`
+		}
+		if json.Unmarshal([]byte(m.Contents), &fields) != nil {
+			continue
+		}
+		var name string
+		if len(fields.Name) > 0 && string(fields.Name) != "null" && json.Unmarshal(fields.Name, &name) != nil {
+			continue
+		}
+		if strings.TrimSpace(name) == "" {
+			name = filepath.Base(root)
+		}
+		if _, ok := namespaces[root]; !ok {
+			namespaces[root] = name
+		}
+	}
+	pl := &executorPlugin{
+		ID: inst.id, Version: inst.version, Root: fileURI(inst.root), Files: *d.Plugin, Skills: []pluginSkill{},
+		DisplayName: pluginDisplayName(d.Plugin.Manifest.Contents, filepath.Base(inst.root)),
+	}
+	for _, s := range d.Skills {
+		p, err := parsePath(s.Instructions.Path)
+		if err != nil {
+			bad = true
+			continue
+		}
+		fm, ok := parseSkillFrontMatter(s.Instructions.Contents, filepath.Base(filepath.Dir(p)))
+		if !ok {
+			bad = true
+			continue
+		}
+		name := fm.name
+		for dir := filepath.Dir(p); ; dir = filepath.Dir(dir) {
+			if ns, ok := namespaces[dir]; ok {
+				if len([]rune(ns))+1+len([]rune(name)) > maxQualifiedSkillChars {
+					bad, name = true, ""
+				} else {
+					name = ns + ":" + name
+				}
+				break
+			}
+			if dir == "/" || dir == "." {
+				break
+			}
+		}
+		if name == "" {
+			continue
+		}
+		sk := pluginSkill{Name: name, Description: fm.description, ShortDescription: fm.short, Path: s.Instructions.Path}
+		if s.Metadata != nil {
+			sk.Dependencies, sk.Policy = parseSkillMetadata(s.Metadata.Contents)
+		}
+		pl.Skills = append(pl.Skills, sk)
+	}
+	return pl, bad
+}
+
+// pluginDisplayName is the manifest's interface.displayName, else its name, else fallback.
+func pluginDisplayName(manifest, fallback string) string {
+	var m struct {
+		Name      any `json:"name"`
+		Interface struct {
+			DisplayName any `json:"displayName"`
+		} `json:"interface"`
+	}
+	json.Unmarshal([]byte(manifest), &m)
+	for _, v := range []any{m.Interface.DisplayName, m.Name} {
+		if s, ok := v.(string); ok && strings.TrimSpace(s) != "" {
+			return s
+		}
+	}
+	return fallback
 }
 
 // executorSkills turns one root's discovery into skills; bad reports that something could

@@ -101,7 +101,8 @@ func TestDiscoverV1Limits(t *testing.T) {
 // TestCapabilityCapabilityDiscoveryV2 backs capabilityDiscoveryV2: the server user's skills
 // in $CODEX_HOME/skills and ~/.agents/skills, with their front matter and agents/openai.yaml
 // read as the reference 0.171 reads them, a broken skill left out with the reference's one
-// warning per location, and the same locations read under a sandbox that hides one of them.
+// warning per location, and the plugins installed in $CODEX_HOME/plugins/cache with their
+// namespaced skills (discovery_linux_test.go has the sandbox).
 func TestCapabilityCapabilityDiscoveryV2(t *testing.T) {
 	if !capabilities()["capabilityDiscoveryV2"] {
 		t.Fatal("capabilityDiscoveryV2 is not advertised")
@@ -119,6 +120,11 @@ func TestCapabilityCapabilityDiscoveryV2(t *testing.T) {
 			"    - type: mcp\n      value: srv\n      transport: streamable_http\n      url: http://x\npolicy:\n"+
 			"  allow_implicit_invocation: false\n  products: [codex, \"chatgpt\"]\n")
 	fsWrite(t, filepath.Join(home, ".agents/skills/beta/SKILL.md"), "---\nname: beta\ndescription: Beta skill\n---\n")
+	// An installed plugin: the last version by name (9.0, not 10.0) is the one listed.
+	for _, v := range []string{"10.0", "9.0"} {
+		fsWrite(t, filepath.Join(codexHome, "plugins/cache/mkt/myplug", v, ".codex-plugin/plugin.json"), `{"name":"myplug","interface":{"displayName":"My Plug"}}`)
+		fsWrite(t, filepath.Join(codexHome, "plugins/cache/mkt/myplug", v, "skills/ps/SKILL.md"), "---\nname: ps\ndescription: plugin skill\n---\n")
+	}
 
 	tc := startTestServer(t).connect(t)
 	cs, ua := fileURI(filepath.Join(codexHome, "skills")), fileURI(filepath.Join(home, ".agents/skills"))
@@ -126,7 +132,10 @@ func TestCapabilityCapabilityDiscoveryV2(t *testing.T) {
 		return `{"name":"` + name + `","description":"` + desc + `","shortDescription":` + short + `,"path":"` + path +
 			`","discoveryRoot":{"id":"` + rootID + `","path":"` + root + `"},"dependencies":` + deps + `,"policy":` + policy + `}`
 	}
-	want := `{"plugins":[],"skills":[` +
+	pr := fileURI(filepath.Join(codexHome, "plugins/cache/mkt/myplug/9.0"))
+	want := `{"plugins":[{"id":"myplug@mkt","displayName":"My Plug","remotePluginId":null,"version":"9.0","root":"` + pr + `",` +
+		`"files":{"manifest":{"path":"` + pr + `/.codex-plugin/plugin.json","contents":"{\"name\":\"myplug\",\"interface\":{\"displayName\":\"My Plug\"}}"},"mcpConfig":null,"appsConfig":null},` +
+		`"skills":[{"name":"myplug:ps","description":"plugin skill","shortDescription":null,"path":"` + pr + `/skills/ps/SKILL.md","dependencies":null,"policy":null}]}],"skills":[` +
 		skill("alpha", "Alpha skill", `"short alpha"`, cs+"/alpha/SKILL.md", "codex-home-skills", cs, "null", "null") + "," +
 		skill("meta", "Meta: skill", "null", cs+"/meta/SKILL.md", "codex-home-skills", cs,
 			`{"tools":[{"type":"env_var","value":"FOO","description":null,"transport":null,"command":null,"url":null,"oauthCallbackPort":null},`+
