@@ -9,17 +9,11 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"unicode"
 	"unicode/utf8"
 )
-
-// capabilityTestsPending lists the flags that read true while their tests are being written
-// on another branch. Temporary: each entry must go once its test exists (the check below
-// fails then), and the list must end empty.
-var capabilityTestsPending = []string{"capabilityDiscoveryV2", "environmentConfigRead"}
 
 // TestCapabilitiesAreBacked requires, for every capability that reads true, a test function
 // TestCapability<Key> (the key with its first letter upper-cased) in this package's test
@@ -45,11 +39,7 @@ func TestCapabilitiesAreBacked(t *testing.T) {
 	for key, on := range capabilities() {
 		r, n := utf8.DecodeRuneInString(key)
 		name := "TestCapability" + string(unicode.ToUpper(r)) + key[n:]
-		pending := slices.Contains(capabilityTestsPending, key)
-		switch {
-		case pending && tests[name]:
-			t.Errorf("%s exists now: take %s out of capabilityTestsPending", name, key)
-		case on && !tests[name] && !pending:
+		if on && !tests[name] {
 			t.Errorf("capability %s reads true but no test %s backs it", key, name)
 		}
 	}

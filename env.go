@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -48,7 +49,7 @@ func capabilities() map[string]bool {
 		"networkProxyTransparentTcp":                  false,
 		"credentialMasking":                           false,
 		"credentialMaskingCustomProviders":            false,
-		"capabilityDiscoverySandbox":                  false,
+		"capabilityDiscoverySandbox":                  true,
 		"fsWatchMissing":                              true,
 		"capabilityDiscoveryV2":                       true,
 		"environmentConfigRead":                       true,
@@ -145,15 +146,8 @@ func envMethods(t methodTable) {
 		return jsonPtr(&statusResult{"ready"}), nil // {"status":"ready"}
 	})
 	t["environmentConfig/read"] = handle("environment config", "EnvironmentConfigReadParams", inline, (*call).environmentConfigRead)
-	t["capabilities/discoverV2"] = handle("capability discovery", "DiscoverV2CapabilitiesRequest", inline, func(c *call, p *discoverV2Params) (result, error) {
-		if _, err := paramPath(p.Cwd); err != nil {
-			return nil, err
-		}
-		return jsonOf(discoverV2Result{Plugins: []any{}, Skills: []any{}, Warnings: []any{}}), nil
-	})
-	t["capabilityRoots/discoverV1"] = handle("capability discovery", "WireCapabilityRootsDiscoverParams", inline, func(c *call, p *discoverRootsParams) (result, error) {
-		return jsonOf(map[string][]any{"roots": {}}), nil
-	})
+	t["capabilities/discoverV2"] = handle("capability discovery", "DiscoverV2CapabilitiesRequest", decides, (*call).discoverV2)
+	t["capabilityRoots/discoverV1"] = handle("capability discovery", "WireCapabilityRootsDiscoverParams", decides, (*call).discoverRoots)
 }
 
 type environmentConfigParams struct {
@@ -175,11 +169,26 @@ type environmentConfigResult struct {
 	Requirements configLayers `json:"requirements"`
 }
 
-// environmentConfigRead answers what the reference answers on a host with no executor-side
-// configuration: the directories and no layers. The harness merges its own config.
+// environmentConfigRead answers the executor-side configuration the harness selects: the
+// user layer of $CODEX_HOME/config.toml holding the selected keys (envconfig.go), no
+// requirements layers, and the directories.
 func (c *call) environmentConfigRead(p *environmentConfigParams) (result, error) {
-	if _, err := paramPath(p.Cwd); err != nil {
-		return nil, err
+	// The reference parses cwd as it decodes the params (a malformed URI comes first), checks
+	// the selectors, and only then makes cwd a path.
+	_, cwdErr := paramPath(p.Cwd)
+	if re, ok := cwdErr.(*rpcError); ok && re.Code == codeInvalidParams {
+		return nil, cwdErr
+	}
+	if len(p.ConfigPaths) == 0 && len(p.RequirementsPaths) == 0 {
+		return nil, errInvalidParams("at least one config or requirements path is required")
+	}
+	for _, sel := range slices.Concat(p.ConfigPaths, p.RequirementsPaths) {
+		if len(sel) == 0 {
+			return nil, errInvalidParams("TOML paths must contain at least one key segment")
+		}
+	}
+	if cwdErr != nil {
+		return nil, errInvalidParams("%s", cwdErr.(*rpcError).Message) // the reference's code here
 	}
 	home := userHome()
 	codexHome := os.Getenv("CODEX_HOME")
@@ -187,25 +196,21 @@ func (c *call) environmentConfigRead(p *environmentConfigParams) (result, error)
 		codexHome = filepath.Join(home, ".codex")
 	}
 	host, _ := os.Hostname()
+	config := configLayers{Layers: []any{}}
+	if len(p.ConfigPaths) > 0 {
+		layer, err := userConfigLayer(codexHome, p.ConfigPaths)
+		if err != nil {
+			return nil, err
+		}
+		if layer != nil {
+			config.Layers = append(config.Layers, layer)
+		}
+	}
 	return jsonOf(environmentConfigResult{
 		UserHomeDir:  dirURI(home),
 		CodexHomeDir: dirURI(codexHome),
 		Hostname:     host,
-		Config:       configLayers{Layers: []any{}},
+		Config:       config,
 		Requirements: configLayers{Layers: []any{}},
 	}), nil
-}
-
-type discoverV2Params struct {
-	Cwd string `json:"cwd" uri:"path"`
-}
-
-type discoverV2Result struct {
-	Plugins  []any `json:"plugins"`
-	Skills   []any `json:"skills"`
-	Warnings []any `json:"warnings"`
-}
-
-type discoverRootsParams struct {
-	Roots []any `json:"roots,omitempty"`
 }

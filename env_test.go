@@ -78,8 +78,8 @@ func TestEnvironmentConfigReadAnswersWithoutLayers(t *testing.T) {
 	if !jsonEqual(res, want) {
 		t.Errorf("got %s\nwant %s", res, want)
 	}
-	// A native path is a cwd too (docs/protocol.md §7.1); the optional lists may be left out.
-	tc.mustCall("environmentConfig/read", map[string]any{"cwd": cwd, "configPaths": [][]string{}, "requirementsPaths": [][]string{}})
+	// A native path is a cwd too (docs/protocol.md §7.1).
+	tc.mustCall("environmentConfig/read", map[string]any{"cwd": cwd, "configPaths": [][]string{}, "requirementsPaths": [][]string{{"model"}}})
 }
 
 // TestEnvironmentDirectoriesAreAbsoluteURIs: a service may run without $HOME, or with
@@ -101,7 +101,7 @@ func TestEnvironmentDirectoriesAreAbsoluteURIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cfg environmentConfigResult
-	if err := json.Unmarshal(tc.mustCall("environmentConfig/read", map[string]any{"cwd": fileURI(cwd), "configPaths": [][]string{}, "requirementsPaths": [][]string{}}), &cfg); err != nil {
+	if err := json.Unmarshal(tc.mustCall("environmentConfig/read", map[string]any{"cwd": fileURI(cwd), "configPaths": [][]string{{"model"}}, "requirementsPaths": [][]string{}}), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	for name, got := range map[string][2]string{
@@ -126,17 +126,24 @@ func mustJSON(v any) []byte {
 	return b
 }
 
+// TestCapabilityDiscoveryAnswersEmpty: discovery with nothing to find (discovery_test.go has
+// the rest).
 func TestCapabilityDiscoveryAnswersEmpty(t *testing.T) {
+	t.Setenv("CODEX_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
 	ts := startTestServer(t)
 	tc := ts.connect(t)
 	cwd, _ := os.Getwd()
 	if res := tc.mustCall("capabilities/discoverV2", map[string]any{"cwd": fileURI(cwd), "extra": 1}); string(res) != `{"plugins":[],"skills":[],"warnings":[]}` {
 		t.Errorf("capabilities/discoverV2 %s", res)
 	}
-	for _, params := range []map[string]any{{}, {"roots": []any{}}, {"roots": []any{map[string]any{"id": "r1", "path": fileURI(cwd)}}}} {
-		if res := tc.mustCall("capabilityRoots/discoverV1", params); string(res) != `{"roots":[]}` {
-			t.Errorf("capabilityRoots/discoverV1 %v: %s", params, res)
-		}
+	if res := tc.mustCall("capabilityRoots/discoverV1", map[string]any{"roots": []any{}}); string(res) != `{"roots":[]}` {
+		t.Errorf("capabilityRoots/discoverV1 without roots: %s", res)
+	}
+	empty := t.TempDir()
+	want := `{"roots":[{"id":"r1","path":"` + fileURI(empty) + `","plugin":null,"skills":[],"namespaceManifests":[],"warnings":[],"error":null}]}`
+	if res := tc.mustCall("capabilityRoots/discoverV1", map[string]any{"roots": []any{map[string]any{"id": "r1", "path": fileURI(empty)}}}); string(res) != want {
+		t.Errorf("capabilityRoots/discoverV1 of an empty directory: %s", res)
 	}
 }
 
@@ -150,7 +157,7 @@ func TestEnvironmentMethodErrors(t *testing.T) {
 		"capabilities/discoverV2":    "capability discovery",
 		"capabilityRoots/discoverV1": "capability discovery",
 	} {
-		params := any(map[string]any{"cwd": "file:///", "configPaths": [][]string{}, "requirementsPaths": [][]string{}})
+		params := any(map[string]any{"cwd": "file:///", "configPaths": [][]string{}, "requirementsPaths": [][]string{}, "roots": []any{}})
 		if method == "environment/info" || method == "environment/status" {
 			params = nil
 		}
@@ -170,7 +177,9 @@ func TestEnvironmentMethodErrors(t *testing.T) {
 		{"environmentConfig/read", map[string]any{"cwd": "file:///tmp", "configPaths": [][]string{}}, codeInvalidParams, "missing field `requirementsPaths`"},
 		{"environmentConfig/read", nil, codeInvalidParams, "invalid type: null, expected struct EnvironmentConfigReadParams"},
 		{"environmentConfig/read", map[string]any{"cwd": "relative/dir", "configPaths": [][]string{}, "requirementsPaths": [][]string{}}, codeInvalidParams, "invalid URI: relative URL without a base"},
-		{"environmentConfig/read", map[string]any{"cwd": "file://server/share", "configPaths": [][]string{}, "requirementsPaths": [][]string{}}, codeInvalidRequest, "'file://server/share' is invalid on '" + runtime.GOOS + "'"},
+		{"environmentConfig/read", map[string]any{"cwd": "file://server/share", "configPaths": [][]string{{"a"}}, "requirementsPaths": [][]string{}}, codeInvalidParams, "'file://server/share' is invalid on '" + runtime.GOOS + "'"},
+		{"environmentConfig/read", map[string]any{"cwd": "file://server/share", "configPaths": [][]string{}, "requirementsPaths": [][]string{}}, codeInvalidParams, "at least one config or requirements path is required"},
+		{"capabilityRoots/discoverV1", map[string]any{}, codeInvalidParams, "missing field `roots`"},
 		{"capabilities/discoverV2", map[string]any{}, codeInvalidParams, "missing field `cwd`"},
 		{"capabilities/discoverV2", map[string]any{"cwd": "https://x/"}, codeInvalidParams, "unsupported path URI scheme `https`"},
 		{"environment/info", []any{}, codeInvalidParams, "invalid type: sequence, expected unit"},

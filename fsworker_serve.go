@@ -167,6 +167,8 @@ func newFSOp(method string) fsOp {
 		return &walkOp{}
 	case "fs/open":
 		return &openOp{}
+	case discoveryRootsMethod: // one root of it (discovery.go)
+		return &discoverRootOp{}
 	}
 	return nil
 }
