@@ -287,7 +287,7 @@ func TestDirectEndToEnd(t *testing.T) {
 	if len(d.registers) != 1 || len(d.upgrades) != 1 {
 		t.Fatalf("%d registrations and %d upgrades, want 1 and 1", len(d.registers), len(d.upgrades))
 	}
-	registryHeaders(t, "direct register", d.registers[0], map[string]string{"Content-Type": "application/json", "Accept": "*/*", "X-Amz-Date": "*", "Authorization": "*"})
+	registryHeaders(t, "direct register", d.registers[0], map[string]string{"Content-Type": "application/json", "Accept": "*/*", "Accept-Encoding": "gzip", "X-Amz-Date": "*", "Authorization": "*"})
 	up := d.upgrades[0]
 	for _, h := range []string{"Authorization", "X-Amz-Date", "Upgrade", "Connection", "Sec-Websocket-Key", "Sec-Websocket-Version"} {
 		if up.Get(h) == "" {
