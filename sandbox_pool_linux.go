@@ -28,7 +28,7 @@ package main
 // A warm stage's mount namespace is a copy of the server's as it was at the fork. One that
 // has changed since (a mount or an unmount: the server's /proc/self/mountinfo, opened before
 // the fork, then polls POLLPRI) is let go rather than used, so that no sandbox is built
-// from a stale table; so is one forked before a change of the server's limits, umask or
+// from a stale table; so is one forked before a change of the server's limits or
 // cgroup (serverState). So is one idle for warmStageIdle, or dead.
 
 import (
@@ -39,7 +39,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -246,28 +245,28 @@ func (w *warmStage) fit() bool {
 }
 
 // serverState is what a stage inherits from the server at its fork, besides the mount
-// table, that can change while a warm one waits: the resource limits (prlimit(1)), the umask
-// and the cgroup (a server moved into a tighter one). A cold stage always has today's.
+// table, that others can change while a warm one waits: the resource limits (prlimit(1)) and
+// the cgroup (a server moved into a tighter one). A cold stage always has today's. (The umask
+// is the server's own to change, and it never does.) Read on every take, so kept cheap: one
+// prlimit per resource and one small file.
 func serverState() string {
-	var b strings.Builder
-	for _, name := range []string{"/proc/self/limits", "/proc/self/cgroup"} {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			return "unreadable" // never equal to a readable state
+	var b []byte
+	for res := range rlimitCount {
+		var lim unix.Rlimit
+		if err := unix.Prlimit(0, res, nil, &lim); err != nil {
+			continue // a resource this kernel lacks: the same at the fork and now
 		}
-		b.Write(data)
+		b = fmt.Appendf(b, "%d:%d:%d ", res, lim.Cur, lim.Max)
 	}
-	var mask int
-	if status, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(status), "\n") {
-			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
-				fmt.Sscanf(strings.TrimSpace(v), "%o", &mask)
-			}
-		}
+	cgroup, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "unreadable" // never equal to a readable state
 	}
-	fmt.Fprintf(&b, "umask %o", mask)
-	return b.String()
+	return string(append(b, cgroup...))
 }
+
+// rlimitCount is the number of resource limits Linux has (RLIM_NLIMITS).
+const rlimitCount = 16
 
 // discard ends w and reaps it.
 func (w *warmStage) discard() {
