@@ -121,9 +121,10 @@ type stageConfig struct {
 	Foreground bool  `json:"foreground,omitempty"`
 	ShmSize    int64 `json:"shmSize,omitempty"` // bytes of /dev/shm; 0: defaultShmSize
 	// Env is the command's environment, for a warm stage, whose own is empty
-	// (sandbox_pool_linux.go); a cold stage's command has the stage's. Bytes, not strings:
-	// JSON would replace what is not UTF-8, which execve passes as it is.
-	Env [][]byte `json:"env,omitempty"`
+	// (sandbox_pool_linux.go); a cold stage's command has the stage's. KEY=value entries each
+	// ended by a NUL, as bytes, not strings: JSON would replace what is not UTF-8, which
+	// execve passes as it is. nil: the stage's own.
+	Env []byte `json:"env,omitempty"`
 }
 
 // sandboxer is a server's sandbox: the mechanism this host offers (probed once) and the
@@ -591,9 +592,10 @@ func runSandboxStage() {
 	}
 	attr := &os.ProcAttr{Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: sys}
 	if cfg.Env != nil {
-		attr.Env = make([]string, len(cfg.Env))
-		for i, kv := range cfg.Env {
-			attr.Env[i] = string(kv)
+		attr.Env = strings.SplitAfter(string(cfg.Env), "\x00")
+		attr.Env = attr.Env[:len(attr.Env)-1] // after the last NUL
+		for i, kv := range attr.Env {
+			attr.Env[i] = kv[:len(kv)-1]
 		}
 	}
 	if limit != nil {

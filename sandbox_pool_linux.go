@@ -38,7 +38,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sync"
 	"syscall"
 	"time"
@@ -368,9 +367,9 @@ func (st *sandboxStage) startWarm(env []string, files []*os.File) (proc *os.Proc
 // send gives w its stdio and st's configuration (the table above). It fails only while the
 // stage cannot have the whole configuration, so that it can never have run the command.
 func (w *warmStage) send(cfg stageConfig, env []string, files []*os.File) error {
-	cfg.Env = make([][]byte, len(env))
-	for i, kv := range env {
-		cfg.Env[i] = []byte(kv)
+	cfg.Env = make([]byte, 0, 64)
+	for _, kv := range env {
+		cfg.Env = append(append(cfg.Env, kv...), 0)
 	}
 	body, err := json.Marshal(cfg)
 	if err != nil {
@@ -427,12 +426,13 @@ const warmStageMarkSignal = unix.SIGWINCH
 
 // dropWaitingSignals drops the signals a warm stage caught while it waited: they were sent to
 // no command. The mark it sends itself comes through the runtime's signal loop after every
-// signal that arrived before it, so once the mark is in, sigs holds all of those.
+// signal that arrived before it, so once the mark is in, sigs holds all of those. mark stays
+// caught (a later SIGWINCH fills its buffer, or is dropped): stopping it costs a round trip
+// to the runtime's signal thread on the start's path.
 func dropWaitingSignals(sigs, mark chan os.Signal) {
 	if unix.Kill(os.Getpid(), warmStageMarkSignal) == nil {
 		<-mark
 	}
-	signal.Stop(mark)
 	for len(sigs) > 0 {
 		<-sigs
 	}
