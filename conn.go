@@ -45,6 +45,13 @@ type conn struct {
 	closeReason error
 }
 
+// laneBusy reports whether work with lane key is queued or running (schedule).
+func (c *conn) laneBusy(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lanes[key] != nil
+}
+
 // connState is where a connection stands in the lifecycle of docs/protocol.md §4.
 type connState int
 

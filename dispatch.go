@@ -75,6 +75,13 @@ func deferTo(mode runMode, fn func(ctx context.Context) (result, error)) *deferr
 	return &deferred{mode: mode, run: fn}
 }
 
+// deferToLane is a deciding handler's answer that runs fn after earlier work with the same
+// lane key, and before later work with it (process/start waiting for its shell snapshot,
+// and the requests about that process that follow it: docs/protocol.md §3.4).
+func deferToLane(key string, fn func(ctx context.Context) (result, error)) *deferred {
+	return &deferred{mode: lane, key: key, run: fn}
+}
+
 // orNow sets a long poll's answer for when no more long polls may wait on the connection.
 func (d *deferred) orNow(now result) *deferred {
 	d.now = now

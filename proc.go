@@ -67,11 +67,37 @@ const (
 func procMethods(t methodTable) {
 	t["process/start"] = handle("exec", "WireExecParams", decides, (*call).processStart)
 	t["process/read"] = handle("exec", "ReadParams", decides, (*call).processRead)
-	t["process/write"] = handle("exec", "WriteParams", inline, (*call).processWrite)
-	t["process/signal"] = handle("exec", "SignalParams", inline, (*call).processSignal)
-	t["process/terminate"] = handle("exec", "TerminateParams", inline, (*call).processTerminate)
-	t["process/resize"] = handle("exec", "ResizeParams", inline, (*call).processResize)
-	t["process/closeStdin"] = handle("exec", "CloseStdinParams", inline, (*call).processCloseStdin)
+	t["process/write"] = handle("exec", "WriteParams", decides, func(c *call, p *writeParams) (result, error) {
+		return c.afterStart(p.ProcessID, func() (result, error) { return c.processWrite(p) })
+	})
+	t["process/signal"] = handle("exec", "SignalParams", decides, func(c *call, p *signalParams) (result, error) {
+		return c.afterStart(p.ProcessID, func() (result, error) { return c.processSignal(p) })
+	})
+	t["process/terminate"] = handle("exec", "TerminateParams", decides, func(c *call, p *idParams) (result, error) {
+		return c.afterStart(p.ProcessID, func() (result, error) { return c.processTerminate(p) })
+	})
+	t["process/resize"] = handle("exec", "ResizeParams", decides, func(c *call, p *resizeParams) (result, error) {
+		return c.afterStart(p.ProcessID, func() (result, error) { return c.processResize(p) })
+	})
+	t["process/closeStdin"] = handle("exec", "CloseStdinParams", decides, func(c *call, p *idParams) (result, error) {
+		return c.afterStart(p.ProcessID, func() (result, error) { return c.processCloseStdin(p) })
+	})
+}
+
+// processLane is the lane of a process whose start waits (for its shell snapshot): the
+// requests about it that arrive meanwhile run after the start, in the order they came.
+func processLane(id string) string { return "process\x00" + id }
+
+// afterStart runs a request about process id on the reader, as usual, unless the process's
+// start is still waiting, or requests queued behind it still are: then after them (docs/protocol.md
+// §3.4). A process/terminate sent while the login shell is captured for its snapshot thus
+// kills the command once it runs (137), as the reference, which serves one request at a
+// time, does; it does not answer {"running":false} and let the command run.
+func (c *call) afterStart(id string, run func() (result, error)) (result, error) {
+	if key := processLane(id); c.laneBusy(key) {
+		return deferToLane(key, func(context.Context) (result, error) { return run() }), nil
+	}
+	return run()
 }
 
 // procTable is a session's processes, by client-chosen id.
@@ -284,7 +310,7 @@ func (c *call) processStart(p *startParams) (result, error) {
 	if err == nil && p.ShellSnapshot.applies(p.Argv) {
 		host := shellSnapshotEnv{sandbox: c.srv.sandbox, watchdog: table.wd}
 		if wait := table.snapshots.prepare(spec, p, sandbox, policy, host); wait != nil {
-			return deferTo(async, func(context.Context) (result, error) {
+			return deferToLane(processLane(p.ProcessID), func(context.Context) (result, error) {
 				wait()
 				return c.launch(table, proc, spec, sandbox, nil)
 			}), nil

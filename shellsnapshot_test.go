@@ -5,6 +5,7 @@ package main
 // from the file it appends a line to each time it runs.
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -435,4 +436,63 @@ func TestShellSnapshotCaptureBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestShellSnapshotRequestsWaitForTheStart: requests about a process whose start waits for its
+// shell snapshot run after the start, in arrival order (docs/protocol.md §3.4): a
+// process/write sent during the capture reaches the command, and a process/terminate kills
+// it once it runs (running:true, 137) rather than answering running:false and letting it run.
+func TestShellSnapshotRequestsWaitForTheStart(t *testing.T) {
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	bash := shellPath(t, "bash")
+	home := snapshotHome(t, "bash", `if [ -p "$HOME/gate" ]; then read _ < "$HOME/gate"; fi
+`)
+	gate := filepath.Join(home, "gate")
+	open := func() {
+		f, err := os.OpenFile(gate, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("go\n")
+		f.Close()
+	}
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("write", func(t *testing.T) {
+		p := with(snapshotStart(t, "w", "bash", bash, home, "s-write", `head -c 5`), "pipeStdin", true)
+		reply := tc.start("process/start", p)
+		wrote := tc.start("process/write", map[string]any{"processId": "w", "writeId": "w1", "chunk": base64.StdEncoding.EncodeToString([]byte("hello"))})
+		open()
+		if got := <-reply; got.Err != nil {
+			t.Fatalf("process/start: %v", got.Err)
+		}
+		if got := <-wrote; got.Err != nil || string(got.Result) != `{"status":"accepted"}` {
+			t.Fatalf("process/write during the capture: %s %v, want accepted", got.Result, got.Err)
+		}
+		if r := waitClosed(tc, "w"); r.exitCode != 0 || r.stdout() != "hello" {
+			t.Errorf("exit %d, stdout %q: want the write's hello", r.exitCode, r.stdout())
+		}
+	})
+
+	t.Run("terminate", func(t *testing.T) {
+		marker := filepath.Join(home, "ran")
+		reply := tc.start("process/start", snapshotStart(t, "k", "bash", bash, home, "s-terminate", `sleep 1; touch "$HOME/ran"`))
+		term := tc.start("process/terminate", map[string]any{"processId": "k"})
+		open()
+		if got := <-reply; got.Err != nil {
+			t.Fatalf("process/start: %v", got.Err)
+		}
+		if got := <-term; got.Err != nil || string(got.Result) != `{"running":true}` {
+			t.Fatalf("process/terminate during the capture: %s %v, want running:true", got.Result, got.Err)
+		}
+		if r := waitClosed(tc, "k"); r.exitCode != 137 {
+			t.Errorf("exit %d, want 137", r.exitCode)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the command ran to its end after process/terminate")
+		}
+	})
 }
