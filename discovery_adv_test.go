@@ -565,3 +565,43 @@ func advOpenBreak(t *testing.T, what string) {
 		t.Skipf("open break, not fixed here: %s (set %s=1 to run)", what, advOpenBreakEnv)
 	}
 }
+
+// TestAdvDiscoverV2SymlinksOut: under a sandbox that reads $CODEX_HOME only, the plugin
+// cache's marketplace, plugin and version directories and $CODEX_HOME/skills are symlinks to
+// a secret directory outside it: nothing there is opened or answered.
+func TestAdvDiscoverV2SymlinksOut(t *testing.T) {
+	tc := sandboxedFSServer(t).connect(t)
+	base := t.TempDir()
+	codexHome, home, secret := filepath.Join(base, "codex"), filepath.Join(base, "home"), filepath.Join(base, "secret")
+	t.Setenv("CODEX_HOME", codexHome)
+	t.Setenv("HOME", home)
+	fsWrite(t, filepath.Join(secret, "v1", ".codex-plugin", "plugin.json"), `{"name":"secretplugin"}`)
+	fsWrite(t, filepath.Join(secret, "v1", "skills", "s", "SKILL.md"), "---\nname: s\ndescription: secret skill\n---\n")
+	fsWrite(t, filepath.Join(secret, "skills", "k", "SKILL.md"), "---\nname: k\ndescription: secret skill\n---\n")
+	fsMust(t, os.MkdirAll(filepath.Join(codexHome, "plugins", "cache", "m1", "p1"), 0o755))
+	fsMust(t, os.Symlink(filepath.Join(secret, "v1"), filepath.Join(codexHome, "plugins", "cache", "m1", "p1", "1.0")))
+	fsMust(t, os.MkdirAll(filepath.Join(codexHome, "plugins", "cache", "m2"), 0o755))
+	fsMust(t, os.Symlink(secret, filepath.Join(codexHome, "plugins", "cache", "m2", "p2")))
+	fsMust(t, os.Symlink(secret, filepath.Join(codexHome, "plugins", "cache", "m3")))
+	fsMust(t, os.Symlink(filepath.Join(secret, "skills"), filepath.Join(codexHome, "skills")))
+	var watches []*openWatch
+	for _, d := range []string{secret, filepath.Join(secret, "v1", ".codex-plugin"), filepath.Join(secret, "v1", "skills", "s"), filepath.Join(secret, "skills", "k")} {
+		watches = append(watches, watchOpens(t, d))
+	}
+	sb := `{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[` +
+		`{"path":{"type":"path","path":"` + fileURI(codexHome) + `"},"access":"read"}]},"network":"restricted"},` +
+		`"cwd":"` + fileURI(base) + `","windowsSandboxLevel":"disabled"}`
+	res := string(tc.mustCall("capabilities/discoverV2", map[string]any{"cwd": fileURI(base), "sandbox": json.RawMessage(sb)}))
+	for i, w := range watches {
+		if n := w.drain(t); n != 0 {
+			t.Errorf("secret directory %d was opened (%d inotify events)", i, n)
+		}
+	}
+	if containsAny(res, []string{"secretplugin", "secret skill"}) {
+		t.Errorf("the sandboxed answer carries secret text: %s", res)
+	}
+	// Control: without the sandbox the same layout reaches the secret.
+	if res := string(tc.mustCall("capabilities/discoverV2", map[string]any{"cwd": fileURI(base)})); !strings.Contains(res, "secret skill") {
+		t.Errorf("unsandboxed control found nothing: %s", res)
+	}
+}

@@ -9,6 +9,7 @@ package main
 // (which is what the command really got: it is the execve environment of that process).
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -173,4 +174,36 @@ function f-x.y:z { echo fx; }
 	if b, _ := os.ReadFile(filepath.Join(home, "script-runs")); string(b) != "once\nonce\n" {
 		t.Errorf("the script ran %q", b)
 	}
+}
+
+// TestAdvShellSnapshotSetsidDaemonSandboxed is TestAdvShellSnapshotSetsidDaemon under a
+// sandbox: the capture's setsid child must not outlive it (read in the host's /proc).
+func TestAdvShellSnapshotSetsidDaemonSandboxed(t *testing.T) {
+	ts := startTestServer(t)
+	if m := ts.srv.sandbox.mechanism(); m != mechanismNamespaces && m != mechanismLandlock {
+		t.Skipf("no sandbox on this kernel: %s", ts.srv.sandbox.describe())
+	}
+	tc := ts.connect(t)
+	bash := shellPath(t, "bash")
+	arg := uniqueSleepArg()
+	home := snapshotHome(t, "bash", advCaptureOnly(`setsid sleep `+arg+` &`))
+	cwd := t.TempDir()
+	sb := json.RawMessage(`{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[` +
+		`{"path":{"type":"special","value":{"kind":"root"}},"access":"read"},` +
+		`{"path":{"type":"special","value":{"kind":"current_working_directory"}},"access":"write"}]},"network":"restricted"},` +
+		`"windowsSandboxLevel":"disabled","cwd":"` + fileURI(cwd) + `"}`)
+	start := time.Now()
+	r := tc.run(with(snapshotStart(t, "p", "bash", bash, home, "daemon", `echo "var=$SNAP_VAR"`), "cwd", fileURI(cwd), "sandbox", sb))
+	if r.stdout() != "var=from profile\n" {
+		t.Errorf("stdout %q, stderr %q", r.stdout(), r.stderr())
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(cmd), arg) {
+			pid, _ := strconv.Atoi(e.Name())
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("the sandboxed profile's setsid child %d outlived the capture: %q (killed now)", pid, cmd)
+		}
+	}
+	t.Logf("%s: process/start and run took %v", ts.srv.sandbox.describe(), time.Since(start))
 }
