@@ -145,7 +145,7 @@ func envMethods(t methodTable) {
 	t["environment/status"] = handleNoParams("environment status", func(c *call) (result, error) {
 		return jsonPtr(&statusResult{"ready"}), nil // {"status":"ready"}
 	})
-	t["environmentConfig/read"] = handle("environment config", "EnvironmentConfigReadParams", inline, (*call).environmentConfigRead)
+	t["environmentConfig/read"] = handle("environment config", "EnvironmentConfigReadParams", quick, (*call).environmentConfigRead)
 	t["capabilities/discoverV2"] = handle("capability discovery", "DiscoverV2CapabilitiesRequest", decides, (*call).discoverV2)
 	t["capabilityRoots/discoverV1"] = handle("capability discovery", "WireCapabilityRootsDiscoverParams", decides, (*call).discoverRoots)
 }

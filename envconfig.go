@@ -61,7 +61,8 @@ type configLayer struct {
 // nil when the file is missing or none of them is in it.
 func userConfigLayer(codexHome string, selectors [][]string) (*configLayer, error) {
 	path := filepath.Join(codexHome, "config.toml")
-	f, err := os.Open(path)
+	// Non-blocking and regular only: a FIFO (or a link to one) must not hold the request.
+	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
