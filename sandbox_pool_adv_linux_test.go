@@ -830,3 +830,33 @@ func TestWarmAdvSignalsMarkForged(t *testing.T) {
 		wantAbsent(t, filepath.Join(f.ws, "got"+s))
 	}
 }
+
+// TestWarmAdvStaleOOMScore: a change of the server's oom_score_adj after the warm fork (an
+// operator's `choom -p`) reaches the command, as it would through a cold stage.
+func TestWarmAdvStaleOOMScore(t *testing.T) {
+	requireUserNamespaces(t)
+	old, _ := os.ReadFile("/proc/self/oom_score_adj")
+	ts := startTestServer(t)
+	f := newSBFixture(t)
+	pid := warmPid(t, ts, f)
+	if err := os.WriteFile("/proc/self/oom_score_adj", []byte("321"), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.WriteFile("/proc/self/oom_score_adj", old, 0) })
+	tc := ts.connect(t)
+	id := nextSBID()
+	arg := uniqueSleepArg()
+	tc.mustCall("process/start", map[string]any{
+		"processId": id, "argv": []string{"sh", "-c", "echo ready; exec sleep " + arg}, "cwd": fileURI(f.ws), "env": f.env(), "tty": false,
+		"sandbox": f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"),
+	})
+	waitOutput(tc, id, "stdout", "ready")
+	cmdPid := waitHostPid(t, "sleep", arg)
+	stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmdPid))
+	used := strings.Contains(string(stat), fmt.Sprintf(") S %d ", pid))
+	got, _ := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmdPid))
+	tc.call("process/terminate", map[string]any{"processId": id})
+	if strings.TrimSpace(string(got)) != "321" {
+		t.Errorf("the command (warm stage used: %v) has oom_score_adj %s, the server's is 321 since before the start", used, strings.TrimSpace(string(got)))
+	}
+}

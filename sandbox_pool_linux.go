@@ -244,10 +244,11 @@ func (w *warmStage) fit() bool {
 }
 
 // serverState is what a stage inherits from the server at its fork, besides the mount
-// table, that others can change while a warm one waits: the resource limits (prlimit(1)) and
-// the cgroup (a server moved into a tighter one). A cold stage always has today's. (The umask
-// is the server's own to change, and it never does.) Read on every take, so kept cheap: one
-// prlimit per resource and one small file.
+// table, that others can change while a warm one waits: the resource limits (prlimit(1)), the
+// cgroup (a server moved into a tighter one) and the OOM score adjustment (choom(1)). A cold
+// stage always has today's. (The umask is the server's own to change, and it never does;
+// nice and CPU affinity belong to the forking thread, which a cold fork does not track
+// either.) Read on every take, so kept cheap: one prlimit per resource and two small files.
 func serverState() string {
 	var b []byte
 	for res := range rlimitCount {
@@ -257,11 +258,14 @@ func serverState() string {
 		}
 		b = fmt.Appendf(b, "%d:%d:%d ", res, lim.Cur, lim.Max)
 	}
-	cgroup, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "unreadable" // never equal to a readable state
+	for _, name := range []string{"/proc/self/cgroup", "/proc/self/oom_score_adj"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return "unreadable" // never equal to a readable state
+		}
+		b = append(b, data...)
 	}
-	return string(append(b, cgroup...))
+	return string(b)
 }
 
 // rlimitCount is the number of resource limits Linux has (RLIM_NLIMITS).
@@ -384,8 +388,9 @@ func (w *warmStage) send(cfg stageConfig, env []string, files []*os.File) error 
 	}
 	first := min(len(payload), 4096)
 	var serr error
+	sent := 0
 	if err := rc.Write(func(fd uintptr) bool {
-		serr = unix.Sendmsg(int(fd), payload[:first], rights, nil, unix.MSG_NOSIGNAL)
+		sent, serr = unix.SendmsgN(int(fd), payload[:first], rights, nil, unix.MSG_NOSIGNAL)
 		return !errors.Is(serr, unix.EAGAIN) // on EAGAIN, wait until it is writable
 	}); err != nil {
 		return err
@@ -393,6 +398,7 @@ func (w *warmStage) send(cfg stageConfig, env []string, files []*os.File) error 
 	if serr != nil {
 		return serr
 	}
+	first = sent // a stream socket may take less than it was given
 	if first < len(payload) {
 		// Never a write of nothing: to a stage that has read its configuration and closed
 		// its end, it fails (EPIPE), and a start that took that for a failure would run its
