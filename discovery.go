@@ -7,7 +7,7 @@ package main
 //	                            and apps configs, the SKILL.md files and plugin manifests
 //	                            below each root, with warnings and a per-root error
 //	capabilities/discoverV2     cwd                            the server user's own skills
-//	                            ($CODEX_HOME/skills, ~/.agents/skills), see discovery_v2.go
+//	                            ($CODEX_HOME/skills, ~/.agents/skills), below
 //
 // One root is discovered by one discoverRootOp: a walk of the root and the reads it selects,
 // bounded in depth, directories, entries, bytes per file and bytes per root (the constants
