@@ -20,9 +20,12 @@ type call struct {
 	// fileLimit is the largest file fs/readFile returns whole on this connection: the
 	// transport's message limit bounds it (readFileLimit).
 	fileLimit int64
-	notify    func(b []byte)                         // conn.notify: a notification to the client
-	session   func() *session                        // the attached session, or nil
-	attach    func(resume *string) (*session, error) // initialize's part of the lifecycle (lifecycle.go)
+	// messageLimit is the largest message the transport sends (0: none): a discovery answer
+	// stays below it.
+	messageLimit int
+	notify       func(b []byte)                         // conn.notify: a notification to the client
+	session      func() *session                        // the attached session, or nil
+	attach       func(resume *string) (*session, error) // initialize's part of the lifecycle (lifecycle.go)
 	// laneBusy reports whether work with this lane key is queued or running on the
 	// connection: a request that must follow it joins the lane (deferToLane).
 	laneBusy func(key string) bool
@@ -41,16 +44,17 @@ type serverDeps struct {
 func newCall(c *conn) *call {
 	s := c.srv
 	return &call{
-		ctx:       c.ctx,
-		log:       c.log,
-		srv:       &serverDeps{cfg: &s.cfg, envInfo: s.envInfo, sandbox: s.sandbox, fsWorkers: s.fsWorkers, inotify: &s.inotify},
-		scope:     &c.scope,
-		sandboxes: &c.sandboxes,
-		fileLimit: readFileLimit(c.t),
-		notify:    c.notify,
-		session:   c.currentSession,
-		attach:    c.attach,
-		laneBusy:  c.laneBusy,
+		ctx:          c.ctx,
+		log:          c.log,
+		srv:          &serverDeps{cfg: &s.cfg, envInfo: s.envInfo, sandbox: s.sandbox, fsWorkers: s.fsWorkers, inotify: &s.inotify},
+		scope:        &c.scope,
+		sandboxes:    &c.sandboxes,
+		fileLimit:    readFileLimit(c.t),
+		messageLimit: messageLimitOf(c.t),
+		notify:       c.notify,
+		session:      c.currentSession,
+		attach:       c.attach,
+		laneBusy:     c.laneBusy,
 	}
 }
 

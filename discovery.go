@@ -30,7 +30,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 )
 
 // Discovery limits: the reference's figures (docs/protocol.md §9.5).
@@ -40,11 +39,15 @@ const (
 	maxDiscoveryDirectories    = 2_000    // directories walked per root
 	maxDiscoveryEntries        = 20_000   // entries listed per root
 	maxDiscoveryFileBytes      = 1 << 20  // bytes of one file returned
-	maxDiscoveryRootBytes      = 16 << 20 // bytes of all the files returned for one root
+	maxDiscoveryRootBytes      = 16 << 20 // bytes of all the files returned for one root, as JSON
 	maxDiscoveryConcurrentRoot = 8        // roots discovered at once for one request
 	// maxDiscoveryAnswerBytes bounds a whole answer (ours: the reference bounds each root
-	// only, so 128 roots could make 2 GiB): past it the request fails.
-	maxDiscoveryAnswerBytes = 256 << 20
+	// only, so 128 roots could make 2 GiB): past it the request fails. It is one websocket
+	// message, the most a client takes in one (wsMaxMessage, and the Codex client's 64 MiB).
+	maxDiscoveryAnswerBytes = wsMaxMessage - discoveryAnswerOverhead
+	// maxDiscoveryRootAnswer is what one root's answer is reserved at while it is built: its
+	// files' bound, and room for its paths and warnings.
+	maxDiscoveryRootAnswer = maxDiscoveryRootBytes + 4<<20
 )
 
 // Names discovery recognises.
@@ -180,6 +183,54 @@ type rootJob struct {
 	answer  []byte
 }
 
+// discoveryAnswerOverhead bounds the JSON around a discovery answer's roots, for the
+// transport's message limit.
+const discoveryAnswerOverhead = 4 << 10
+
+// answerBudget is the bytes of one discovery answer: the roots answered, and those being built
+// at their bound (reserve). A root waits for room while others are built; with none in
+// flight it goes ahead, and the total alone decides.
+type answerBudget struct {
+	mu       sync.Mutex
+	room     *sync.Cond
+	used     int64
+	limit    int64
+	inFlight int
+}
+
+func newAnswerBudget(limit int64) *answerBudget {
+	b := &answerBudget{limit: limit}
+	b.room = sync.NewCond(&b.mu)
+	return b
+}
+
+// reserve holds n bytes for a root about to be built; false once the answers so far pass the
+// limit.
+func (b *answerBudget) reserve(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.used+n > b.limit && b.inFlight > 0 {
+		b.room.Wait()
+	}
+	if b.used > b.limit {
+		return false
+	}
+	b.used += n
+	b.inFlight++
+	return true
+}
+
+// settle replaces a root's reservation with the size of its answer, and reports whether the
+// answer is still within the limit.
+func (b *answerBudget) settle(reserved, answered int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used += answered - reserved
+	b.inFlight--
+	b.room.Broadcast()
+	return b.used <= b.limit
+}
+
 // runRootJobs discovers every root of jobs, at most maxDiscoveryConcurrentRoot at once, and
 // returns their answers in order. It fails only when a sandbox worker cannot be used or the
 // request is cancelled.
@@ -188,7 +239,11 @@ func (c *call) runRootJobs(ctx context.Context, jobs []rootJob) ([][]byte, error
 	errs := make([]error, len(jobs))
 	sem := make(chan struct{}, maxDiscoveryConcurrentRoot)
 	var wg sync.WaitGroup
-	var total atomic.Int64 // bytes answered so far
+	limit := int64(maxDiscoveryAnswerBytes)
+	if c.messageLimit > 0 {
+		limit = min(limit, int64(c.messageLimit-discoveryAnswerOverhead))
+	}
+	budget := newAnswerBudget(limit)
 	for i, j := range jobs {
 		if j.answer != nil {
 			bodies[i] = j.answer
@@ -198,7 +253,10 @@ func (c *call) runRootJobs(ctx context.Context, jobs []rootJob) ([][]byte, error
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if total.Load() > maxDiscoveryAnswerBytes {
+			// A root's answer is reserved at its bound before it is built, so that the roots
+			// built together cannot pass the whole answer's bound between them; the
+			// reservation becomes the answer's size once it is known.
+			if !budget.reserve(maxDiscoveryRootAnswer) {
 				errs[i] = errTooLargeDiscovery()
 				return
 			}
@@ -212,7 +270,7 @@ func (c *call) runRootJobs(ctx context.Context, jobs []rootJob) ([][]byte, error
 			if err == nil {
 				bodies[i], err = res.body()
 			}
-			if total.Add(int64(len(bodies[i]))) > maxDiscoveryAnswerBytes {
+			if !budget.settle(maxDiscoveryRootAnswer, int64(len(bodies[i]))) {
 				err = errTooLargeDiscovery()
 			}
 			errs[i] = err
@@ -458,8 +516,32 @@ func readCapabilityFile(path string, budget *discoveryBudget) *capabilityTextFil
 		budget.warn("capability file %s is not UTF-8: %s", uri, msg)
 		return nil
 	}
-	budget.bytes += len(data)
+	// Counted as the answer will hold it: a control byte is six there (\u0001), so a root
+	// of 16 MiB of them would otherwise answer 96 MiB.
+	n := jsonStringLen(data)
+	if budget.bytes+n > maxDiscoveryRootBytes {
+		budget.warn("capability root bundle exceeds the %d-byte limit", maxDiscoveryRootBytes)
+		return nil
+	}
+	budget.bytes += n
 	return &capabilityTextFile{Path: uri, Contents: string(data)}
+}
+
+// jsonStringLen is the length of data as the contents of a JSON string, without HTML escaping
+// (marshalNoEscape).
+func jsonStringLen(data []byte) int {
+	n := len(data)
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+			n++
+		case c < 0x20:
+			n += 5
+		case c == 0xe2 && i+2 < len(data) && data[i+1] == 0x80 && (data[i+2] == 0xa8 || data[i+2] == 0xa9):
+			n += 3 // U+2028, U+2029: \u2028
+		}
+	}
+	return n
 }
 
 // pluginDecl is what a root's plugin manifest declares of its MCP and apps configs.

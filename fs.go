@@ -217,6 +217,14 @@ func readFileLimit(t msgTransport) int64 {
 	return limit
 }
 
+// messageLimitOf is the largest message t carries, 0 when it has no limit of its own.
+func messageLimitOf(t msgTransport) int {
+	if ml, ok := t.(messageLimiter); ok {
+		return ml.maxMessageBytes()
+	}
+	return 0
+}
+
 func errTooLarge(limit int64) error {
 	return errInvalidRequest("file is too large to read: limit is %d bytes", limit)
 }
