@@ -1,5 +1,6 @@
 #!/bin/sh
-# Benchmark exec-server against the reference `codex exec-server` 0.169.0 (issue 5).
+# Benchmark exec-server against the reference `codex exec-server` 0.171.0 (BENCH_REF_VERSION=0.169.0
+# for the older one).
 #
 #   scripts/bench.sh [bench flags...]          ours vs reference, full run (≈5–8 min on 2 cores)
 #   scripts/bench.sh -rounds 1 -small          a quick look
@@ -16,15 +17,20 @@ set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache="$root/.cache"
-version=0.169.0
-ref="$cache/ref/package/vendor/x86_64-unknown-linux-musl/bin/codex"
+version=${BENCH_REF_VERSION:-0.171.0}
+case $version in
+0.169.0) refdir="$cache/ref" ;;
+0.171.0) refdir="$cache/ref/v171" ;;
+*) echo "bench.sh: BENCH_REF_VERSION must be 0.171.0 or 0.169.0" >&2; exit 2 ;;
+esac
+ref="$refdir/package/vendor/x86_64-unknown-linux-musl/bin/codex"
 work=$(mktemp -d "${TMPDIR:-/tmp}/exec-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
 fetch_reference() {
 	[ -x "$ref" ] && return
-	mkdir -p "$cache/ref"
-	(cd "$cache/ref" && npm pack --silent "@openai/codex@$version-linux-x64" >/dev/null &&
+	mkdir -p "$refdir"
+	(cd "$refdir" && npm pack --silent "@openai/codex@$version-linux-x64" >/dev/null &&
 		tar xzf "openai-codex-$version-linux-x64.tgz")
 	[ -x "$ref" ] || { echo "bench.sh: $ref not found after npm pack" >&2; exit 1; }
 }
