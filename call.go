@@ -26,9 +26,9 @@ type call struct {
 	notify       func(b []byte)                         // conn.notify: a notification to the client
 	session      func() *session                        // the attached session, or nil
 	attach       func(resume *string) (*session, error) // initialize's part of the lifecycle (lifecycle.go)
-	// laneBusy reports whether work with this lane key is queued or running on the
+	// laneDepth is how much work with this lane key is queued or running on the
 	// connection: a request that must follow it joins the lane (deferToLane).
-	laneBusy func(key string) bool
+	laneDepth func(key string) int
 }
 
 // serverDeps is what handlers use of the server: its configuration and shared services.
@@ -54,7 +54,7 @@ func newCall(c *conn) *call {
 		notify:       c.notify,
 		session:      c.currentSession,
 		attach:       c.attach,
-		laneBusy:     c.laneBusy,
+		laneDepth:    c.laneDepth,
 	}
 }
 

@@ -42,14 +42,15 @@ type conn struct {
 	state       connState
 	session     *session
 	lanes       map[string]chan struct{}
+	laneDepths  map[string]int // work queued or running per lane key
 	closeReason error
 }
 
-// laneBusy reports whether work with lane key is queued or running (schedule).
-func (c *conn) laneBusy(key string) bool {
+// laneDepth is how much work with lane key is queued or running (schedule).
+func (c *conn) laneDepth(key string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.lanes[key] != nil
+	return c.laneDepths[key]
 }
 
 // connState is where a connection stands in the lifecycle of docs/protocol.md §4.

@@ -66,6 +66,11 @@ type laneKeyed interface{ laneKey() string }
 type deferred struct {
 	mode runMode
 	key  string // lane only
+	// mustRun: the handler began what the work finishes (process/start reserved its process
+	// and may own a shell snapshot's capture), so it runs even when the connection ends
+	// before it is scheduled, unanswered; dropped, it would leave the process reserved and
+	// the snapshot's key waiting for ever.
+	mustRun bool
 	now  result // poll only: the answer when no long poll may wait
 	run  func(ctx context.Context) (result, error)
 }
@@ -80,6 +85,12 @@ func deferTo(mode runMode, fn func(ctx context.Context) (result, error)) *deferr
 // and the requests about that process that follow it: docs/protocol.md §3.4).
 func deferToLane(key string, fn func(ctx context.Context) (result, error)) *deferred {
 	return &deferred{mode: lane, key: key, run: fn}
+}
+
+// mustFinish marks d as work that runs even if the connection ends first (deferred.mustRun).
+func (d *deferred) mustFinish() *deferred {
+	d.mustRun = true
+	return d
 }
 
 // orNow sets a long poll's answer for when no more long polls may wait on the connection.
@@ -270,6 +281,13 @@ func (c *conn) schedule(id json.RawMessage, d *deferred, holds bool, msg message
 			if d.mode == quick || holds {
 				msg.release()
 			}
+			if d.mustRun {
+				c.work.Add(1)
+				go func() {
+					defer c.work.Done()
+					c.runDeferred(d)
+				}()
+			}
 			return readNext
 		}
 		release = func() { <-c.slots }
@@ -289,6 +307,10 @@ func (c *conn) schedule(id json.RawMessage, d *deferred, holds bool, msg message
 		c.mu.Lock()
 		prev = c.lanes[d.key]
 		c.lanes[d.key] = done
+		if c.laneDepths == nil {
+			c.laneDepths = make(map[string]int)
+		}
+		c.laneDepths[d.key]++
 		c.mu.Unlock()
 	}
 	c.work.Add(1)
@@ -304,6 +326,9 @@ func (c *conn) schedule(id json.RawMessage, d *deferred, holds bool, msg message
 			c.mu.Lock()
 			if c.lanes[d.key] == done {
 				delete(c.lanes, d.key)
+			}
+			if c.laneDepths[d.key]--; c.laneDepths[d.key] <= 0 {
+				delete(c.laneDepths, d.key)
 			}
 			c.mu.Unlock()
 			close(done)

@@ -93,12 +93,20 @@ func processLane(id string) string { return "process\x00" + id }
 // §3.4). A process/terminate sent while the login shell is captured for its snapshot thus
 // kills the command once it runs (137), as the reference, which serves one request at a
 // time, does; it does not answer {"running":false} and let the command run.
+//
+// At most maxQueuedBehindStart requests wait so, each holding a deferred slot: past them a
+// request runs at once, as it would about a process not started (a write answers starting,
+// and a terminate still ends the command, once it runs: process.kill), so that a client
+// cannot hold the connection's reader up with writes to a starting process.
 func (c *call) afterStart(id string, run func() (result, error)) (result, error) {
-	if key := processLane(id); c.laneBusy(key) {
+	if key := processLane(id); c.laneDepth(key) > 0 && c.laneDepth(key) <= maxQueuedBehindStart {
 		return deferToLane(key, func(context.Context) (result, error) { return run() }), nil
 	}
 	return run()
 }
+
+// maxQueuedBehindStart bounds the requests about one process that wait for its start.
+const maxQueuedBehindStart = 64
 
 // procTable is a session's processes, by client-chosen id.
 type procTable struct {
@@ -313,7 +321,7 @@ func (c *call) processStart(p *startParams) (result, error) {
 			return deferToLane(processLane(p.ProcessID), func(context.Context) (result, error) {
 				wait()
 				return c.launch(table, proc, spec, sandbox, nil)
-			}), nil
+			}).mustFinish(), nil
 		}
 	}
 	return c.launch(table, proc, spec, sandbox, err)
@@ -338,6 +346,9 @@ func (c *call) launch(table *procTable, proc *process, spec *launchSpec, sandbox
 	if table.isGone() { // killAll ran while this process was spawning
 		proc.killForShutdown()
 		return nil, errInvalidRequest("session is shutting down")
+	}
+	if proc.killedBeforeStart() {
+		proc.kill() // process/terminate came while it was starting: it ends now (137)
 	}
 	return jsonOf(startResult{ProcessID: proc.id, SandboxType: sandboxType}), nil
 }

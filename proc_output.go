@@ -61,6 +61,9 @@ type process struct {
 	writeIDs writeIDSet
 	live     int           // the process's goroutines (readers, reaper) still running
 	stopped  chan struct{} // made by join, closed when live reaches 0
+	// killPending: process/terminate came before the spawn (a start waiting for its shell
+	// snapshot); launch kills the process as soon as it runs.
+	killPending bool
 }
 
 func newProcess(t *procTable, id string, tty bool, retention time.Duration) *process {

@@ -259,7 +259,21 @@ func (p *process) kill() bool {
 		p.mu.Unlock()
 		return false
 	}
+	if !p.phase.started() {
+		// Not spawned yet (its start waits for its shell snapshot): it is killed as soon as
+		// it runs (launch), and is running until then.
+		p.killPending = true
+		p.mu.Unlock()
+		return true
+	}
 	return p.killLocked(false)
+}
+
+// killedBeforeStart reports whether process/terminate came before the process was spawned.
+func (p *process) killedBeforeStart() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.killPending
 }
 
 // killForShutdown kills p's group and the rest of its session even when p has exited: the

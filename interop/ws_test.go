@@ -100,7 +100,7 @@ func checkStep(step, reply string) error {
 	case "initialize":
 		ok = strings.HasPrefix(reply, `{"id":1,"result":{"sessionId":"`) && strings.Contains(reply, `"environmentInfo":{`)
 	case "environment/info":
-		ok = strings.HasPrefix(reply, `{"id":2,"result":{`) && strings.Contains(reply, `"executorVersion":"0.169.0"`)
+		ok = strings.HasPrefix(reply, `{"id":2,"result":{`) && strings.Contains(reply, `"executorVersion":"0.171.0"`)
 	case "environment/status":
 		ok = reply == `{"id":3,"result":{"status":"ready"}}`
 	case "unknown":
