@@ -496,3 +496,49 @@ func TestShellSnapshotRequestsWaitForTheStart(t *testing.T) {
 		}
 	})
 }
+
+// TestShellSnapshotQueueBehindTheStartIsBounded: past maxQueuedBehindStart requests about a
+// process whose start waits for its snapshot, the rest run at once, so that the connection's
+// reader is never held up by them (other requests are answered during the capture); a
+// terminate among them still ends the command as soon as it runs (137).
+func TestShellSnapshotQueueBehindTheStartIsBounded(t *testing.T) {
+	ts := startTestServer(t)
+	tc := ts.connect(t)
+	bash := shellPath(t, "bash")
+	home := snapshotHome(t, "bash", `if [ -p "$HOME/gate" ]; then read _ < "$HOME/gate"; fi
+`)
+	gate := filepath.Join(home, "gate")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reply := tc.start("process/start", with(snapshotStart(t, "w", "bash", bash, home, "s", `sleep 5; touch "$HOME/ran"`), "pipeStdin", true))
+	const writes = maxDeferredPerConn + 8
+	for i := range writes {
+		tc.start("process/write", map[string]any{"processId": "w", "writeId": fmt.Sprint("x", i), "chunk": base64.StdEncoding.EncodeToString([]byte("x"))})
+	}
+	term := tc.start("process/terminate", map[string]any{"processId": "w"})
+	status := tc.start("environment/status", nil)
+	select {
+	case <-status:
+	case <-time.After(time.Minute):
+		t.Fatalf("environment/status behind %d writes to a starting process: no answer while the capture waits", writes)
+	}
+	if got := <-term; got.Err != nil || string(got.Result) != `{"running":true}` {
+		t.Errorf("process/terminate past the queue's bound: %s %v, want running:true", got.Result, got.Err)
+	}
+	f, err := os.OpenFile(gate, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("go\n")
+	f.Close()
+	if got := <-reply; got.Err != nil {
+		t.Fatalf("process/start: %v", got.Err)
+	}
+	if r := waitClosed(tc, "w"); r.exitCode != 137 {
+		t.Errorf("exit %d, want 137: the terminate sent while it started", r.exitCode)
+	}
+	if _, err := os.Stat(filepath.Join(home, "ran")); err == nil {
+		t.Error("the command ran to its end after process/terminate")
+	}
+}
