@@ -45,9 +45,6 @@ const (
 	// only, so 128 roots could make 2 GiB): past it the request fails. It is one websocket
 	// message, the most a client takes in one (wsMaxMessage, and the Codex client's 64 MiB).
 	maxDiscoveryAnswerBytes = wsMaxMessage - discoveryAnswerOverhead
-	// maxDiscoveryRootAnswer is what one root's answer is reserved at while it is built: its
-	// files' bound, and room for its paths and warnings.
-	maxDiscoveryRootAnswer = maxDiscoveryRootBytes + 4<<20
 )
 
 // Names discovery recognises.
@@ -137,7 +134,7 @@ func (c *call) discoverRoots(p *discoverRootsParams) (result, error) {
 		jobs[i] = rootJob{op: discoverRootOp{ID: r.ID, Path: path}, profile: c.fsConfinement(sb, false)}
 	}
 	return deferTo(async, func(ctx context.Context) (result, error) {
-		bodies, err := c.runRootJobs(ctx, jobs)
+		bodies, err := c.runRootJobs(ctx, jobs, false)
 		if err != nil {
 			return nil, err
 		}
@@ -187,54 +184,61 @@ type rootJob struct {
 // transport's message limit.
 const discoveryAnswerOverhead = 4 << 10
 
-// answerBudget is the bytes of one discovery answer: the roots answered, and those being built
-// at their bound (reserve). A root waits for room while others are built; with none in
-// flight it goes ahead, and the total alone decides.
+// answerBudget is the bytes of one discovery answer while its roots are built: those
+// answered, and a share of the bound reserved for each root being built (reserve), so that
+// the roots built at once hold at most about the bound between them. A root waits for room
+// while others are built; with none in flight it goes ahead. Whether the answer fits is
+// decided on the answered bytes alone.
 type answerBudget struct {
 	mu       sync.Mutex
 	room     *sync.Cond
-	used     int64
+	answered int64 // the roots' answers so far
+	reserved int64 // the shares of the roots being built
 	limit    int64
 	inFlight int
 }
 
-func newAnswerBudget(limit int64) *answerBudget {
-	b := &answerBudget{limit: limit}
+func newAnswerBudget(limit, answered int64) *answerBudget {
+	b := &answerBudget{limit: limit, answered: answered}
 	b.room = sync.NewCond(&b.mu)
 	return b
 }
 
 // reserve holds n bytes for a root about to be built; false once the answers so far pass the
-// limit.
+// limit (the answer cannot fit any more).
 func (b *answerBudget) reserve(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for b.used+n > b.limit && b.inFlight > 0 {
+	for b.answered+b.reserved+n > b.limit && b.inFlight > 0 && b.answered <= b.limit {
 		b.room.Wait()
 	}
-	if b.used > b.limit {
+	if b.answered > b.limit {
 		return false
 	}
-	b.used += n
+	b.reserved += n
 	b.inFlight++
 	return true
 }
 
-// settle replaces a root's reservation with the size of its answer, and reports whether the
-// answer is still within the limit.
+// settle replaces a root's reservation with its answer, and reports whether the answers so
+// far still fit.
 func (b *answerBudget) settle(reserved, answered int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.used += answered - reserved
+	b.reserved -= reserved
+	b.answered += answered
 	b.inFlight--
 	b.room.Broadcast()
-	return b.used <= b.limit
+	return b.answered <= b.limit
 }
 
 // runRootJobs discovers every root of jobs, at most maxDiscoveryConcurrentRoot at once, and
 // returns their answers in order. It fails only when a sandbox worker cannot be used or the
 // request is cancelled.
-func (c *call) runRootJobs(ctx context.Context, jobs []rootJob) ([][]byte, error) {
+//
+// With trim, a root whose answer no longer fits is left out (nil) rather than failing the
+// request (discoverV2 answers what fits, with a warning).
+func (c *call) runRootJobs(ctx context.Context, jobs []rootJob, trim bool) ([][]byte, error) {
 	bodies := make([][]byte, len(jobs))
 	errs := make([]error, len(jobs))
 	sem := make(chan struct{}, maxDiscoveryConcurrentRoot)
@@ -243,7 +247,16 @@ func (c *call) runRootJobs(ctx context.Context, jobs []rootJob) ([][]byte, error
 	if c.messageLimit > 0 {
 		limit = min(limit, int64(c.messageLimit-discoveryAnswerOverhead))
 	}
-	budget := newAnswerBudget(limit)
+	var ready int64 // the answers made without a walk (a root this host cannot use)
+	for _, j := range jobs {
+		ready += int64(len(j.answer) + 1)
+	}
+	budget := newAnswerBudget(limit, ready)
+	// A root being built holds its bound (its files, escaped, and room for its paths and
+	// warnings): the answer's bound then holds the roots built at once, three of them at
+	// most, so that one request holds a few answers' worth of memory, never eight roots'
+	// worth beside the answer (docs/protocol.md §9.5).
+	share := int64(maxDiscoveryRootBytes + 4<<20)
 	for i, j := range jobs {
 		if j.answer != nil {
 			bodies[i] = j.answer
@@ -256,8 +269,10 @@ func (c *call) runRootJobs(ctx context.Context, jobs []rootJob) ([][]byte, error
 			// A root's answer is reserved at its bound before it is built, so that the roots
 			// built together cannot pass the whole answer's bound between them; the
 			// reservation becomes the answer's size once it is known.
-			if !budget.reserve(maxDiscoveryRootAnswer) {
-				errs[i] = errTooLargeDiscovery()
+			if !budget.reserve(share) {
+				if !trim {
+					errs[i] = errTooLargeDiscovery()
+				}
 				return
 			}
 			var res result
@@ -270,8 +285,12 @@ func (c *call) runRootJobs(ctx context.Context, jobs []rootJob) ([][]byte, error
 			if err == nil {
 				bodies[i], err = res.body()
 			}
-			if !budget.settle(maxDiscoveryRootAnswer, int64(len(bodies[i]))) {
-				err = errTooLargeDiscovery()
+			if !budget.settle(share, int64(len(bodies[i])+1)) {
+				if trim {
+					bodies[i] = nil
+				} else {
+					err = errTooLargeDiscovery()
+				}
 			}
 			errs[i] = err
 		}()
@@ -779,7 +798,7 @@ func (c *call) discoverV2(p *discoverV2Params) (result, error) {
 		for _, pl := range plugins {
 			jobs = append(jobs, rootJob{op: discoverRootOp{ID: pl.id, Path: pl.root}, profile: profile})
 		}
-		bodies, err := c.runRootJobs(ctx, jobs)
+		bodies, err := c.runRootJobs(ctx, jobs, true)
 		if err != nil {
 			return nil, err
 		}
@@ -794,6 +813,10 @@ func (c *call) discoverV2(p *discoverV2Params) (result, error) {
 			return true
 		}
 		for i, b := range bodies {
+			if b == nil {
+				full = true // left out: the answer's bound was reached
+				continue
+			}
 			var d rootDiscovery
 			if err := json.Unmarshal(b, &d); err != nil {
 				return nil, errInternal("capability discovery: decode a root: %v", err)

@@ -71,8 +71,8 @@ type deferred struct {
 	// before it is scheduled, unanswered; dropped, it would leave the process reserved and
 	// the snapshot's key waiting for ever.
 	mustRun bool
-	now  result // poll only: the answer when no long poll may wait
-	run  func(ctx context.Context) (result, error)
+	now     result // poll only: the answer when no long poll may wait
+	run     func(ctx context.Context) (result, error)
 }
 
 // deferTo is a deciding handler's answer: run fn as mode says (quick, poll, async).
