@@ -28,8 +28,8 @@ package main
 // A warm stage's mount namespace is a copy of the server's as it was at the fork. One that
 // has changed since (a mount or an unmount: the server's /proc/self/mountinfo, opened before
 // the fork, then polls POLLPRI) is let go rather than used, so that no sandbox is built
-// from a stale table; so is one forked before a change of the server's limits or
-// cgroup (serverState). So is one idle for warmStageIdle, or dead.
+// from a stale table; so is one forked before a change of the server's limits, cgroup or
+// OOM score adjustment (serverState). So is one idle for warmStageIdle, or dead.
 
 import (
 	"encoding/binary"
