@@ -2,8 +2,8 @@ package main
 
 // Agent Identity auth for remote registration (--use-agent-identity-auth): a container is given
 // an Agent Identity JWT in CODEX_ACCESS_TOKEN, and each registry request carries an
-// AgentAssertion signed with the Ed25519 key inside it (codex-rs/agent-identity/src/lib.rs,
-// codex-rs/login/src/auth/agent_identity.rs, codex-rs/model-provider/src/auth.rs).
+// AgentAssertion signed with the Ed25519 key inside it, as Codex's own client does it
+// (docs/remote.md §8).
 //
 // The JWT, RS256, verified against the JWKS the ChatGPT backend publishes:
 //
@@ -58,7 +58,7 @@ import (
 	"golang.org/x/crypto/curve25519"
 )
 
-// Agent Identity constants (codex-rs/agent-identity/src/lib.rs and the 0.169 binary).
+// Agent Identity constants: the values Codex uses (measured on the 0.169 binary; docs/remote.md §8).
 const (
 	codexAccessTokenEnv               = "CODEX_ACCESS_TOKEN"
 	agentIdentityJWKSBaseEnv          = "CODEX_AGENT_IDENTITY_JWKS_BASE_URL"

@@ -29,8 +29,9 @@ package main
 //	            ChatGPT-Account-ID: <account_id>          if known
 //	            X-OpenAI-Fedramp: true                    if the id_token claim says so
 //
-// Refresh (codex-rs/login/src/auth/manager.rs): POST https://auth.openai.com/oauth/token, or
-// $CODEX_REFRESH_TOKEN_URL_OVERRIDE, Content-Type: application/json, body
+// Refresh (docs/remote.md §8, as Codex's own sign-in does it): POST
+// https://auth.openai.com/oauth/token, or $CODEX_REFRESH_TOKEN_URL_OVERRIDE, Content-Type:
+// application/json, body
 // {"client_id":"app_EMoamEEZ73f0CkXaXp7hrann","grant_type":"refresh_token","refresh_token":…}.
 // Each of id_token, access_token and refresh_token in the answer replaces the stored one, and
 // last_refresh becomes the current time. A 401, or an error code refresh_token_expired,
@@ -72,7 +73,7 @@ import (
 	"time"
 )
 
-// Codex login constants (codex-rs/login/src/auth/manager.rs, storage.rs, default_client.rs).
+// Codex login constants: the values Codex's sign-in uses (docs/remote.md §8).
 const (
 	codexAuthFile           = "auth.json"
 	codexAuthLockFile       = "auth.json.lock"
