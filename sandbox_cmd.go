@@ -38,6 +38,9 @@ func runSandboxCommand(args []string, stdout, stderr io.Writer) int {
 	network := fs.Bool("network", false, "allow the network")
 	mechanism := fs.String("mechanism", "", "force a `MECHANISM`: namespaces, landlock or none (default: the best this host has)")
 	pidNamespace := fs.String("linux-sandbox-pid-namespace", "isolate", "pid namespace `MODE` of the command: isolate or inherit")
+	shmSize := byteSize(defaultShmSize)
+	fs.Var(&shmSize, "linux-sandbox-shm-size", "`SIZE` of the sandbox's /dev/shm, in bytes or with a K, M or G suffix (default 64M)")
+	maxProcs := fs.Int("linux-sandbox-max-processes", defaultSandboxMaxProcesses, "processes and threads (`N`) the sandbox may run at once")
 	status := fs.Bool("status", false, "print the mechanism in force and exit")
 	usageErr := func(msg string) int {
 		fmt.Fprintf(stderr, "exec-server sandbox: %s; run exec-server sandbox --help\n", msg)
@@ -52,6 +55,11 @@ func runSandboxCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	sbx, err := newSandboxer(*pidNamespace, *mechanism)
 	if err != nil {
+		return usageErr(err.Error())
+	}
+	// The server's limits, so that this command sees what an agent's would (docs/sandbox.md §2).
+	sbx.limitShm(int64(shmSize))
+	if err := sbx.setMaxProcesses(*maxProcs); err != nil {
 		return usageErr(err.Error())
 	}
 	if *status {

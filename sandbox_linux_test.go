@@ -592,3 +592,19 @@ func wantNoPrivileges(t *testing.T, out string) {
 		}
 	}
 }
+
+// TestSandboxCLILimits: `exec-server sandbox` takes the server's sandbox limits, so that what
+// a person sees is what an agent's commands get: /dev/shm of --linux-sandbox-shm-size, and a
+// bad --linux-sandbox-max-processes is a usage error.
+func TestSandboxCLILimits(t *testing.T) {
+	requireUserNamespaces(t)
+	f := newSBFixture(t)
+	r := f.runCLI(t, sbWorkspaceWrite, mechanismNamespaces, `df -k /dev/shm | awk 'NR==2 {print $2}'`, "--linux-sandbox-shm-size", "2M")
+	if r.exit != 0 || strings.TrimSpace(r.out) != "2048" {
+		t.Errorf("exit %d, output %q: want a /dev/shm of 2048 KiB", r.exit, r.out)
+	}
+	r = f.runCLI(t, sbWorkspaceWrite, mechanismNamespaces, `true`, "--linux-sandbox-max-processes", "0")
+	if r.exit != 2 || !strings.Contains(r.out, "--linux-sandbox-max-processes") {
+		t.Errorf("exit %d, output %q: want a usage error naming --linux-sandbox-max-processes", r.exit, r.out)
+	}
+}
