@@ -6,12 +6,10 @@ package main
 // the request did not send; fs/watchMissing says nothing of what the profile hides.
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -90,17 +88,8 @@ func TestFSSandboxWorkerLeavesNoProtectedNames(t *testing.T) {
 // protected name in the workspace, then or after its worker has died with it.
 func TestFSSandboxServerKilledLeavesNoProtectedNames(t *testing.T) {
 	requireUserNamespaces(t)
-	cmd := exec.Command(testBinary(t))
-	cmd.Env = append(os.Environ(), sbRunEnv+`=["--listen","ws://127.0.0.1:0"]`, "GORACE="+sbGORACE)
-	stdout, err := cmd.StdoutPipe()
-	fsMust(t, err)
-	fsMust(t, cmd.Start())
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ws://") {
-		t.Fatalf("server printed %q, %v", line, err)
-	}
-	tc := (&testServer{url: strings.TrimSpace(line)}).connect(t)
+	cmd, ts := startServerProcess(t)
+	tc := ts.connect(t)
 	ws := t.TempDir()
 	fifo := filepath.Join(ws, "fifo")
 	fsMust(t, syscall.Mkfifo(fifo, 0o644))

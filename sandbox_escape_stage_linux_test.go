@@ -411,21 +411,8 @@ func awaitDaemonGone(t *testing.T, pid, pidfd int, after, grow string) {
 // daemon ends with it.
 func TestSandboxEscapeStageDaemonServerKilled(t *testing.T) {
 	requireUserNamespaces(t)
-	cmd := exec.Command(testBinary(t))
-	cmd.Env = append(os.Environ(), sbRunEnv+`=["--listen","ws://127.0.0.1:0","--linux-sandbox-pid-namespace","inherit"]`, "GORACE="+sbGORACE)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ws://") {
-		t.Fatalf("server printed %q, %v", line, err)
-	}
-	tc := (&testServer{url: strings.TrimSpace(line)}).connect(t)
+	cmd, ts := startServerProcess(t, "--linux-sandbox-pid-namespace", "inherit")
+	tc := ts.connect(t)
 	f := newSBFixture(t)
 	mustMkdir(t, filepath.Join(f.ws, "d"))
 	id := nextSBID()

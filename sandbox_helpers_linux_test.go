@@ -583,3 +583,26 @@ func wantAbsent(t *testing.T, path string) {
 		t.Errorf("%s exists on the host (%v)", path, err)
 	}
 }
+
+// startServerProcess runs the test binary as a real exec-server on ws://127.0.0.1:0 with
+// flags, for the tests that kill the server itself, and returns it once it listens. It is
+// killed when the test ends, if it has not been.
+func startServerProcess(t *testing.T, flags ...string) (*exec.Cmd, *testServer) {
+	t.Helper()
+	args, _ := json.Marshal(append([]string{"--listen", "ws://127.0.0.1:0"}, flags...))
+	cmd := exec.Command(testBinary(t))
+	cmd.Env = append(os.Environ(), sbRunEnv+"="+string(args), "GORACE="+sbGORACE)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ws://") {
+		t.Fatalf("server printed %q, %v", line, err)
+	}
+	return cmd, &testServer{url: strings.TrimSpace(line)}
+}

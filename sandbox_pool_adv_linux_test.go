@@ -7,7 +7,6 @@ package main
 // processes and descriptors left.
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -523,21 +522,7 @@ func TestWarmAdvIdleStageDescriptors(t *testing.T) {
 // stage waits: the stage dies with it (read on the host through a pidfd).
 func TestWarmAdvServerKilled(t *testing.T) {
 	requireUserNamespaces(t)
-	cmd := exec.Command(testBinary(t))
-	cmd.Env = append(os.Environ(), sbRunEnv+`=["--listen","ws://127.0.0.1:0"]`, "GORACE="+sbGORACE)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ws://") {
-		t.Fatalf("server printed %q, %v", line, err)
-	}
-	ts := &testServer{url: strings.TrimSpace(line)}
+	cmd, ts := startServerProcess(t)
 	f := newSBFixture(t)
 	if r := f.runServer(t, ts, f.sandboxObject(sbWorkspaceWrite, viaPipe, "restricted"), false, "true"); r.exit != 0 {
 		t.Fatalf("first start: exit %d, output %q", r.exit, r.out)

@@ -4,7 +4,6 @@ package main
 // process trees, shared workspaces, carve-outs, and what process/start answers.
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -166,21 +165,8 @@ func TestSandboxTerminateKillsTheWholeTree(t *testing.T) {
 // sandbox on the same workspace.
 func TestSandboxServerKilledKillsTheTree(t *testing.T) {
 	requireUserNamespaces(t)
-	cmd := exec.Command(testBinary(t))
-	cmd.Env = append(os.Environ(), sbRunEnv+`=["--listen","ws://127.0.0.1:0"]`, "GORACE="+sbGORACE)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ws://") {
-		t.Fatalf("server printed %q, %v", line, err)
-	}
-	tc := (&testServer{url: strings.TrimSpace(line)}).connect(t)
+	cmd, killed := startServerProcess(t)
+	tc := killed.connect(t)
 	var pids []int
 	var fixtures []*sbFixture
 	for _, tty := range []bool{false, true} {
