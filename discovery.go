@@ -19,6 +19,7 @@ package main
 // may declare: the harness does that with what we send.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -325,14 +326,14 @@ func (o discoverRootOp) run(ctx context.Context, _ fsWrites) (result, error) {
 // marshalNoEscape encodes v as serde does: '<', '>' and '&' are left as they are, so that a
 // file's text reads back as sent.
 func marshalNoEscape(v any) []byte {
-	var b strings.Builder
+	var b bytes.Buffer // its bytes are the answer: no copy out of a builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		// Every value here is strings, slices and pointers to them: it always encodes.
 		panic(fmt.Sprintf("discovery: encode the answer: %v", err))
 	}
-	return []byte(strings.TrimSuffix(b.String(), "\n"))
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // discoveryBudget is what one root's files may still add to its answer.

@@ -211,8 +211,8 @@ const readFileAnswerOverhead = 256
 // readFileLimit is the largest file fs/readFile returns on a connection over t.
 func readFileLimit(t msgTransport) int64 {
 	limit := int64(maxReadFileBytes)
-	if ml, ok := t.(messageLimiter); ok {
-		limit = min(limit, int64(ml.maxMessageBytes()-readFileAnswerOverhead)/4*3)
+	if m := messageLimitOf(t); m > 0 {
+		limit = min(limit, int64(m-readFileAnswerOverhead)/4*3)
 	}
 	return limit
 }
