@@ -24,7 +24,7 @@ package main
 //	process/closed  {processId, seq}
 //
 // Sequence numbers and events: docs/protocol.md §6.2. exited waits for what the child left
-// buffered in its streams (proc_stream.go); closed follows exit and EOF on every stream (a
+// buffered in its streams (process.go); closed follows exit and EOF on every stream (a
 // PTY master is read until EIO). sandboxDenied is the denial heuristic's verdict
 // (sandbox_denial.go, docs/sandbox.md §4), decided before exited is sent. What differs from
 // 0.169 on purpose: docs/protocol.md §12.
@@ -137,6 +137,17 @@ func newProcTable(s *session) *procTable {
 	return newProcTableFor(s.notify, s.srv.cfg.limits.processesPerSession, s.srv.watchdog)
 }
 
+// hooks are what the table's processes ask of it (procHooks): they hold no pointer to it.
+func (t *procTable) hooks() procHooks {
+	return procHooks{
+		notify:   t.notify,
+		finished: t.finished,
+		forget:   t.remove,
+		record:   t.wd.record,
+		sweep:    t.sweeper.queue,
+	}
+}
+
 // get returns the process id, or nil.
 func (t *procTable) get(id string) *process {
 	t.mu.Lock()
@@ -224,14 +235,9 @@ func (t *procTable) sweepAll(procs []*process) {
 		sweep.sids = append(sweep.sids, queued.sids...)
 	}
 	for _, p := range procs {
-		p.mu.Lock()
-		if _, sid := p.killGroupLocked(true); sid > 0 {
+		if sid := p.killForSweep(sweep); sid > 0 {
 			sweep.sids = append(sweep.sids, sid)
-			if !p.phase.reaped() {
-				p.sweep = sweep.done
-			}
 		}
-		p.mu.Unlock()
 	}
 	sweep.run()
 	if queued != nil {

@@ -33,11 +33,21 @@ import (
 	"syscall"
 )
 
-// spawn starts spec as p's child and starts reading its streams.
-func (p *process) spawn(spec *launchSpec) error {
+// spawnedChild is a child that runs, as process.spawn hands it to its process (evSpawned).
+type spawnedChild struct {
+	proc   *os.Process
+	stdin  *stdinWriter  // nil when the child's stdin is /dev/null
+	master *os.File      // the PTY master (tty only)
+	outs   []*outStream  // our read ends
+	stage  *sandboxStage // the sandbox stage the child is, if confined
+}
+
+// startChild starts spec: the child's descriptors, the fork (or a warm stage's), and the
+// sandbox stage's report that the command runs.
+func startChild(spec *launchSpec) (*spawnedChild, *childExit, error) {
 	cio, err := openChildIO(spec)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	proc, exit, warm := spec.stage.startWarm(spec.env, cio.files) // one forked ahead (sandbox_pool_linux.go)
 	if !warm {
@@ -46,7 +56,7 @@ func (p *process) spawn(spec *launchSpec) error {
 			cio.closeChildEnds()
 			cio.closeOurEnds()
 			spec.stage.closeOurEnds()
-			return errSpawn(spawnFailed, "%s", err)
+			return nil, nil, errSpawn(spawnFailed, "%s", err)
 		}
 		proc, exit, err = startProcess(spec.path, spec.argv, attr)
 		if err == nil {
@@ -58,7 +68,7 @@ func (p *process) spawn(spec *launchSpec) error {
 	if err != nil {
 		cio.closeOurEnds()
 		spec.stage.closeOurEnds()
-		return errSpawnOS(err)
+		return nil, nil, errSpawnOS(err)
 	}
 	if err := spec.stage.await(); err != nil { // the sandbox stage could not start the command
 		exit.wait(proc.Pid) // it exits once it has said why (Wait on a non-blocking pidfd would not wait)
@@ -66,49 +76,9 @@ func (p *process) spawn(spec *launchSpec) error {
 		exit.close()
 		cio.closeOurEnds()
 		spec.stage.exited()
-		return withSpawnKind(err)
+		return nil, nil, withSpawnKind(err)
 	}
-	p.mu.Lock()
-	p.pid, p.osProc, p.stdin, p.master, p.outs = proc.Pid, proc, cio.stdin, cio.master, cio.outs
-	p.stage = spec.stage
-	p.stepLocked(lifeEvent{kind: evSpawned})
-	p.table.wd.record('+', proc.Pid)
-	p.live = len(cio.outs) + 1
-	p.mu.Unlock()
-	for _, s := range cio.outs {
-		go p.readStream(s)
-	}
-	go p.reap(exit)
-	return nil
-}
-
-// goroutineEnded is the last act of each of p's goroutines (its readers and its reaper); the
-// last one lets join return.
-func (p *process) goroutineEnded() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.live--; p.live == 0 && p.stopped != nil {
-		close(p.stopped)
-	}
-}
-
-// join waits until p's goroutines have ended, or stop is closed. The channel it waits on is
-// made only here: most processes end without anyone joining them.
-func (p *process) join(stop <-chan struct{}) {
-	p.mu.Lock()
-	if p.live == 0 {
-		p.mu.Unlock()
-		return
-	}
-	if p.stopped == nil {
-		p.stopped = make(chan struct{})
-	}
-	stopped := p.stopped
-	p.mu.Unlock()
-	select {
-	case <-stopped:
-	case <-stop:
-	}
+	return &spawnedChild{proc: proc, stdin: cio.stdin, master: cio.master, outs: cio.outs, stage: spec.stage}, exit, nil
 }
 
 // childIO is the descriptors of a child being started: its 0, 1 and 2, and our ends.
@@ -188,41 +158,6 @@ func (c *childIO) closeOurEnds() {
 	}
 }
 
-// reap collects the exit status and reports it. Where the exit can be awaited without
-// reaping, the reap itself happens under the lock, so a group signal never races with the
-// pid being freed; elsewhere (darwin) a microseconds-wide window remains.
-func (p *process) reap(exit *childExit) {
-	defer p.goroutineEnded()
-	var (
-		st  *os.ProcessState
-		err error
-	)
-	if exit.wait(p.pid) {
-		p.mu.Lock()
-		for p.sweep != nil { // the leader's pid keeps its session's number ours until the sweep
-			sweep := p.sweep
-			p.mu.Unlock()
-			<-sweep
-			p.mu.Lock()
-			if p.sweep == sweep {
-				p.sweep = nil
-			}
-		}
-		st, err = p.osProc.Wait() // at once: the child is a zombie
-		p.stepLocked(lifeEvent{kind: evReaped})
-		p.mu.Unlock()
-	} else {
-		st, err = p.osProc.Wait()
-		p.mu.Lock()
-		p.stepLocked(lifeEvent{kind: evReaped})
-		p.mu.Unlock()
-	}
-	exit.close()
-	p.table.wd.record('r', p.pid)
-	p.stage.exited()
-	p.reportExit(exitCodeOf(st, err))
-}
-
 // exitCodeOf is the wire exit code: the status, or 128+N for a death by signal N (both modes;
 // 0.169 reports 1 for a PTY child, a documented deviation).
 func exitCodeOf(st *os.ProcessState, err error) int {
@@ -235,85 +170,19 @@ func exitCodeOf(st *os.ProcessState, err error) int {
 	return st.ExitCode()
 }
 
-// signalGroupLocked sends sig to p's process group, unless the number may have been reused,
-// and reports whether it did.
-func (p *process) signalGroupLocked(sig syscall.Signal) bool {
-	if p.pid <= 0 {
+// signalGroup sends sig to process group pid, unless the number may have been reused, and
+// reports whether it did: once the leader is reaped, the group is signalled only while no
+// process has the leader's pid (one that has it now is a stranger that reused the number, so
+// the group is empty).
+func signalGroup(pid int, reaped bool, sig syscall.Signal) bool {
+	if pid <= 0 {
 		return false
 	}
-	if p.phase.reaped() && !errors.Is(syscall.Kill(p.pid, 0), syscall.ESRCH) {
+	if reaped && !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
 		return false
 	}
-	syscall.Kill(-p.pid, sig)
+	syscall.Kill(-pid, sig)
 	return true
-}
-
-// kill is process/terminate: SIGKILL to p's process group at once, and to the rest of its
-// session soon after (the table's sweeper). It reports whether p was still running. A
-// process that has exited is left alone, as 0.169 leaves it: "running":false means nothing
-// was killed, and a background child still holding its output streams goes on writing
-// until it ends (or the session does).
-func (p *process) kill() bool {
-	p.mu.Lock()
-	if p.phase.exited() {
-		p.mu.Unlock()
-		return false
-	}
-	if !p.phase.started() {
-		// Not spawned yet (its start waits for its shell snapshot): it is killed as soon as
-		// it runs (launch), and is running until then.
-		p.killPending = true
-		p.mu.Unlock()
-		return true
-	}
-	return p.killLocked(false)
-}
-
-// killedBeforeStart reports whether process/terminate came before the process was spawned.
-func (p *process) killedBeforeStart() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.killPending
-}
-
-// killForShutdown kills p's group and the rest of its session even when p has exited: the
-// session is over, so nothing it started may outlive it (a process that finished spawning
-// after killAll ran, which found it not yet started).
-func (p *process) killForShutdown() {
-	p.mu.Lock()
-	p.killLocked(true)
-}
-
-// killLocked is kill's work (all as for killGroupLocked); it unlocks p.mu.
-func (p *process) killLocked(all bool) bool {
-	running, sid := p.killGroupLocked(all)
-	if sid > 0 && !p.phase.reaped() && reaperHoldsPid {
-		if sweep := p.table.sweeper.queue(sid); sweep != nil {
-			p.sweep, sid = sweep, 0
-		}
-	}
-	p.mu.Unlock()
-	if sid > 0 { // the leader is reaped, or the table is shutting down: sweep now
-		killSessions([]int{sid})
-	}
-	return running
-}
-
-// killGroupLocked sends SIGKILL to p's process group; it returns whether p was still running
-// and, when the group was signalled, the child's session id for killSessions (the leader's
-// pid). all (killAll) also kills the group of a closed process, whose background children
-// may linger, and ends its retention window.
-func (p *process) killGroupLocked(all bool) (running bool, sid int) {
-	if !p.phase.started() {
-		return false, 0
-	}
-	if all && p.removal != nil {
-		p.removal.Stop()
-	}
-	if (!p.phase.closed() || all) && p.signalGroupLocked(syscall.SIGKILL) {
-		sid = p.pid
-	}
-	return !p.phase.exited(), sid
 }
 
 // sessionSweeper kills, off the request path, what remains of the sessions of the children
@@ -342,9 +211,9 @@ func (s *sessionSweep) run() {
 	close(s.done)
 }
 
-// queue adds session sid to the next sweep and returns that sweep's done channel, or nil
-// once the sweeper is closed.
-func (w *sessionSweeper) queue(sid int) chan struct{} {
+// queue adds session sid to the next sweep and returns that sweep, or nil once the sweeper
+// is closed.
+func (w *sessionSweeper) queue(sid int) *sessionSweep {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -359,7 +228,7 @@ func (w *sessionSweeper) queue(sid int) chan struct{} {
 		w.wg.Add(1)
 		go w.loop()
 	}
-	return w.next.done
+	return w.next
 }
 
 // loop runs the queued sweeps one after another and ends when none is queued.
@@ -421,51 +290,5 @@ func killSessions(sids []int) {
 		if !found {
 			return
 		}
-	}
-}
-
-// interrupt is process/signal interrupt: SIGINT to the process group; for a PTY, to the
-// terminal's foreground process group, which is what ^C reaches.
-func (p *process) interrupt() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.phase.started() || p.phase.exited() {
-		return nil
-	}
-	if p.tty {
-		if pgrp, err := ptyForeground(p.master); err == nil && pgrp > 0 {
-			if err := syscall.Kill(-pgrp, syscall.SIGINT); err == nil || errors.Is(err, syscall.ESRCH) {
-				return nil
-			}
-		}
-	}
-	p.signalGroupLocked(syscall.SIGINT)
-	return nil
-}
-
-// resize sets the PTY's window size; the kernel sends SIGWINCH to its foreground group. A
-// terminal that already closed has nothing to resize.
-func (p *process) resize(rows, cols uint16) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.phase.started() || p.phase.closed() {
-		return nil
-	}
-	if err := setPTYSize(p.master, rows, cols); err != nil && !errors.Is(err, os.ErrClosed) {
-		return err
-	}
-	return nil
-}
-
-// forceClose closes p's streams and stdin: after killAll, nothing may keep a reader alive.
-func (p *process) forceClose() {
-	p.mu.Lock()
-	outs, stdin := p.outs, p.stdin
-	p.mu.Unlock()
-	for _, s := range outs {
-		s.f.Close()
-	}
-	if stdin != nil {
-		stdin.shutdown()
 	}
 }

@@ -6,26 +6,39 @@ package main
 
 import (
 	"crypto/sha256"
-	"errors"
 	"os"
 	"sync"
 )
 
-// errStdinGone marks a stdin whose process has closed or was killed.
-var errStdinGone = errors.New("the process has ended")
+// stdinState is where a child's stdin is. The file is open in every state but the last two.
+//
+//	idle ─write─▶ writing ─queue written─▶ idle
+//	writing ─closeStdin─▶ closing ─queue written─▶ closed
+//	writing ─write fails─▶ failed          closing ─write fails─▶ closed
+//	idle, failed ─closeStdin─▶ closed      any but closed ─process ended─▶ gone
+type stdinState uint8
+
+const (
+	stdinIdle    stdinState = iota // open, nothing queued
+	stdinWriting                   // the drain goroutine writes the queue
+	stdinClosing                   // the drain goroutine writes the queue, then closes (process/closeStdin)
+	stdinFailed                    // a write failed: writes are refused, closeStdin still closes
+	stdinClosed                    // EOF given: writes answer stdinClosed
+	stdinGone                      // the process ended: writes are refused
+)
+
+// draining reports whether the drain goroutine runs in st.
+func (st stdinState) draining() bool { return st == stdinWriting || st == stdinClosing }
 
 // stdinWriter feeds a child's stdin: a pipe (pipeStdin) or the PTY master.
 type stdinWriter struct {
 	f    *os.File
 	owns bool // close f on EOF and shutdown (a pipe); a PTY master belongs to its reader
 
-	mu         sync.Mutex
-	queue      [][]byte
-	queued     int  // bytes in queue
-	running    bool // the drain goroutine is alive
-	eof        bool // the client closed stdin (process/closeStdin)
-	fileClosed bool
-	err        error // a write failed, or the process is gone
+	mu     sync.Mutex
+	state  stdinState
+	queue  [][]byte
+	queued int // bytes in queue
 }
 
 // enqueue queues b and returns the process/write status.
@@ -33,9 +46,9 @@ func (w *stdinWriter) enqueue(b []byte) (string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
-	case w.eof:
+	case w.state == stdinClosing || w.state == stdinClosed:
 		return "stdinClosed", nil
-	case w.err != nil:
+	case w.state == stdinFailed || w.state == stdinGone:
 		return "", errInternal("failed to write to process stdin")
 	case len(b) == 0:
 		return "accepted", nil
@@ -44,18 +57,18 @@ func (w *stdinWriter) enqueue(b []byte) (string, error) {
 	}
 	w.queue = append(w.queue, b)
 	w.queued += len(b)
-	if !w.running {
-		w.running = true
+	if w.state == stdinIdle {
+		w.state = stdinWriting
 		go w.drain()
 	}
 	return "accepted", nil
 }
 
-// drain writes the queue, then ends; it closes the pipe when EOF was asked for.
+// drain writes the queue, then ends; it closes the pipe when EOF was asked for meanwhile.
 func (w *stdinWriter) drain() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for len(w.queue) > 0 && w.err == nil {
+	for len(w.queue) > 0 && w.state.draining() {
 		b := w.queue[0]
 		w.queue[0] = nil
 		w.queue = w.queue[1:]
@@ -63,14 +76,18 @@ func (w *stdinWriter) drain() {
 		_, err := w.f.Write(b)
 		w.mu.Lock()
 		w.queued -= len(b)
-		if err != nil && w.err == nil {
-			w.err = err
+		if err != nil && w.state == stdinWriting {
+			w.state = stdinFailed
+		} else if err != nil && w.state == stdinClosing {
+			w.toLocked(stdinClosed)
 		}
 	}
 	w.queue, w.queued = nil, 0
-	w.running = false
-	if w.eof {
-		w.closeFileLocked()
+	switch w.state {
+	case stdinWriting:
+		w.state = stdinIdle
+	case stdinClosing:
+		w.toLocked(stdinClosed)
 	}
 }
 
@@ -78,30 +95,35 @@ func (w *stdinWriter) drain() {
 func (w *stdinWriter) closeInput() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.eof || w.fileClosed {
+	switch w.state {
+	case stdinWriting:
+		w.state = stdinClosing
+	case stdinIdle, stdinFailed:
+		w.toLocked(stdinClosed)
+	default:
 		return "stdinClosed"
-	}
-	w.eof = true
-	if !w.running {
-		w.closeFileLocked()
 	}
 	return "accepted"
 }
 
 // shutdown drops what is queued and closes the pipe: the process has ended. A write blocked
-// on a child that never read returns at once.
+// on a child that never read returns at once. A stdin closed by the client stays closed.
 func (w *stdinWriter) shutdown() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = errStdinGone
+	switch w.state {
+	case stdinClosing:
+		w.toLocked(stdinClosed)
+	case stdinClosed, stdinGone:
+	default:
+		w.toLocked(stdinGone)
 	}
-	w.closeFileLocked()
 }
 
-func (w *stdinWriter) closeFileLocked() {
-	if w.owns && !w.fileClosed {
-		w.fileClosed = true
+// toLocked enters closed or gone, closing the file (which every earlier state has open).
+func (w *stdinWriter) toLocked(st stdinState) {
+	w.state = st
+	if w.owns {
 		w.f.Close()
 	}
 }
@@ -135,36 +157,4 @@ func (s *writeIDSet) add(id string) {
 		s.next = (s.next + 1) % writeIDMemory
 	}
 	s.ids[key] = struct{}{}
-}
-
-// write is process/write on p: the status, or -32603 when stdin is gone.
-func (p *process) write(writeID string, data []byte) (string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case !p.phase.started():
-		return "starting", nil
-	case p.stdin == nil:
-		return "stdinClosed", nil
-	case p.writeIDs.has(writeID):
-		return "accepted", nil
-	}
-	status, err := p.stdin.enqueue(data)
-	if err == nil && status == "accepted" {
-		p.writeIDs.add(writeID)
-	}
-	return status, err
-}
-
-// closeStdin is process/closeStdin on p.
-func (p *process) closeStdin() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case !p.phase.started():
-		return "starting"
-	case p.stdin == nil:
-		return "stdinClosed"
-	}
-	return p.stdin.closeInput()
 }
