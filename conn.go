@@ -70,7 +70,7 @@ type msgTransport interface {
 	next() (message, error)
 	// writeMessage sends one message. Calls never overlap (the writer goroutine, or a reply
 	// written directly while the connection is idle: see outQueue.claimWrite), and it must
-	// not modify b: process notifications share their bytes with the retained output.
+	// not modify b.
 	writeMessage(b []byte) error
 	// closeWith ends the transport as the connection words it. It unblocks next and is
 	// safe to call more than once and from any goroutine; the first call's cause wins.
