@@ -113,6 +113,7 @@ type procTable struct {
 	notify   func([]byte) // the session's notify: to its attached connection, dropped while detached
 	maxProcs int          // --max-processes-per-session
 	wd       *watchdog    // the server's watchdog, nil when it has none
+	hooks    procHooks    // what its processes ask of it: they hold no pointer to it
 
 	mu      sync.Mutex
 	procs   map[string]*process
@@ -125,8 +126,17 @@ type procTable struct {
 }
 
 // newProcTableFor makes a table whose processes send their notifications through notify.
+// Their hooks are made once here, so a process costs no closures of its own.
 func newProcTableFor(notify func([]byte), maxProcs int, wd *watchdog) *procTable {
-	return &procTable{notify: notify, maxProcs: maxProcs, wd: wd, procs: map[string]*process{}}
+	t := &procTable{notify: notify, maxProcs: maxProcs, wd: wd, procs: map[string]*process{}}
+	t.hooks = procHooks{
+		notify:   notify,
+		finished: t.finished,
+		forget:   t.remove,
+		record:   wd.record,
+		sweep:    t.sweeper.queue,
+	}
+	return t
 }
 
 // newProcTable makes session s's table, with the server's limit and watchdog.
@@ -135,17 +145,6 @@ func newProcTable(s *session) *procTable {
 		return newProcTableFor(s.notify, defaultLimits.processesPerSession, nil)
 	}
 	return newProcTableFor(s.notify, s.srv.cfg.limits.processesPerSession, s.srv.watchdog)
-}
-
-// hooks are what the table's processes ask of it (procHooks): they hold no pointer to it.
-func (t *procTable) hooks() procHooks {
-	return procHooks{
-		notify:   t.notify,
-		finished: t.finished,
-		forget:   t.remove,
-		record:   t.wd.record,
-		sweep:    t.sweeper.queue,
-	}
 }
 
 // get returns the process id, or nil.

@@ -81,7 +81,7 @@ type process struct {
 
 func newProcess(t *procTable, id string, tty bool, retention time.Duration) *process {
 	return &process{
-		hooks:     t.hooks(),
+		hooks:     t.hooks,
 		id:        id,
 		idJSON:    appendJSONString(nil, id),
 		tty:       tty,
