@@ -1,12 +1,13 @@
 package main
 
-// Starting, reaping and killing children (docs/protocol.md §6.1, §6.3).
+// The OS side of starting, reaping and killing children (docs/protocol.md §6.1, §6.3); the
+// process that owns a child, its readers and its reaper are in process.go.
 //
 // Every child leads a new session and process group (setsid: pid == pgid == sid); a PTY child
 // has the PTY as its controlling terminal. Its streams are read from before process/start
 // returns (docs/protocol.md §6.2). One goroutine per stream reads, one reaps; all end once the
 // child and everything holding its streams are gone, or when killAll closes the streams; the
-// process counts them, and killAll joins them (join).
+// process counts them, and killAll joins them (process.join).
 //
 // Process groups are signalled by number, and a number can be reused once the group is empty.
 // The leader's pid holds the number until it is reaped, so signals go out freely until then;
