@@ -4,7 +4,10 @@ package main
 // and process/resize (docs/protocol.md §6.6, §6.7, §6.10).
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -140,4 +143,74 @@ func TestProcessWriteIDMemoryIsBounded(t *testing.T) {
 		t.Errorf("not the newest %d ids", writeIDMemory)
 	}
 	runtime.KeepAlive(&ids)
+}
+
+// TestStdinWriterStates walks the stdin writer's states on a real pipe: EOF given while idle
+// and while the queue is being written (the queued bytes are written first), and the process
+// ending; each answers later writes and closeStdin as process/write and process/closeStdin
+// must (docs/protocol.md §6.6, §6.7).
+func TestStdinWriterStates(t *testing.T) {
+	newPipe := func(t *testing.T) (*os.File, *stdinWriter) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r, &stdinWriter{f: w, owns: true}
+	}
+	expect := func(t *testing.T, w *stdinWriter, write, closeStdin string) {
+		t.Helper()
+		status, err := w.enqueue([]byte("late"))
+		if err != nil {
+			status = err.Error()
+		}
+		if status != write {
+			t.Errorf("write: %q, want %q", status, write)
+		}
+		if got := w.closeInput(); got != closeStdin {
+			t.Errorf("closeStdin: %q, want %q", got, closeStdin)
+		}
+	}
+	t.Run("closeStdin while idle", func(t *testing.T) {
+		r, w := newPipe(t)
+		if status, err := w.enqueue([]byte("hello")); status != "accepted" || err != nil {
+			t.Fatalf("write: %q %v", status, err)
+		}
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(r, buf); err != nil || string(buf) != "hello" {
+			t.Fatalf("read %q %v", buf, err)
+		}
+		if got := w.closeInput(); got != "accepted" { // idle, or still writing (closing): both accept
+			t.Fatalf("closeStdin: %q", got)
+		}
+		if rest, err := io.ReadAll(r); len(rest) != 0 || err != nil {
+			t.Errorf("after EOF: %q %v", rest, err)
+		}
+		expect(t, w, "stdinClosed", "stdinClosed")
+		w.shutdown()
+		expect(t, w, "stdinClosed", "stdinClosed")
+	})
+	t.Run("closeStdin while writing", func(t *testing.T) {
+		r, w := newPipe(t)
+		big := bytes.Repeat([]byte("x"), 1<<20) // far more than a pipe holds: the drain blocks
+		if status, err := w.enqueue(big); status != "accepted" || err != nil {
+			t.Fatalf("write: %q %v", status, err)
+		}
+		if got := w.closeInput(); got != "accepted" {
+			t.Fatalf("closeStdin: %q", got)
+		}
+		expect(t, w, "stdinClosed", "stdinClosed")
+		got, err := io.ReadAll(r) // EOF only once the queue is written
+		if err != nil || !bytes.Equal(got, big) {
+			t.Errorf("read %d bytes, %v; want the %d queued before EOF", len(got), err, len(big))
+		}
+	})
+	t.Run("the process ended", func(t *testing.T) {
+		r, w := newPipe(t)
+		w.shutdown()
+		if rest, err := io.ReadAll(r); len(rest) != 0 || err != nil {
+			t.Errorf("after shutdown: %q %v", rest, err)
+		}
+		expect(t, w, "failed to write to process stdin", "stdinClosed")
+	})
 }
