@@ -9,12 +9,14 @@ package main
 //
 // Every event a process sees goes through stepLocked, the only place its state is written:
 //
-//	starting ─spawned─▶ running ─reaped─▶ reaped ─drain asked─▶ draining ─all drained─┐
-//	   ┌───────────────────────────────────────────────────────────────────────────────┘
-//	   ├─(a stream cannot drain)─▶ drainGrace ─EOF or exitDrainGrace─┐
-//	   ├─(sandboxed, a stream open)─▶ denialGrace ─chunk, EOF or sandboxDenialGrace─┤
-//	   └──────────────────────────────────────────────────────────────────────────────┴▶ exitDue
-//	exitDue ─verdict─▶ exited ─last EOF─▶ closed          (or exitDue ─verdict, every stream at EOF─▶ closed)
+//	starting ─spawned─▶ running ─reaped─▶ reaped ─drain asked─▶ draining
+//	draining ─every asked stream answered─▶ drainGrace ─every stream at EOF, or exitDrainGrace─▶ denialGrace
+//	denialGrace ─one more chunk, every stream at EOF, or sandboxDenialGrace─▶ exitDue
+//	exitDue ─verdict─▶ exited ─last EOF─▶ closed    (exited, then closed at once, if every stream is at EOF)
+//
+// drainGrace is entered only when a stream cannot be asked to drain (no read deadlines),
+// denialGrace only by a sandboxed process with a stream still open; otherwise the phase is
+// skipped. The graces are timers that post their end as an event.
 //
 // Two locks guard a process: mu, its state, which every request takes briefly; and sendMu,
 // held from numbering an event until its notifications are queued for the client, so they
