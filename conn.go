@@ -9,7 +9,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -62,83 +61,44 @@ const (
 	stateReady                        // initialized received
 )
 
-// msgTransport carries whole JSON-RPC messages for one client connection.
+// msgTransport carries whole JSON-RPC messages for one client connection: all the core asks
+// of a websocket, stdio or a relay stream. Anything else a transport offers is an optional
+// interface the core probes for (msgLender, peerProber, messageLimiter).
 type msgTransport interface {
 	// next returns the next message, whose bytes are the message's until its release. It
 	// returns an error (io.EOF for a clean end) once the transport is closed. Only one
 	// goroutine at a time calls it: the connection's current reader.
 	next() (message, error)
-	// writeMessage sends one message. Calls never overlap (the writer goroutine, or a reply
-	// written directly while the connection is idle: see outQueue.claimWrite), and it must
-	// not modify b: process notifications share their bytes with the retained output.
+	// writeMessage sends one message. Only the connection's writer goroutine calls it, and
+	// it must not modify b.
 	writeMessage(b []byte) error
-	// closeWith ends the transport as the connection words it. It unblocks next and is
-	// safe to call more than once and from any goroutine; the first call's cause wins.
-	closeWith(cause closeCause)
+	// close ends the transport for reason, why the connection ends (nil: a normal end);
+	// each transport words it in its own terms (ws.go: a close code and text). It unblocks
+	// next and is safe to call more than once and from any goroutine; the first call wins.
+	close(reason error)
 	// peer names the other end, for logs.
 	peer() string
 }
 
-// message is one incoming message. Its bytes stay the transport's: release gives them back
-// once nothing reads them any more, which may be after the following next (a deferred
-// fs/writeFile decodes straight from them). Transports reuse their buffers as they see fit.
+// message is one incoming message. Its bytes stay the transport's when it lends them: release
+// gives them back once nothing reads them any more, which may be after the following next (a
+// deferred fs/writeFile decodes straight from them).
 type message struct {
-	data  []byte
-	utf8  bool        // data is known to be valid UTF-8 (a websocket text message)
-	owner msgReleaser // nil: nothing to give back
-	tag   uint64      // the owner's name for the buffer
+	data   []byte
+	utf8   bool      // data is known to be valid UTF-8 (a websocket text message)
+	lender msgLender // nil: the bytes are the message's own
+	tag    uint64    // the lender's name for the buffer
 }
 
-// msgReleaser is a transport that lends its buffers to the messages it returns.
-type msgReleaser interface{ releaseMessage(m message) }
+// msgLender is the optional side of a transport that lends its read buffer to the messages
+// it returns (ws.go, stdio.go); the core only ever calls it through message.release.
+type msgLender interface{ releaseMessage(m message) }
 
 // release gives the message's bytes back to its transport; data must not be read after.
 func (m message) release() {
-	if m.owner != nil {
-		m.owner.releaseMessage(m)
+	if m.lender != nil {
+		m.lender.releaseMessage(m)
 	}
-}
-
-// msgLender is a transport's record of the buffer it lent to its last message: the buffer may
-// be read into again once that message is released, and must be left to its holder before.
-type msgLender struct {
-	lent     uint64        // the last message's tag; the reader's alone
-	returned atomic.Uint64 // the tag of the last message released
-}
-
-// lend tags the next message and reports whether the last one's buffer is back.
-func (l *msgLender) lend() (tag uint64, reuse bool) {
-	reuse = l.returned.Load() == l.lent
-	l.lent++
-	return l.lent, reuse
-}
-
-// giveBack records that message tag is released.
-func (l *msgLender) giveBack(tag uint64) { l.returned.Store(tag) }
-
-// closeCause is how a connection ends, worded for its transport as gorilla's
-// FormatCloseMessage words a close frame: a websocket close code (RFC 6455 §7.4.1, as
-// docs/protocol.md §2.2 lists them) and a short text. stdio ignores it; a relay stream is
-// reset and logs err.
-type closeCause struct {
-	code int
-	text string
-	err  error // why, for logs; nil for a normal end
-}
-
-// causeOf words reason, why the connection ends, for the transport.
-func causeOf(reason error) closeCause {
-	switch {
-	case reason == nil:
-		return closeCause{code: wsCloseNormal}
-	case errors.Is(reason, errClientProtocol):
-		return closeCause{wsClosePolicy, "protocol violation", reason}
-	case errors.Is(reason, errSlowClient):
-		return closeCause{wsClosePolicy, "client too slow", reason}
-	case errors.Is(reason, context.Canceled):
-		return closeCause{wsCloseGoingAway, "server shutting down", reason}
-	}
-	return closeCause{wsCloseInternal, "", reason}
 }
 
 // serveConn runs one client connection until its transport ends. Every transport (local
@@ -166,7 +126,7 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 		defer close(writerDone)
 		c.writeLoop()
 	}()
-	stop := context.AfterFunc(ctx, func() { t.closeWith(causeOf(c.endCause())) })
+	stop := context.AfterFunc(ctx, func() { t.close(c.endCause()) })
 	c.startQuickWatch()
 	// Once reading is done the transport needs no unblocking, and what is queued still goes
 	// out before the transport closes (stdio's stdout outlives stdin's EOF); the cancel
@@ -180,7 +140,7 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 	c.work.Wait()
 	c.out.close()
 	<-writerDone
-	t.closeWith(causeOf(c.reason()))
+	t.close(c.reason())
 	c.finish()
 }
 
