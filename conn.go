@@ -272,7 +272,8 @@ func (c *conn) notify(b []byte) {
 	}
 }
 
-// writeLoop is the connection's only writer.
+// writeLoop is the connection's only writer: replies, notifications and requests to the
+// client all reach the transport through it, in the queue's order.
 func (c *conn) writeLoop() {
 	for {
 		b, ok := c.out.pop()
@@ -280,7 +281,7 @@ func (c *conn) writeLoop() {
 			return
 		}
 		err := c.t.writeMessage(b)
-		c.out.writeDone()
+		c.out.written()
 		if err != nil {
 			c.fail(err)
 			c.out.close()
@@ -289,19 +290,9 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// sendReply writes a reply at once when the connection is idle, saving the hop to the writer
-// goroutine; otherwise it queues it behind what is waiting.
-func (c *conn) sendReply(b []byte) {
-	if !c.out.claimWrite() {
-		c.out.push(b)
-		return
-	}
-	err := c.t.writeMessage(b)
-	c.out.writeDone()
-	if err != nil {
-		c.fail(err)
-	}
-}
+// sendReply queues a reply. It never waits: replies are bounded by the requests the client
+// sent, and the reader stops reading requests while the queue is over its limit (waitRoom).
+func (c *conn) sendReply(b []byte) { c.out.push(b) }
 
 // peerProber is a transport that can tell, without reading, that its peer has hung up.
 type peerProber interface{ peerHungUp() bool }
