@@ -37,6 +37,10 @@ type conn struct {
 	scope       connScope      // the typed connection-scoped state (call.go)
 	call        *call          // what handlers see of the connection (call.go)
 
+	// requests are the connection's requests to the client awaiting its answer
+	// (rpc_outgoing.go); the reader routes the answers, any goroutine may ask.
+	requests outgoingRequests
+
 	mu          sync.Mutex
 	state       connState
 	session     *session
@@ -127,6 +131,7 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 		c.writeLoop()
 	}()
 	stop := context.AfterFunc(ctx, func() { t.close(c.endCause()) })
+	context.AfterFunc(ctx, func() { c.requests.close(errClientGone) }) // runs once ctx ends, as it always does
 	c.startQuickWatch()
 	// Once reading is done the transport needs no unblocking, and what is queued still goes
 	// out before the transport closes (stdio's stdout outlives stdin's EOF); the cancel
