@@ -285,9 +285,7 @@ func (c *conn) writeLoop() {
 		if !ok {
 			return
 		}
-		err := c.t.writeMessage(b)
-		c.out.written()
-		if err != nil {
+		if err := c.t.writeMessage(b); err != nil {
 			c.fail(err)
 			c.out.close()
 			return

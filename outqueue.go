@@ -108,13 +108,6 @@ func (w *window) giveBackLocked(n int) {
 	w.wakeLocked()
 }
 
-// progressed records progress without bytes given back (a write that completed).
-func (w *window) progressed() {
-	w.mu.Lock()
-	w.progress = time.Now()
-	w.mu.Unlock()
-}
-
 // closeLocked fails every wait, now and later; w.mu is held.
 func (w *window) closeLocked() {
 	w.closed = true
@@ -186,8 +179,9 @@ func (q *outQueue) wakeWriter() {
 	}
 }
 
-// pop waits for the next message; false once the queue is closed and drained. The writer
-// calls written once the message is out.
+// pop waits for the next message; false once the queue is closed and drained. Taking a
+// message out is the progress the stall time measures: while the writer is still writing it,
+// the queue it left behind is what waits, and once the queue is empty nothing waits for room.
 func (q *outQueue) pop() ([]byte, bool) {
 	for {
 		q.mu.Lock()
@@ -210,9 +204,6 @@ func (q *outQueue) pop() ([]byte, bool) {
 		<-q.ready
 	}
 }
-
-// written records that the message pop returned is out: the client is reading.
-func (q *outQueue) written() { q.progressed() }
 
 // close lets pop drain what is queued and then report the end, and fails every wait for room.
 func (q *outQueue) close() {
