@@ -56,10 +56,13 @@ func (w *window) addLocked(n int) {
 
 // take waits until n more bytes fit and takes them. n bytes always fit an empty window, so a
 // message larger than the limit is not refused; n = 0 waits until the window is within its
-// limit. It fails with errSlowClient when nothing has been given back for stall, with ctx's
-// error when ctx ends, and with net.ErrClosed once the window is closed. reader marks the
-// wait as the connection reader's.
+// limit. It fails with errSlowClient when nothing has been given back for stall (0:
+// defaultStallTimeout), with ctx's error when ctx ends, and with net.ErrClosed once the window
+// is closed. reader marks the wait as the connection reader's.
 func (w *window) take(ctx context.Context, stall time.Duration, n int, reader bool) error {
+	if stall <= 0 {
+		stall = defaultStallTimeout
+	}
 	for {
 		w.mu.Lock()
 		if w.closed {
