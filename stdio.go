@@ -22,7 +22,12 @@ type stdioTransport struct {
 	loan   bufLoan // says whether line is back (ws.go)
 	mu     sync.Mutex
 	closed bool
+	wbuf   []byte // a message and its newline, reused: only the connection's writer writes
 }
+
+// stdioKeepBuffer bounds the write buffer kept between messages, as wsKeepBuffer bounds a
+// websocket's read buffer: a large answer's buffer is dropped after it.
+const stdioKeepBuffer = 1 << 20
 
 func newStdioTransport(r io.Reader, w io.Writer) *stdioTransport {
 	return &stdioTransport{r: bufio.NewReaderSize(r, 64<<10), w: w}
@@ -81,9 +86,11 @@ func (t *stdioTransport) writeMessage(b []byte) error {
 		return io.ErrClosedPipe
 	}
 	// One write per line, so a line is never interleaved with anything else on stdout.
-	buf := make([]byte, 0, len(b)+1)
-	buf = append(append(buf, b...), '\n')
-	_, err := t.w.Write(buf)
+	t.wbuf = append(append(t.wbuf[:0], b...), '\n')
+	_, err := t.w.Write(t.wbuf)
+	if cap(t.wbuf) > stdioKeepBuffer {
+		t.wbuf = nil
+	}
 	return err
 }
 
