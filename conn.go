@@ -277,15 +277,28 @@ func (c *conn) notify(b []byte) {
 	}
 }
 
+// msgBuffer is the optional side of a transport that can leave a message in its write buffer
+// for the next writeMessage to flush with it (ws.go): a burst of queued messages then costs
+// one flush, and the last message of a burst, or a lone reply, is flushed at once.
+type msgBuffer interface{ bufferMessage(b []byte) error }
+
 // writeLoop is the connection's only writer: replies, notifications and requests to the
-// client all reach the transport through it, in the queue's order.
+// client all reach the transport through it, in the queue's order. It flushes when the queue
+// is empty, not after each message.
 func (c *conn) writeLoop() {
+	buf, buffers := c.t.(msgBuffer)
 	for {
-		b, ok := c.out.pop()
+		b, more, ok := c.out.pop()
 		if !ok {
 			return
 		}
-		if err := c.t.writeMessage(b); err != nil {
+		var err error
+		if more && buffers {
+			err = buf.bufferMessage(b)
+		} else {
+			err = c.t.writeMessage(b)
+		}
+		if err != nil {
 			c.fail(err)
 			c.out.close()
 			return

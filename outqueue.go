@@ -182,27 +182,29 @@ func (q *outQueue) wakeWriter() {
 	}
 }
 
-// pop waits for the next message; false once the queue is closed and drained. Taking a
+// pop waits for the next message, and says whether more wait behind it; ok is false once the
+// queue is closed and drained. Taking a
 // message out is the progress the stall time measures: while the writer is still writing it,
 // the queue it left behind is what waits, and once the queue is empty nothing waits for room.
-func (q *outQueue) pop() ([]byte, bool) {
+func (q *outQueue) pop() (b []byte, more, ok bool) {
 	for {
 		q.mu.Lock()
 		if q.head < len(q.msgs) {
-			b := q.msgs[q.head]
+			b = q.msgs[q.head]
 			q.msgs[q.head] = nil
 			q.head++
 			if q.head == len(q.msgs) {
 				q.msgs, q.head = q.msgs[:0], 0
 			}
+			more = q.head < len(q.msgs)
 			q.giveBackLocked(len(b))
 			q.mu.Unlock()
-			return b, true
+			return b, more, true
 		}
 		closed := q.closed
 		q.mu.Unlock()
 		if closed {
-			return nil, false
+			return nil, false, false
 		}
 		<-q.ready
 	}

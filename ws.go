@@ -574,12 +574,22 @@ func validUTF8Prefix(b []byte) (n int, ok bool) {
 // writeMessage sends a text message (msgTransport). The server always sends text.
 func (c *wsConn) writeMessage(b []byte) error { return c.writeFrame(wsOpText, b) }
 
+// bufferMessage implements msgBuffer: a text message written into the write buffer and left
+// there for the next flush (the next writeMessage, a ping, or our close). A full buffer still
+// goes out as it fills.
+func (c *wsConn) bufferMessage(b []byte) error { return c.writeFrameFlush(wsOpText, b, false) }
+
 // writeMessageOp sends one whole message with the given opcode.
 func (c *wsConn) writeMessageOp(op byte, b []byte) error { return c.writeFrame(op, b) }
 
 // writeFrame writes one final frame. A client masks through the write buffer and never
 // touches the caller's bytes.
 func (c *wsConn) writeFrame(op byte, payload []byte) error {
+	return c.writeFrameFlush(op, payload, true)
+}
+
+// writeFrameFlush is writeFrame, with the flush left to a later write when flush is false.
+func (c *wsConn) writeFrameFlush(op byte, payload []byte, flush bool) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if op != wsOpClose && c.closeSent.Load() {
@@ -600,6 +610,9 @@ func (c *wsConn) writeFrame(op byte, payload []byte) error {
 	}
 	if err := c.writeOneFrame(op, true, payload); err != nil {
 		return err
+	}
+	if !flush {
+		return nil
 	}
 	return c.bw.Flush()
 }
