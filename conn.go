@@ -9,7 +9,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -38,6 +37,10 @@ type conn struct {
 	scope       connScope      // the typed connection-scoped state (call.go)
 	call        *call          // what handlers see of the connection (call.go)
 
+	// requests are the connection's requests to the client awaiting its answer
+	// (rpc_outgoing.go); the reader routes the answers, any goroutine may ask.
+	requests outgoingRequests
+
 	mu          sync.Mutex
 	state       connState
 	session     *session
@@ -62,83 +65,44 @@ const (
 	stateReady                        // initialized received
 )
 
-// msgTransport carries whole JSON-RPC messages for one client connection.
+// msgTransport carries whole JSON-RPC messages for one client connection: all the core asks
+// of a websocket, stdio or a relay stream. Anything else a transport offers is an optional
+// interface the core probes for (msgLender, peerProber, messageLimiter).
 type msgTransport interface {
 	// next returns the next message, whose bytes are the message's until its release. It
 	// returns an error (io.EOF for a clean end) once the transport is closed. Only one
 	// goroutine at a time calls it: the connection's current reader.
 	next() (message, error)
-	// writeMessage sends one message. Calls never overlap (the writer goroutine, or a reply
-	// written directly while the connection is idle: see outQueue.claimWrite), and it must
-	// not modify b.
+	// writeMessage sends one message. Only the connection's writer goroutine calls it, and
+	// it must not modify b.
 	writeMessage(b []byte) error
-	// closeWith ends the transport as the connection words it. It unblocks next and is
-	// safe to call more than once and from any goroutine; the first call's cause wins.
-	closeWith(cause closeCause)
+	// close ends the transport for reason, why the connection ends (nil: a normal end);
+	// each transport words it in its own terms (ws.go: a close code and text). It unblocks
+	// next and is safe to call more than once and from any goroutine; the first call wins.
+	close(reason error)
 	// peer names the other end, for logs.
 	peer() string
 }
 
-// message is one incoming message. Its bytes stay the transport's: release gives them back
-// once nothing reads them any more, which may be after the following next (a deferred
-// fs/writeFile decodes straight from them). Transports reuse their buffers as they see fit.
+// message is one incoming message. Its bytes stay the transport's when it lends them: release
+// gives them back once nothing reads them any more, which may be after the following next (a
+// deferred fs/writeFile decodes straight from them).
 type message struct {
-	data  []byte
-	utf8  bool        // data is known to be valid UTF-8 (a websocket text message)
-	owner msgReleaser // nil: nothing to give back
-	tag   uint64      // the owner's name for the buffer
+	data   []byte
+	utf8   bool      // data is known to be valid UTF-8 (a websocket text message)
+	lender msgLender // nil: the bytes are the message's own
+	tag    uint64    // the lender's name for the buffer
 }
 
-// msgReleaser is a transport that lends its buffers to the messages it returns.
-type msgReleaser interface{ releaseMessage(m message) }
+// msgLender is the optional side of a transport that lends its read buffer to the messages
+// it returns (ws.go, stdio.go); the core only ever calls it through message.release.
+type msgLender interface{ releaseMessage(m message) }
 
 // release gives the message's bytes back to its transport; data must not be read after.
 func (m message) release() {
-	if m.owner != nil {
-		m.owner.releaseMessage(m)
+	if m.lender != nil {
+		m.lender.releaseMessage(m)
 	}
-}
-
-// msgLender is a transport's record of the buffer it lent to its last message: the buffer may
-// be read into again once that message is released, and must be left to its holder before.
-type msgLender struct {
-	lent     uint64        // the last message's tag; the reader's alone
-	returned atomic.Uint64 // the tag of the last message released
-}
-
-// lend tags the next message and reports whether the last one's buffer is back.
-func (l *msgLender) lend() (tag uint64, reuse bool) {
-	reuse = l.returned.Load() == l.lent
-	l.lent++
-	return l.lent, reuse
-}
-
-// giveBack records that message tag is released.
-func (l *msgLender) giveBack(tag uint64) { l.returned.Store(tag) }
-
-// closeCause is how a connection ends, worded for its transport as gorilla's
-// FormatCloseMessage words a close frame: a websocket close code (RFC 6455 §7.4.1, as
-// docs/protocol.md §2.2 lists them) and a short text. stdio ignores it; a relay stream is
-// reset and logs err.
-type closeCause struct {
-	code int
-	text string
-	err  error // why, for logs; nil for a normal end
-}
-
-// causeOf words reason, why the connection ends, for the transport.
-func causeOf(reason error) closeCause {
-	switch {
-	case reason == nil:
-		return closeCause{code: wsCloseNormal}
-	case errors.Is(reason, errClientProtocol):
-		return closeCause{wsClosePolicy, "protocol violation", reason}
-	case errors.Is(reason, errSlowClient):
-		return closeCause{wsClosePolicy, "client too slow", reason}
-	case errors.Is(reason, context.Canceled):
-		return closeCause{wsCloseGoingAway, "server shutting down", reason}
-	}
-	return closeCause{wsCloseInternal, "", reason}
 }
 
 // serveConn runs one client connection until its transport ends. Every transport (local
@@ -166,7 +130,8 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 		defer close(writerDone)
 		c.writeLoop()
 	}()
-	stop := context.AfterFunc(ctx, func() { t.closeWith(causeOf(c.endCause())) })
+	stop := context.AfterFunc(ctx, func() { t.close(c.endCause()) })
+	context.AfterFunc(ctx, func() { c.requests.close(errClientGone) }) // runs once ctx ends, as it always does
 	c.startQuickWatch()
 	// Once reading is done the transport needs no unblocking, and what is queued still goes
 	// out before the transport closes (stdio's stdout outlives stdin's EOF); the cancel
@@ -180,7 +145,7 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 	c.work.Wait()
 	c.out.close()
 	<-writerDone
-	t.closeWith(causeOf(c.reason()))
+	t.close(c.reason())
 	c.finish()
 }
 
@@ -312,15 +277,27 @@ func (c *conn) notify(b []byte) {
 	}
 }
 
-// writeLoop is the connection's only writer.
+// msgBuffer is the optional side of a transport that can leave a message in its write buffer
+// for the next writeMessage to flush with it (ws.go): a burst of queued messages then costs
+// one flush, and the last message of a burst, or a lone reply, is flushed at once.
+type msgBuffer interface{ bufferMessage(b []byte) error }
+
+// writeLoop is the connection's only writer: replies, notifications and requests to the
+// client all reach the transport through it, in the queue's order. It flushes when the queue
+// is empty, not after each message.
 func (c *conn) writeLoop() {
+	buf, buffers := c.t.(msgBuffer)
 	for {
-		b, ok := c.out.pop()
+		b, more, ok := c.out.pop()
 		if !ok {
 			return
 		}
-		err := c.t.writeMessage(b)
-		c.out.writeDone()
+		var err error
+		if more && buffers {
+			err = buf.bufferMessage(b)
+		} else {
+			err = c.t.writeMessage(b)
+		}
 		if err != nil {
 			c.fail(err)
 			c.out.close()
@@ -329,19 +306,9 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// sendReply writes a reply at once when the connection is idle, saving the hop to the writer
-// goroutine; otherwise it queues it behind what is waiting.
-func (c *conn) sendReply(b []byte) {
-	if !c.out.claimWrite() {
-		c.out.push(b)
-		return
-	}
-	err := c.t.writeMessage(b)
-	c.out.writeDone()
-	if err != nil {
-		c.fail(err)
-	}
-}
+// sendReply queues a reply. It never waits: replies are bounded by the requests the client
+// sent, and the reader stops reading requests while the queue is over its limit (waitRoom).
+func (c *conn) sendReply(b []byte) { c.out.push(b) }
 
 // peerProber is a transport that can tell, without reading, that its peer has hung up.
 type peerProber interface{ peerHungUp() bool }

@@ -220,9 +220,8 @@ func (c *conn) handleMessage(msg message) readStep {
 		c.sendError(nil, errInvalidRequest("%s: %s", c.parsePrefix, perr))
 		return readNext
 	}
-	if in.Method == nil { // a response or error from the client: we never asked; 0.169 hangs up
-		c.fail(fmt.Errorf("%w: a JSON-RPC response from the client, which the server never asked for", errClientProtocol))
-		return readEnd
+	if in.Method == nil { // a response from the client to a request of ours (rpc_outgoing.go)
+		return c.routeResponse(in)
 	}
 	if in.ID == nil {
 		if !c.handleNotification(name) {

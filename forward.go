@@ -106,7 +106,7 @@ func (b *forwardBridge) serve(t msgTransport, _ string) {
 	ws, err := b.dial()
 	if err != nil {
 		log.Warn("forward: cannot reach the target exec-server", "error", err.Error())
-		t.closeWith(causeOf(err))
+		t.close(err)
 		return
 	}
 	log.Info("forward: stream connected to the target")
@@ -120,7 +120,7 @@ func (b *forwardBridge) serve(t msgTransport, _ string) {
 				m.release()
 			}
 			if err != nil {
-				t.closeWith(causeOf(err))
+				t.close(err)
 				ws.close(nil)
 				return
 			}

@@ -310,7 +310,7 @@ func (m *fsLimitedTransport) writeMessage(b []byte) error {
 	}
 }
 
-func (m *fsLimitedTransport) closeWith(closeCause) {
+func (m *fsLimitedTransport) close(error) {
 	m.once.Do(func() { close(m.done) })
 }
 
@@ -339,7 +339,7 @@ func TestFSReadFileFitsTheTransport(t *testing.T) {
 		defer ts.srv.conns.Done()
 		ts.srv.serveConn(m, "test transport")
 	}()
-	t.Cleanup(func() { m.closeWith(closeCause{}) })
+	t.Cleanup(func() { m.close(nil) })
 	m.call(t, `{"id":1,"method":"initialize","params":{"clientName":"limited"}}`)
 	m.in <- []byte(`{"method":"initialized"}`)
 

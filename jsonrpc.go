@@ -8,12 +8,13 @@ package main
 //	client → server
 //	  {"id":ID,"method":M,"params":P}   request        ID: int64 or string, echoed byte for byte
 //	  {"method":M,"params":P}           notification   only "initialized" is expected
-//	  {"id":ID,"result":R} / "error"    response       the server sends no requests: connection closed
+//	  {"id":ID,"result":R} / "error"    response       to a request of ours (rpc_outgoing.go); an id we never gave closes
 //	  anything else                     parse error    {"error":{"code":-32600,...},"id":-1}, connection kept
 //	server → client (no "jsonrpc" member, compact)
 //	  {"id":ID,"result":R}
 //	  {"error":{"code":C,"message":T},"id":ID}
 //	  {"method":M,"params":P}
+//	  {"id":N,"method":M,"params":P}    a request of ours, N = 1, 2, … (rpc_outgoing.go)
 
 import (
 	"bytes"

@@ -1,7 +1,7 @@
 package main
 
-// A connection's bounded queue of outgoing messages, and the back-pressure it puts on
-// producers and on the reader (docs/protocol.md §5.4).
+// A connection's bounded queue of outgoing messages, emptied by its one writer goroutine, and
+// the back-pressure its bound puts on producers and on the reader (docs/protocol.md §5.4).
 
 import (
 	"context"
@@ -26,84 +26,63 @@ const (
 
 var errSlowClient = errors.New("client stopped reading: connection closed, session detached")
 
-// outQueue is a connection's bounded queue of outgoing messages. Responses are always
-// queued (they are bounded by the requests the client sent); notifications wait for room.
-type outQueue struct {
+// window is a budget of bytes that producers take and one consumer gives back, as
+// x/crypto/ssh's window is a budget of bytes the peer may send: take waits for room, and
+// gives up when nothing has been given back for the stall time. Its mu also guards what the
+// bytes stand for in the type that embeds it (outQueue's messages).
+type window struct {
 	mu       sync.Mutex
-	msgs     [][]byte
-	head     int
-	bytes    int
+	bytes    int // taken and not given back
 	limit    int
 	closed   bool
-	ready    chan struct{} // holds a token while msgs is non-empty or closed
-	space    chan struct{} // closed and replaced when a message leaves while pushWait waits
-	waiting  int           // pushWait and waitRoom callers waiting on space
-	reader   bool          // the reader is waiting in waitRoom
-	progress time.Time     // when a message last left, or the queue last became non-empty
-	busy     bool          // a message is being written, by the writer or by claimWrite's caller
+	space    chan struct{} // closed and replaced when bytes are given back while take waits
+	waiting  int           // take callers waiting on space
+	reader   bool          // the connection's reader waits in take (readerParked in the tests)
+	progress time.Time     // when bytes were last given back, or the window last became non-empty
 }
 
-func newOutQueue(limit int) *outQueue {
-	return &outQueue{limit: limit, ready: make(chan struct{}, 1), space: make(chan struct{})}
+func (w *window) init(limit int) {
+	w.limit = limit
+	w.space = make(chan struct{})
 }
 
-// push queues b whatever the queue holds.
-func (q *outQueue) push(b []byte) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
-		return
+// addLocked takes n bytes whatever the window holds; w.mu is held.
+func (w *window) addLocked(n int) {
+	if w.bytes == 0 {
+		w.progress = time.Now()
 	}
-	if q.bytes == 0 {
-		q.progress = time.Now()
-	}
-	q.msgs = append(q.msgs, b)
-	q.bytes += len(b)
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
+	w.bytes += n
 }
 
-// pushWait queues a notification, waiting while the queue is over its limit. It fails with
-// errSlowClient when nothing has left the queue for stall, and when ctx ends.
-func (q *outQueue) pushWait(ctx context.Context, b []byte, stall time.Duration) error {
-	err := q.waitFor(ctx, stall, false, func() bool { return q.bytes == 0 || q.bytes+len(b) <= q.limit })
-	if err == nil {
-		q.push(b)
+// take waits until n more bytes fit and takes them. n bytes always fit an empty window, so a
+// message larger than the limit is not refused; n = 0 waits until the window is within its
+// limit. It fails with errSlowClient when nothing has been given back for stall (0:
+// defaultStallTimeout), with ctx's error when ctx ends, and with net.ErrClosed once the window
+// is closed. reader marks the wait as the connection reader's.
+func (w *window) take(ctx context.Context, stall time.Duration, n int, reader bool) error {
+	if stall <= 0 {
+		stall = defaultStallTimeout
 	}
-	return err
-}
-
-// waitRoom waits until the queue is within its limit: the reader calls it before it reads
-// the next request. It fails as pushWait does.
-func (q *outQueue) waitRoom(ctx context.Context, stall time.Duration) error {
-	return q.waitFor(ctx, stall, true, func() bool { return q.bytes <= q.limit })
-}
-
-// waitFor waits until room (called with q.mu held) holds, while messages leave the queue; it
-// fails with errSlowClient when none has left for stall, when ctx ends, and once the queue
-// is closed. reader marks the wait as the reader's (readerParked in the tests).
-func (q *outQueue) waitFor(ctx context.Context, stall time.Duration, reader bool, room func() bool) error {
 	for {
-		q.mu.Lock()
-		if q.closed {
-			q.mu.Unlock()
+		w.mu.Lock()
+		if w.closed {
+			w.mu.Unlock()
 			return net.ErrClosed
 		}
-		if room() {
-			q.mu.Unlock()
+		if w.bytes+n <= w.limit || (n > 0 && w.bytes == 0) {
+			w.addLocked(n)
+			w.mu.Unlock()
 			return nil
 		}
-		wait := time.Until(q.progress.Add(stall))
+		wait := time.Until(w.progress.Add(stall))
 		if wait <= 0 {
-			q.mu.Unlock()
+			w.mu.Unlock()
 			return errSlowClient
 		}
-		space := q.space
-		q.waiting++
-		q.reader = q.reader || reader
-		q.mu.Unlock()
+		space := w.space
+		w.waiting++
+		w.reader = w.reader || reader
+		w.mu.Unlock()
 		timer := time.NewTimer(wait)
 		var err error
 		select {
@@ -113,95 +92,128 @@ func (q *outQueue) waitFor(ctx context.Context, stall time.Duration, reader bool
 			err = ctx.Err()
 		}
 		timer.Stop()
-		q.mu.Lock()
-		q.waiting--
+		w.mu.Lock()
+		w.waiting--
 		if reader {
-			q.reader = false
+			w.reader = false
 		}
-		q.mu.Unlock()
+		w.mu.Unlock()
 		if err != nil {
 			return err
 		}
 	}
 }
 
-// signalSpace wakes pushWait callers; q.mu is held.
-func (q *outQueue) signalSpace() {
-	if q.waiting > 0 {
-		close(q.space)
-		q.space = make(chan struct{})
+// giveBackLocked returns n bytes and wakes the waiters; w.mu is held.
+func (w *window) giveBackLocked(n int) {
+	w.bytes -= n
+	w.progress = time.Now()
+	w.wakeLocked()
+}
+
+// closeLocked fails every wait, now and later; w.mu is held.
+func (w *window) closeLocked() {
+	w.closed = true
+	w.wakeLocked()
+}
+
+func (w *window) wakeLocked() {
+	if w.waiting > 0 {
+		close(w.space)
+		w.space = make(chan struct{})
 	}
 }
 
-// claimWrite reports whether the caller may write a message itself, now: nothing is queued
-// and no write is under way, so order is kept. The caller must call writeDone after. A quick
-// reply then reaches the socket without waking the writer goroutine.
-func (q *outQueue) claimWrite() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed || q.busy || q.head < len(q.msgs) {
-		return false
-	}
-	q.busy = true
-	return true
+// outQueue is a connection's queue of outgoing messages, bounded by its window. Responses
+// are always queued (they are bounded by the requests the client sent); notifications wait
+// for room. One goroutine, the connection's writer, pops: nothing else writes to the
+// transport, so order is the queue's.
+type outQueue struct {
+	window          // the queued bytes; its mu guards msgs and head
+	msgs   [][]byte // msgs[head:] wait for the writer
+	head   int
+	ready  chan struct{} // holds a token while msgs is non-empty or closed
 }
 
-// writeDone ends a write begun by pop or claimWrite.
-func (q *outQueue) writeDone() {
+func newOutQueue(limit int) *outQueue {
+	q := &outQueue{ready: make(chan struct{}, 1)}
+	q.init(limit)
+	return q
+}
+
+// push queues b whatever the queue holds (a reply).
+func (q *outQueue) push(b []byte) {
 	q.mu.Lock()
-	q.busy = false
-	q.progress = time.Now()
-	pending := q.head < len(q.msgs) || q.closed
+	if q.closed {
+		q.mu.Unlock()
+		return
+	}
+	q.addLocked(len(b))
+	q.msgs = append(q.msgs, b)
 	q.mu.Unlock()
-	if pending {
-		select {
-		case q.ready <- struct{}{}:
-		default:
-		}
+	q.wakeWriter()
+}
+
+// pushWait queues a notification, waiting while the queue is over its limit. It fails as
+// window.take does.
+func (q *outQueue) pushWait(ctx context.Context, b []byte, stall time.Duration) error {
+	if err := q.take(ctx, stall, len(b), false); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	if !q.closed {
+		q.msgs = append(q.msgs, b)
+	}
+	q.mu.Unlock()
+	q.wakeWriter()
+	return nil
+}
+
+// waitRoom waits until the queue is within its limit: the reader calls it before it reads
+// the next request. It fails as window.take does.
+func (q *outQueue) waitRoom(ctx context.Context, stall time.Duration) error {
+	return q.take(ctx, stall, 0, true)
+}
+
+func (q *outQueue) wakeWriter() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
 	}
 }
 
-// pop waits for the next message and marks a write under way (end it with writeDone); false
-// once the queue is closed and drained.
-func (q *outQueue) pop() ([]byte, bool) {
+// pop waits for the next message, and says whether more wait behind it; ok is false once the
+// queue is closed and drained. Taking a
+// message out is the progress the stall time measures: while the writer is still writing it,
+// the queue it left behind is what waits, and once the queue is empty nothing waits for room.
+func (q *outQueue) pop() (b []byte, more, ok bool) {
 	for {
 		q.mu.Lock()
-		if q.busy {
-			q.mu.Unlock()
-			<-q.ready
-			continue
-		}
 		if q.head < len(q.msgs) {
-			q.busy = true
-			b := q.msgs[q.head]
+			b = q.msgs[q.head]
 			q.msgs[q.head] = nil
 			q.head++
 			if q.head == len(q.msgs) {
 				q.msgs, q.head = q.msgs[:0], 0
 			}
-			q.bytes -= len(b)
-			q.progress = time.Now()
-			q.signalSpace()
+			more = q.head < len(q.msgs)
+			q.giveBackLocked(len(b))
 			q.mu.Unlock()
-			return b, true
+			return b, more, true
 		}
 		closed := q.closed
 		q.mu.Unlock()
 		if closed {
-			return nil, false
+			return nil, false, false
 		}
 		<-q.ready
 	}
 }
 
-// close lets pop drain what is queued and then report the end.
+// close lets pop drain what is queued and then report the end, and fails every wait for room.
 func (q *outQueue) close() {
 	q.mu.Lock()
-	q.closed = true
-	q.signalSpace()
+	q.closeLocked()
 	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
+	q.wakeWriter()
 }

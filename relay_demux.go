@@ -532,9 +532,10 @@ func relayTooLarge(b []byte) []byte {
 	return appendError(nil, id, errInternal("response of %d bytes exceeds the relay's %d-byte message limit", len(b), noiseMaxRPCMessage))
 }
 
-// closeWith implements msgTransport: the server ending the stream resets it at the harness.
-func (st *relayStream) closeWith(cause closeCause) {
-	st.teardown(cause.err, true)
+// close implements msgTransport: the server ending the stream resets it at the harness,
+// whatever the reason (a reset carries none); reason is kept for the logs.
+func (st *relayStream) close(reason error) {
+	st.teardown(reason, true)
 }
 
 // teardown ends the stream once: it leaves the socket's table, unblocks the dispatcher, drops

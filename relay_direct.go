@@ -140,7 +140,7 @@ func directUpgradeFatal(status int) bool {
 
 // serve runs JSON-RPC on the socket until it ends or ctx does.
 func (x *directExecutor) serve(ctx context.Context, ws *wsConn) {
-	stop := context.AfterFunc(ctx, func() { ws.closeWith(closeCause{code: wsCloseGoingAway}) })
+	stop := context.AfterFunc(ctx, func() { ws.closeWith(wsCloseGoingAway, "") })
 	defer stop()
 	x.srv.conns.Add(1)
 	defer x.srv.conns.Done()

@@ -18,11 +18,16 @@ const stdioMaxLine = wsMaxMessage
 type stdioTransport struct {
 	r      *bufio.Reader
 	w      io.Writer
-	line   []byte    // the buffer lines are read into, lent to each message (next)
-	lender msgLender // says whether line is back
+	line   []byte  // the buffer lines are read into, lent to each message (next)
+	loan   bufLoan // says whether line is back (ws.go)
 	mu     sync.Mutex
 	closed bool
+	wbuf   []byte // a message and its newline, reused: only the connection's writer writes
 }
+
+// stdioKeepBuffer bounds the write buffer kept between messages, as wsKeepBuffer bounds a
+// websocket's read buffer: a large answer's buffer is dropped after it.
+const stdioKeepBuffer = 1 << 20
 
 func newStdioTransport(r io.Reader, w io.Writer) *stdioTransport {
 	return &stdioTransport{r: bufio.NewReaderSize(r, 64<<10), w: w}
@@ -33,7 +38,7 @@ var errLineTooLong = errors.New("stdio message longer than the limit")
 // next implements msgTransport: the next non-blank line, trimmed. A line still held when
 // the next one comes is left to its holder, and the next is read into a new buffer.
 func (t *stdioTransport) next() (message, error) {
-	tag, reuse := t.lender.lend()
+	tag, reuse := t.loan.lend()
 	if !reuse {
 		t.line = nil
 	}
@@ -41,11 +46,11 @@ func (t *stdioTransport) next() (message, error) {
 	if err != nil {
 		return message{}, err
 	}
-	return message{data: msg, owner: t, tag: tag}, nil
+	return message{data: msg, lender: t, tag: tag}, nil
 }
 
-// releaseMessage implements msgReleaser.
-func (t *stdioTransport) releaseMessage(m message) { t.lender.giveBack(m.tag) }
+// releaseMessage implements msgLender.
+func (t *stdioTransport) releaseMessage(m message) { t.loan.giveBack(m.tag) }
 
 // peer implements msgTransport.
 func (t *stdioTransport) peer() string { return "stdio" }
@@ -81,15 +86,17 @@ func (t *stdioTransport) writeMessage(b []byte) error {
 		return io.ErrClosedPipe
 	}
 	// One write per line, so a line is never interleaved with anything else on stdout.
-	buf := make([]byte, 0, len(b)+1)
-	buf = append(append(buf, b...), '\n')
-	_, err := t.w.Write(buf)
+	t.wbuf = append(append(t.wbuf[:0], b...), '\n')
+	_, err := t.w.Write(t.wbuf)
+	if cap(t.wbuf) > stdioKeepBuffer {
+		t.wbuf = nil
+	}
 	return err
 }
 
-// closeWith implements msgTransport: it stops writing; reading ends at stdin's EOF, which
-// the process cannot force.
-func (t *stdioTransport) closeWith(closeCause) {
+// close implements msgTransport: it stops writing, whatever the reason (a pipe has no way to
+// say it); reading ends at stdin's EOF, which the process cannot force.
+func (t *stdioTransport) close(error) {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()

@@ -135,8 +135,8 @@ type wsConn struct {
 	hdr  [14]byte
 	ctrl [wsMaxControl]byte // a control frame's payload
 	skip int                // payload bytes of a refused frame, still unread
-	// lender says whether msg is back from the message it was lent to (next).
-	lender msgLender
+	// loan says whether msg is back from the message it was lent to (next).
+	loan bufLoan
 	// spare is a large reassembly buffer whose message has been released; the next large
 	// message is read into it for wsSpareLinger.
 	spare atomic.Pointer[[]byte]
@@ -209,7 +209,7 @@ func (c *wsConn) closeTCP() {
 // buffer. A buffer still lent when the next message comes stays with its holder, and the
 // next message is read into a new one.
 func (c *wsConn) next() (message, error) {
-	tag, reuse := c.lender.lend()
+	tag, reuse := c.loan.lend()
 	if !reuse {
 		c.msg = nil
 	}
@@ -217,10 +217,10 @@ func (c *wsConn) next() (message, error) {
 	if err != nil {
 		return message{}, err
 	}
-	return message{data: b, utf8: op == wsOpText, owner: c, tag: tag}, nil
+	return message{data: b, utf8: op == wsOpText, lender: c, tag: tag}, nil
 }
 
-// releaseMessage implements msgReleaser. A released buffer of over wsKeepBuffer becomes the
+// releaseMessage implements msgLender. A released buffer of over wsKeepBuffer becomes the
 // spare for wsSpareLinger: back-to-back large messages (fs/writeFile of 32 MiB) are then read
 // into one buffer instead of growing a new one each time, and an idle connection does not
 // hold one for long.
@@ -231,8 +231,26 @@ func (c *wsConn) releaseMessage(m message) {
 		c.spare.Store(p)
 		time.AfterFunc(wsSpareLinger, func() { c.spare.CompareAndSwap(p, nil) })
 	}
-	c.lender.giveBack(m.tag)
+	c.loan.giveBack(m.tag)
 }
+
+// bufLoan is a transport's record of the read buffer it lent to its last message (wsConn,
+// stdioTransport): the buffer may be read into again once that message is released, and must
+// be left to its holder before.
+type bufLoan struct {
+	lent     uint64        // the last message's tag; the reader's alone
+	returned atomic.Uint64 // the tag of the last message released
+}
+
+// lend tags the next message and reports whether the last one's buffer is back.
+func (l *bufLoan) lend() (tag uint64, reuse bool) {
+	reuse = l.returned.Load() == l.lent
+	l.lent++
+	return l.lent, reuse
+}
+
+// giveBack records that message tag is released.
+func (l *bufLoan) giveBack(tag uint64) { l.returned.Store(tag) }
 
 // readMessage returns the next text or binary message, valid until the next call: the
 // client side's read (the relay, tests).
@@ -556,12 +574,22 @@ func validUTF8Prefix(b []byte) (n int, ok bool) {
 // writeMessage sends a text message (msgTransport). The server always sends text.
 func (c *wsConn) writeMessage(b []byte) error { return c.writeFrame(wsOpText, b) }
 
+// bufferMessage implements msgBuffer: a text message written into the write buffer and left
+// there for the next flush (the next writeMessage, a ping, or our close). A full buffer still
+// goes out as it fills.
+func (c *wsConn) bufferMessage(b []byte) error { return c.writeFrameFlush(wsOpText, b, false) }
+
 // writeMessageOp sends one whole message with the given opcode.
 func (c *wsConn) writeMessageOp(op byte, b []byte) error { return c.writeFrame(op, b) }
 
 // writeFrame writes one final frame. A client masks through the write buffer and never
 // touches the caller's bytes.
 func (c *wsConn) writeFrame(op byte, payload []byte) error {
+	return c.writeFrameFlush(op, payload, true)
+}
+
+// writeFrameFlush is writeFrame, with the flush left to a later write when flush is false.
+func (c *wsConn) writeFrameFlush(op byte, payload []byte, flush bool) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if op != wsOpClose && c.closeSent.Load() {
@@ -582,6 +610,9 @@ func (c *wsConn) writeFrame(op byte, payload []byte) error {
 	}
 	if err := c.writeOneFrame(op, true, payload); err != nil {
 		return err
+	}
+	if !flush {
+		return nil
 	}
 	return c.bw.Flush()
 }
@@ -676,35 +707,43 @@ func (c *wsConn) sendClose(code int, reason string) bool {
 	return true
 }
 
-// closeWith starts the closing handshake with the code and text the connection chose
-// (msgTransport): our close frame, then the peer's echo is awaited by the reader if one is
-// running, else by a linger of our own; TCP is closed on the echo, or after closeWait in any
-// case.
-func (c *wsConn) closeWith(cause closeCause) {
+// closeWith starts the closing handshake with code and text: our close frame, then the
+// peer's echo is awaited by the reader if one is running, else by a linger of our own; TCP is
+// closed on the echo, or after closeWait in any case.
+func (c *wsConn) closeWith(code int, text string) {
 	select {
 	case <-c.done:
 		return
 	default:
 	}
-	if c.sendClose(cause.code, cause.text) {
+	if c.sendClose(code, text) {
 		go c.lingerAfterClose()
 	}
 }
 
-// close is closeWith for the client side (the relay, tests): nil is a normal end, a
-// cancelled context is going away.
-func (c *wsConn) close(reason error) error {
-	cause := closeCause{code: wsCloseNormal, err: reason}
+// close implements msgTransport, for both sides: it closes with the code and text that word
+// reason (wsCloseOf).
+func (c *wsConn) close(reason error) {
+	c.closeWith(wsCloseOf(reason))
+}
+
+// wsCloseOf words reason, why a connection ends, as a close frame does (RFC 6455 §7.4.1, the
+// codes of docs/protocol.md §2.2): nil is a normal end, a broken lifecycle or a slow client a
+// policy violation, the server's shutdown going away, a wsCloseError its own code and text,
+// anything else an internal error without text.
+func wsCloseOf(reason error) (code int, text string) {
 	var ce *wsCloseError
 	switch {
 	case reason == nil:
+		return wsCloseNormal, ""
+	case errors.Is(reason, errClientProtocol):
+		return wsClosePolicy, "protocol violation"
+	case errors.Is(reason, errSlowClient):
+		return wsClosePolicy, "client too slow"
 	case errors.As(reason, &ce):
-		cause.code, cause.text = ce.code, ce.reason
+		return ce.code, ce.reason
 	case errors.Is(reason, context.Canceled):
-		cause.code, cause.text = wsCloseGoingAway, "server shutting down"
-	default:
-		cause.code = wsCloseInternal
+		return wsCloseGoingAway, "server shutting down"
 	}
-	c.closeWith(cause)
-	return nil
+	return wsCloseInternal, ""
 }

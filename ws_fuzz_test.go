@@ -110,9 +110,9 @@ func (m *memTransport) writeMessage(b []byte) error {
 	}
 }
 
-func (m *memTransport) closeWith(cause closeCause) {
+func (m *memTransport) close(reason error) {
 	m.closeOnce.Do(func() {
-		m.reason = cause.err
+		m.reason = reason
 		close(m.closed)
 	})
 }
