@@ -26,9 +26,9 @@ type call struct {
 	notify       func(b []byte)                         // conn.notify: a notification to the client
 	session      func() *session                        // the attached session, or nil
 	attach       func(resume *string) (*session, error) // initialize's part of the lifecycle (lifecycle.go)
-	// laneDepth is how much work with this lane key is queued or running on the
-	// connection: a request that must follow it joins the lane (deferToLane).
-	laneDepth func(key string) int
+	// sched runs the work handlers register (later, laterInLane); a handler uses it only
+	// on the reader, while it runs (rpc_schedule.go).
+	sched *scheduler
 }
 
 // serverDeps is what handlers use of the server: its configuration and shared services.
@@ -54,9 +54,27 @@ func newCall(c *conn) *call {
 		notify:       c.notify,
 		session:      c.currentSession,
 		attach:       c.attach,
-		laneDepth:    c.laneDepth,
+		sched:        &c.sched,
 	}
 }
+
+// later registers the rest of a deciding handler's work, to run as mode says (quick, poll,
+// async) and answer the request; the handler itself then answers nothing (nil, nil). The
+// returned work takes options (mustFinish, orNow).
+func (c *call) later(mode runMode, fn func(ctx context.Context) (result, error)) *work {
+	return c.sched.later(&work{mode: mode, run: fn})
+}
+
+// laterInLane registers work that runs after earlier work with the same lane key, and
+// before later work with it (process/start waiting for its shell snapshot, and the requests
+// about that process that follow it: docs/protocol.md §3.4).
+func (c *call) laterInLane(key string, fn func(ctx context.Context) (result, error)) *work {
+	return c.sched.later(&work{mode: lane, key: key, run: fn})
+}
+
+// laneDepth is how much work with lane key is queued or running on the connection: a
+// request that must follow it joins the lane (laterInLane).
+func (c *call) laneDepth(key string) int { return c.sched.laneDepth(key) }
 
 // procs returns the process table of the session this connection is attached to (the exec
 // gate guarantees one).

@@ -134,7 +134,7 @@ func (c *call) discoverRoots(p *discoverRootsParams) (result, error) {
 		}
 		jobs[i] = rootJob{op: discoverRootOp{ID: r.ID, Path: path}, profile: c.fsConfinement(sb, false)}
 	}
-	return deferTo(async, func(ctx context.Context) (result, error) {
+	c.later(async, func(ctx context.Context) (result, error) {
 		bodies, err := c.runRootJobs(ctx, jobs, false)
 		if err != nil {
 			return nil, err
@@ -147,7 +147,8 @@ func (c *call) discoverRoots(p *discoverRootsParams) (result, error) {
 			out = append(out, b...)
 		}
 		return rawJSON(append(out, "]}"...)), nil
-	}), nil
+	})
+	return nil, nil
 }
 
 // errTooLargeDiscovery is the failure of a request whose answer would pass
@@ -783,7 +784,7 @@ func (c *call) discoverV2(p *discoverV2Params) (result, error) {
 	}
 	locs, codexHome := skillLocations()
 	profile := c.fsConfinement(p.Sandbox, false)
-	return deferTo(async, func(ctx context.Context) (result, error) {
+	c.later(async, func(ctx context.Context) (result, error) {
 		res := discoverV2Result{Plugins: []executorPlugin{}, Skills: []executorSkill{}, Warnings: []string{}}
 		plugins, truncated, err := c.installedPlugins(ctx, profile, filepath.Join(codexHome, "plugins", "cache"))
 		if err != nil {
@@ -853,7 +854,8 @@ func (c *call) discoverV2(p *discoverV2Params) (result, error) {
 			res.Warnings = append([]string{discoverV2SizeLimitWarn}, res.Warnings...)
 		}
 		return rawJSON(marshalNoEscape(res)), nil
-	}), nil
+	})
+	return nil, nil
 }
 
 // installedPlugins lists the plugins of the cache, <marketplace>/<plugin>/<version>, the

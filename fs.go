@@ -69,7 +69,7 @@ const maxReadFileBytes = 512 << 20
 // fsMethods registers the filesystem methods.
 func fsMethods(t methodTable) {
 	t["fs/readFile"] = handle("filesystem", "WireFsReadFileParams", decides, (*call).fsReadFile)
-	t["fs/writeFile"] = handle("filesystem", "WireFsWriteFileParams", decides, (*call).fsWriteFile).holding()
+	t["fs/writeFile"] = handle("filesystem", "WireFsWriteFileParams", decides, (*call).fsWriteFile)
 	t["fs/createDirectory"] = handle("filesystem", "WireFsCreateDirectoryParams", decides, (*call).fsCreateDirectory)
 	t["fs/getMetadata"] = handle("filesystem", "WireFsGetMetadataParams", decides, (*call).fsGetMetadata)
 	t["fs/canonicalize"] = handle("filesystem", "WireFsCanonicalizeParams", decides, (*call).fsCanonicalize)
@@ -114,18 +114,20 @@ func fsWritesDirect() fsWrites { return fsWrites{} }
 func fsDo[O fsOp](c *call, method string, sb sandboxParam, write bool, op O) (result, error) {
 	profile := c.fsConfinement(sb, write)
 	if profile == nil {
-		return deferTo(quick, func(ctx context.Context) (result, error) {
+		c.later(quick, func(ctx context.Context) (result, error) {
 			res, err := op.run(ctx, fsWritesDirect())
 			if err != nil {
 				return nil, fsError(err)
 			}
 			return res, nil
-		}), nil
+		})
+		return nil, nil
 	}
-	return deferTo(async, func(ctx context.Context) (result, error) {
+	c.later(async, func(ctx context.Context) (result, error) {
 		res, _, err := c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, method, op)
 		return res, err
-	}), nil
+	})
+	return nil, nil
 }
 
 // pathParams are the params of the methods that take only a path.

@@ -41,9 +41,12 @@ func (o writeFileOp) run(ctx context.Context, how fsWrites) (result, error) {
 	return emptyResult{}, err
 }
 
-// fsWriteFile's method holds the message that carried the data until the file is written
-// (method.holdsMessage): the data is decoded over it (here), or sent on from it (to the
+// borrowsMessage: the data stays in the message that carried it until the file is written
+// (messageBorrower): it is decoded over it (writeFileOp.run), or sent on from it (to the
 // worker).
+func (*writeFileParams) borrowsMessage() {}
+
+// fsWriteFile writes the whole file (writeFileOp), here or in the sandbox worker (fsDo).
 func (c *call) fsWriteFile(p *writeFileParams) (result, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {

@@ -178,7 +178,7 @@ func (c *call) httpRequest(p *httpRequestParams) (result, error) {
 	}
 	cl := *s.client
 	cl.CheckRedirect = checkRedirect(p.RedirectPolicy == nil || *p.RedirectPolicy == "follow")
-	return deferTo(async, func(ctx context.Context) (result, error) {
+	c.later(async, func(ctx context.Context) (result, error) {
 		var cancel context.CancelFunc
 		if p.TimeoutMs != nil {
 			ctx, cancel = context.WithTimeout(ctx, time.Duration(min(*p.TimeoutMs, math.MaxInt64/uint64(time.Millisecond)))*time.Millisecond)
@@ -214,7 +214,8 @@ func (c *call) httpRequest(p *httpRequestParams) (result, error) {
 		}
 		res.BodyBase64 = body
 		return jsonOf(res), nil
-	}), nil
+	})
+	return nil, nil
 }
 
 // newHTTPRequest checks the params and builds the request, without a context yet.

@@ -100,7 +100,8 @@ func processLane(id string) string { return "process\x00" + id }
 // cannot hold the connection's reader up with writes to a starting process.
 func (c *call) afterStart(id string, run func() (result, error)) (result, error) {
 	if key := processLane(id); c.laneDepth(key) > 0 && c.laneDepth(key) <= maxQueuedBehindStart {
-		return deferToLane(key, func(context.Context) (result, error) { return run() }), nil
+		c.laterInLane(key, func(context.Context) (result, error) { return run() })
+		return nil, nil
 	}
 	return run()
 }
@@ -318,10 +319,11 @@ func (c *call) processStart(p *startParams) (result, error) {
 	if err == nil && p.ShellSnapshot.applies(p.Argv) {
 		host := shellSnapshotEnv{sandbox: c.srv.sandbox, watchdog: table.wd}
 		if wait := table.snapshots.prepare(spec, p, sandbox, policy, host); wait != nil {
-			return deferToLane(processLane(p.ProcessID), func(context.Context) (result, error) {
+			c.laterInLane(processLane(p.ProcessID), func(context.Context) (result, error) {
 				wait()
 				return c.launch(table, proc, spec, sandbox, nil)
-			}).mustFinish(), nil
+			}).mustFinish()
+			return nil, nil
 		}
 	}
 	return c.launch(table, proc, spec, sandbox, err)
@@ -377,7 +379,7 @@ func (c *call) processRead(p *readParams) (result, error) {
 		return rawJSON(res), nil
 	}
 	deadline := time.Now().Add(time.Duration(min(*p.WaitMs, uint64(365*24*time.Hour/time.Millisecond))) * time.Millisecond)
-	return deferTo(poll, func(ctx context.Context) (result, error) {
+	c.later(poll, func(ctx context.Context) (result, error) {
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
 		for {
@@ -393,7 +395,8 @@ func (c *call) processRead(p *readParams) (result, error) {
 				return rawJSON(res), nil
 			}
 		}
-	}).orNow(rawJSON(res)), nil
+	}).orNow(rawJSON(res))
+	return nil, nil
 }
 
 // writeParams are the params of process/write (docs/protocol.md §6.6).

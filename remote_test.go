@@ -213,11 +213,12 @@ func TestRemoteStalledStreamDoesNotStallTheSocket(t *testing.T) {
 // reconnects at once, even while a handler of an old stream ignores its cancellation.
 func TestRemoteReconnectIsNotHeldByAStuckHandler(t *testing.T) {
 	b := newBlocker()
-	e := startRemote(t, nil, nil, testMethodOption("test/stuck", func(*conn, json.RawMessage) (result, error) {
-		return deferTo(async, func(context.Context) (result, error) {
+	e := startRemote(t, nil, nil, testMethodOption("test/stuck", func(c *conn, _ json.RawMessage) (result, error) {
+		c.call.later(async, func(context.Context) (result, error) {
 			b.block()
 			return nil, nil
-		}), nil
+		})
+		return nil, nil
 	}))
 	t.Cleanup(func() { close(b.release) })
 	h := e.harness()
