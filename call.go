@@ -58,20 +58,6 @@ func newCall(c *conn) *call {
 	}
 }
 
-// later registers the rest of a deciding handler's work, to run as mode says (quick, poll,
-// async) and answer the request; the handler itself then answers nothing (nil, nil). The
-// returned work takes options (mustFinish, orNow).
-func (c *call) later(mode runMode, fn func(ctx context.Context) (result, error)) *work {
-	return c.sched.later(&work{mode: mode, run: fn})
-}
-
-// laterInLane registers work that runs after earlier work with the same lane key, and
-// before later work with it (process/start waiting for its shell snapshot, and the requests
-// about that process that follow it: docs/protocol.md §3.4).
-func (c *call) laterInLane(key string, fn func(ctx context.Context) (result, error)) *work {
-	return c.sched.later(&work{mode: lane, key: key, run: fn})
-}
-
 // laneDepth is how much work with lane key is queued or running on the connection: a
 // request that must follow it joins the lane (laterInLane).
 func (c *call) laneDepth(key string) int { return c.sched.laneDepth(key) }

@@ -17,17 +17,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"reflect"
 )
 
 // method is one entry of a server's method table.
 type method struct {
 	family string  // the gate text of docs/protocol.md §4.3; "" for methods without a gate
 	mode   runMode // how the handler runs
+	// result is the type of the handler's answer, encoded by answer (TestDocsMethods checks
+	// its members against docs/protocol.md); nil for the test methods built by hand.
+	result reflect.Type
 	// readsMessage says that the work registered for a request reads the message's bytes
 	// (its params are a messageBorrower): the scheduler gives them back after that work.
 	readsMessage bool
 	// call decodes the params and applies the gate on the reader, then runs the handler
-	// (inline, decides) or registers the work that runs it (call.later).
+	// (inline, decides) and encodes its answer, or registers the work that does (later).
 	call func(c *conn, params json.RawMessage) (result, error)
 }
 
@@ -35,70 +39,89 @@ type method struct {
 type methodTable map[string]method
 
 // handle builds a method whose params decode into P before the lifecycle gate is checked
-// (docs/protocol.md §3.3: malformed params get -32602 even before initialize). paramsName is
-// the reference's name for the params type, which its errors show ("expected struct
-// ReadParams"). fn runs as mode says.
-func handle[P any](family, paramsName string, mode runMode, fn func(c *call, p *P) (result, error)) method {
+// (docs/protocol.md §3.3: malformed params get -32602 even before initialize), and whose
+// handler answers an R. paramsName is the reference's name for the params type, which its
+// errors show ("expected struct ReadParams"). fn runs as mode says. The generic part is
+// kept to what depends on P and R (decoding, the handler's call, the encoding of its
+// answer), so that each instantiation stays small; the rest is admit's.
+func handle[P, R any](family, paramsName string, mode runMode, fn func(c *call, p *P) (R, error)) method {
 	if _, ok := any(new(P)).(laneKeyed); mode == lane && !ok {
 		panic(fmt.Sprintf("method table: %T runs in a lane but has no laneKey", new(P)))
 	}
 	_, reads := any(new(P)).(messageBorrower)
-	run := func(cx *call, p any) (result, error) { return fn(cx, p.(*P)) }
-	return method{family: family, mode: mode, readsMessage: reads, call: func(c *conn, raw json.RawMessage) (result, error) {
-		return c.dispatchParams(raw, paramsName, family, mode, new(P), run)
-	}}
-}
-
-// dispatchParams is the part of every method built by handle that does not depend on its
-// params' type, kept out of the generic function so that each instantiation stays a few
-// bytes: decode p, parse its sandbox, apply the gate, then run now or defer by mode.
-func (c *conn) dispatchParams(raw json.RawMessage, paramsName, family string, mode runMode, p any, run func(*call, any) (result, error)) (result, error) {
-	if err := decodeParams(raw, paramsName, p); err != nil {
-		return nil, err
-	}
-	if sc, ok := p.(sandboxCarrier); ok {
-		if err := c.parseSandbox(sc.sandboxParam()); err != nil {
+	m := method{family: family, mode: mode, result: reflect.TypeFor[R](), readsMessage: reads}
+	m.call = func(c *conn, raw json.RawMessage) (result, error) {
+		p := new(P)
+		if err := decodeParams(raw, paramsName, p); err != nil {
 			return nil, err
 		}
+		var sb *sandboxParam
+		if sc, ok := any(p).(sandboxCarrier); ok {
+			sb = sc.sandboxParam()
+		}
+		if err := c.admit(family, sb); err != nil {
+			return nil, err
+		}
+		cx := c.call
+		switch mode {
+		case inline, decides:
+			r, err := fn(cx, p)
+			if err != nil || c.sched.pending != nil { // failed, or registered work that answers
+				return nil, err
+			}
+			return answer(r), nil
+		case lane:
+			laterInLane(cx, any(p).(laneKeyed).laneKey(), func(context.Context) (R, error) { return fn(cx, p) })
+		default:
+			later(cx, mode, func(context.Context) (R, error) { return fn(cx, p) })
+		}
+		return nil, nil
 	}
-	if err := c.gate(family); err != nil {
-		return nil, err
+	return m
+}
+
+// admit is the part of every method built by handle that does not depend on its params'
+// type: parse the params' sandbox, if they have one, then apply the gate.
+func (c *conn) admit(family string, sb *sandboxParam) error {
+	if sb != nil {
+		if err := c.parseSandbox(sb); err != nil {
+			return err
+		}
 	}
-	cx := c.call
-	switch mode {
-	case inline, decides:
-		return run(cx, p)
-	case lane:
-		cx.laterInLane(p.(laneKeyed).laneKey(), func(context.Context) (result, error) { return run(cx, p) })
-	default:
-		cx.later(mode, func(context.Context) (result, error) { return run(cx, p) })
-	}
-	return nil, nil
+	return c.gate(family)
 }
 
 // handleNoParams builds an inline method that takes no params: absent, null or {}
 // (docs/protocol.md §3.3).
-func handleNoParams(family string, fn func(c *call) (result, error)) method {
-	return method{family: family, call: func(c *conn, raw json.RawMessage) (result, error) {
-		if len(raw) > 0 && !json.Valid(raw) { // parseIncoming only delimits params
-			return nil, errInvalidParams("invalid JSON in params: %s", jsonSyntaxError(raw))
-		}
-		switch t := bytes.TrimSpace(raw); {
-		case len(t) == 0, string(t) == "null":
-		case t[0] == '[':
-			return nil, errInvalidParams("invalid type: sequence, expected unit")
-		case t[0] == '{':
-			if !emptyObject(t) {
-				return nil, errInvalidParams("invalid type: map, expected unit")
-			}
-		default:
-			return nil, errInvalidParams("invalid type: %s, expected unit", jsonKind(t))
+func handleNoParams[R any](family string, fn func(c *call) (R, error)) method {
+	return method{family: family, result: reflect.TypeFor[R](), call: func(c *conn, raw json.RawMessage) (result, error) {
+		if err := checkNoParams(raw); err != nil {
+			return nil, err
 		}
 		if err := c.gate(family); err != nil {
 			return nil, err
 		}
-		return fn(c.call)
+		return encoded(fn(c.call))
 	}}
+}
+
+// checkNoParams accepts params that are absent, null or {}.
+func checkNoParams(raw json.RawMessage) error {
+	if len(raw) > 0 && !json.Valid(raw) { // parseIncoming only delimits params
+		return errInvalidParams("invalid JSON in params: %s", jsonSyntaxError(raw))
+	}
+	switch t := bytes.TrimSpace(raw); {
+	case len(t) == 0, string(t) == "null":
+	case t[0] == '[':
+		return errInvalidParams("invalid type: sequence, expected unit")
+	case t[0] == '{':
+		if !emptyObject(t) {
+			return errInvalidParams("invalid type: map, expected unit")
+		}
+	default:
+		return errInvalidParams("invalid type: %s, expected unit", jsonKind(t))
+	}
+	return nil
 }
 
 func emptyObject(b []byte) bool {
@@ -171,9 +194,6 @@ func (c *conn) callSafely(m method, params json.RawMessage) (res result, err err
 
 // reply sends the response to a request.
 func (c *conn) reply(id json.RawMessage, res result, err error) {
-	if a, ok := res.(afterReplier); ok {
-		defer a.afterReply()
-	}
 	if err != nil {
 		c.sendError(id, toRPCError(err))
 		return

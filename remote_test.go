@@ -187,7 +187,7 @@ func TestRemoteStalledStreamDoesNotStallTheSocket(t *testing.T) {
 			b := newBlocker()
 			e := startRemote(t, nil, nil, testMethodOption("test/block", func(*conn, json.RawMessage) (result, error) {
 				b.block() // synchronous: the stream's dispatcher itself is stuck
-				return jsonOf("released"), nil
+				return answer("released"), nil
 			}), func(_ *remoteEnv, cfg *remoteConfig) { cfg.streamInboxBytes = tt.limit })
 			t.Cleanup(func() { close(b.release) })
 			h := e.harness()
@@ -214,7 +214,7 @@ func TestRemoteStalledStreamDoesNotStallTheSocket(t *testing.T) {
 func TestRemoteReconnectIsNotHeldByAStuckHandler(t *testing.T) {
 	b := newBlocker()
 	e := startRemote(t, nil, nil, testMethodOption("test/stuck", func(c *conn, _ json.RawMessage) (result, error) {
-		c.call.later(async, func(context.Context) (result, error) {
+		c.call.laterEncoded(async, func(context.Context) (result, error) {
 			b.block()
 			return nil, nil
 		})
@@ -265,7 +265,7 @@ func TestRemoteHarnessResetDuringALongReply(t *testing.T) {
 func TestRemoteOversizedReplyBecomesAnError(t *testing.T) {
 	big := strings.Repeat("z", noiseMaxRPCMessage)
 	e := startRemote(t, nil, nil, testMethodOption("test/huge", func(*conn, json.RawMessage) (result, error) {
-		return jsonOf(big), nil
+		return answer(big), nil
 	}))
 	s := e.harness().mustOpen("s-1")
 	s.initialize()

@@ -92,7 +92,10 @@ type work struct {
 	// the snapshot's key waiting for ever.
 	mustRun bool
 	now     result // poll only: the answer when no more long polls may wait
-	run     func(ctx context.Context) (result, error)
+	run     runner
+	// afterReply, when set by run, runs once the reply is queued: what must reach the
+	// client after it, such as the body deltas of a streamed http/request.
+	afterReply func()
 
 	// Set by the scheduler.
 	id    json.RawMessage // the request answered
@@ -105,6 +108,44 @@ type work struct {
 	token chan struct{} // the slots or polls token held, given back by finish
 	tail  *laneTail     // lane only: the lane w is queued in
 	done  chan struct{} // lane only: closed once w has answered, for the next in its lane
+}
+
+// runner is what work runs: a handler's typed work (typedWork) or, the one escape hatch, work
+// that answers pre-encoded JSON itself (encodedWork). A func is stored in an interface as
+// is: registering work costs no allocation for it.
+type runner interface {
+	run(ctx context.Context) (result, error)
+}
+
+// typedWork is work that answers an R, encoded by answer.
+type typedWork[R any] func(ctx context.Context) (R, error)
+
+func (f typedWork[R]) run(ctx context.Context) (result, error) { return encoded(f(ctx)) }
+
+// encodedWork is work that answers encoded JSON: rawJSON, or framedJSON as the fs sandbox
+// worker sends it back.
+type encodedWork func(ctx context.Context) (result, error)
+
+func (f encodedWork) run(ctx context.Context) (result, error) { return f(ctx) }
+
+// later registers the rest of a deciding handler's work, to run as mode says (quick, poll,
+// async) and answer the request with an R; the handler itself then answers nothing (its
+// zero R), which the method table does not send. The returned work takes options
+// (mustFinish, orNow). Only a handler running on the reader may call it.
+func later[R any](c *call, mode runMode, fn func(ctx context.Context) (R, error)) *work {
+	return c.sched.later(&work{mode: mode, run: typedWork[R](fn)})
+}
+
+// laterInLane registers work that runs after earlier work with the same lane key, and
+// before later work with it (process/start waiting for its shell snapshot, and the requests
+// about that process that follow it: docs/protocol.md §3.4).
+func laterInLane[R any](c *call, key string, fn func(ctx context.Context) (R, error)) *work {
+	return c.sched.later(&work{mode: lane, key: key, run: typedWork[R](fn)})
+}
+
+// laterEncoded is later for work that answers encoded JSON itself (encodedWork).
+func (c *call) laterEncoded(mode runMode, fn func(ctx context.Context) (result, error)) *work {
+	return c.sched.later(&work{mode: mode, run: encodedWork(fn)})
 }
 
 // mustFinish marks w as work that runs even if the connection ends first (work.mustRun).
@@ -325,6 +366,9 @@ func (s *scheduler) submit(w *work) readStep {
 // place in its lane. The lane opens after the reply, so replies on one lane keep their order.
 func (s *scheduler) finish(w *work, res result, err error) {
 	s.reply(w.id, res, err)
+	if w.afterReply != nil {
+		w.afterReply()
+	}
 	w.msg.release()
 	if w.tail != nil {
 		s.leaveLane(w)
@@ -370,7 +414,7 @@ func (s *scheduler) runSafely(w *work) (res result, err error) {
 			res, err = nil, errInternal("internal error")
 		}
 	}()
-	return w.run(s.ctx)
+	return w.run.run(s.ctx)
 }
 
 // quickRun is one quick work running on the reader.
