@@ -63,17 +63,16 @@ func handle[P, R any](family, paramsName string, mode runMode, fn func(c *call, 
 			return nil, err
 		}
 		cx := c.call
-		switch mode {
-		case inline, decides:
+		if mode == inline || mode == decides {
 			r, err := fn(cx, p)
 			if err != nil || c.sched.pending != nil { // failed, or registered work that answers
 				return nil, err
 			}
 			return answer(r), nil
-		case lane:
-			laterInLane(cx, any(p).(laneKeyed).laneKey(), func(context.Context) (R, error) { return fn(cx, p) })
-		default:
-			later(cx, mode, func(context.Context) (R, error) { return fn(cx, p) })
+		}
+		w := later(cx, mode, func(context.Context) (R, error) { return fn(cx, p) })
+		if mode == lane {
+			w.key = any(p).(laneKeyed).laneKey()
 		}
 		return nil, nil
 	}

@@ -31,9 +31,9 @@ package main
 //	managed, restricted, anything else                        the worker for the resolved
 //	                                                          profile; the kernel decides
 //
-// Scheduling (dispatch.go's table): a direct path method runs in quick mode, on the
-// connection's reader, and gets a goroutine of its own only if it outlasts inlineBudget
-// (quick.go); a sandboxed one waits for the worker on a goroutine of its own. Handle methods
+// Scheduling (rpc_schedule.go): a direct path method runs in quick mode, on the
+// connection's reader, and gets a goroutine of its own only if it outlasts inlineBudget;
+// a sandboxed one waits for the worker on a goroutine of its own. Handle methods
 // run in their handle's lane, so a pipelined open, writeBlock…, close keeps its order.
 // Nothing here blocks on a FIFO or opens a device to read it: a file is checked with stat
 // before it is opened (O_NONBLOCK) and with fstat after.

@@ -25,6 +25,11 @@ type result interface {
 // as {}, any other type with encoding/json. The type switch is on a pointer to r, which
 // costs no allocation; a value encoded with encoding/json costs the one allocation that
 // boxing it into an interface always did.
+//
+// It is not inlined: one copy per result type serves every method that answers it, which
+// keeps each instantiation of handle small.
+//
+//go:noinline
 func answer[R any](r R) result {
 	switch v := any(&r).(type) {
 	case *rawJSON:
