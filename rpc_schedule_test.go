@@ -4,10 +4,14 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // benchProcess starts a child that never reads its stdin nor writes, for the process methods'
@@ -80,4 +84,96 @@ func BenchmarkDispatchReadBlock(b *testing.B) {
 			b.Fatalf("got %s", got)
 		}
 	}
+}
+
+// lendingTransport is a memTransport that lends its messages, as ws.go and stdio.go do, and
+// reports each release by the message's tag.
+type lendingTransport struct {
+	*memTransport
+	tag      uint64
+	released chan uint64
+}
+
+func (l *lendingTransport) next() (message, error) {
+	m, err := l.memTransport.next()
+	if err == nil {
+		l.tag++
+		m.owner, m.tag = l, l.tag
+	}
+	return m, err
+}
+
+func (l *lendingTransport) releaseMessage(m message) { l.released <- m.tag }
+
+// borrowingParams are params that keep pointing into their message (as fs/writeFile's do).
+type borrowingParams struct {
+	X string `json:"x"`
+}
+
+func (*borrowingParams) borrowsMessage() {}
+
+// TestSchedulerReleasesAfterTheLastReader pins the one rule of a message's bytes (work.msg):
+// given back once the handler on the reader is done when the work it registered does not
+// read them (a long poll still waiting), and only after that work answered when its params
+// borrow them; every message is given back exactly once.
+func TestSchedulerReleasesAfterTheLastReader(t *testing.T) {
+	srv := newServer(t.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer srv.shutdown()
+	unblockPoll, unblockBorrow := make(chan struct{}), make(chan struct{})
+	srv.methods["test/poll"] = handle("", "PollParams", decides, func(c *call, _ *struct{}) (emptyResult, error) {
+		later(c, poll, func(ctx context.Context) (emptyResult, error) {
+			<-unblockPoll
+			return emptyResult{}, nil
+		}).orNow(emptyResult{})
+		return emptyResult{}, nil
+	})
+	srv.methods["test/borrow"] = handle("", "BorrowParams", async, func(c *call, _ *borrowingParams) (emptyResult, error) {
+		<-unblockBorrow
+		return emptyResult{}, nil
+	})
+	lt := &lendingTransport{memTransport: newMemTransport(), released: make(chan uint64, 16)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.serveConn(lt, "test")
+	}()
+	released := func(want uint64) {
+		t.Helper()
+		select {
+		case got := <-lt.released:
+			if got != want {
+				t.Fatalf("message %d released, want %d", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("message %d never released", want)
+		}
+	}
+	quiet := func() {
+		t.Helper()
+		select {
+		case got := <-lt.released:
+			t.Fatalf("message %d released while its work still reads it", got)
+		case b := <-lt.out:
+			t.Fatalf("answered early: %s", b)
+		default:
+		}
+	}
+	lt.in <- []byte(`{"id":1,"method":"test/poll","params":{}}`)
+	released(1) // the long poll waits, but reads only its decoded params
+	lt.in <- []byte(`{"id":2,"method":"test/borrow","params":{"x":"y"}}`)
+	lt.in <- []byte(`{"id":3,"method":"test/poll","params":{}}`) // the reader went on: 2 runs on its own goroutine
+	released(3)
+	quiet()
+	close(unblockBorrow)
+	if b := <-lt.out; string(b) != `{"id":2,"result":{}}` {
+		t.Fatalf("test/borrow: %s", b)
+	}
+	released(2) // after its answer
+	close(unblockPoll)
+	for range 2 {
+		<-lt.out
+	}
+	lt.closeWith(closeCause{})
+	<-done
+	quiet()
 }
