@@ -362,10 +362,17 @@ func (s *scheduler) submit(w *work) readStep {
 	return readNext
 }
 
-// finish answers w's request, then gives back what w holds: the message, its token, its
-// place in its lane. The lane opens after the reply, so replies on one lane keep their order.
+// finish answers w's request, then gives back what w holds (done). It is small enough to be
+// inlined: the reply is written from the work's goroutine, whose stack starts small, and a
+// frame less on the way to the transport spares it a copy of its stack per request.
 func (s *scheduler) finish(w *work, res result, err error) {
 	s.reply(w.id, res, err)
+	s.done(w)
+}
+
+// done gives back what w holds: the message, its token, its place in its lane. The lane
+// opens after the reply, so replies on one lane keep their order.
+func (s *scheduler) done(w *work) {
 	if w.afterReply != nil {
 		w.afterReply()
 	}
