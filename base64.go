@@ -63,7 +63,8 @@ func (b *base64Bytes) decodeRawJSON(raw []byte) error {
 // lazyBase64 is a params field holding base64 that its handler decodes, not the params decoder:
 // a bad one is the handler's error to report (fs/writeFile answers -32600, not -32602,
 // docs/protocol.md §7.5), and a large one is decoded in place, on the handler's goroutine, over
-// the message bytes that carried it (the dispatcher holds the message: method.holdsMessage).
+// the message bytes that carried it (its params are a messageBorrower: the scheduler gives the
+// message back after that work).
 type lazyBase64 struct {
 	raw []byte // the JSON string as it came, quotes included: a sub-slice of the message
 }

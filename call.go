@@ -26,9 +26,9 @@ type call struct {
 	notify       func(b []byte)                         // conn.notify: a notification to the client
 	session      func() *session                        // the attached session, or nil
 	attach       func(resume *string) (*session, error) // initialize's part of the lifecycle (lifecycle.go)
-	// laneDepth is how much work with this lane key is queued or running on the
-	// connection: a request that must follow it joins the lane (deferToLane).
-	laneDepth func(key string) int
+	// sched runs the work handlers register (later, laterInLane); a handler uses it only
+	// on the reader, while it runs (rpc_schedule.go).
+	sched *scheduler
 }
 
 // serverDeps is what handlers use of the server: its configuration and shared services.
@@ -54,9 +54,13 @@ func newCall(c *conn) *call {
 		notify:       c.notify,
 		session:      c.currentSession,
 		attach:       c.attach,
-		laneDepth:    c.laneDepth,
+		sched:        &c.sched,
 	}
 }
+
+// laneDepth is how much work with lane key is queued or running on the connection: a
+// request that must follow it joins the lane (laterInLane).
+func (c *call) laneDepth(key string) int { return c.sched.laneDepth(key) }
 
 // procs returns the process table of the session this connection is attached to (the exec
 // gate guarantees one).

@@ -26,16 +26,10 @@ type conn struct {
 	ctx         context.Context // cancelled when the connection ends
 	cancel      context.CancelFunc
 	out         *outQueue
-	work        sync.WaitGroup // deferred handler work
-	readers     sync.WaitGroup // reader goroutines, started by read alone
-	slots       chan struct{}  // one token per running deferred handler
-	polls       chan struct{}  // one token per waiting long poll
-	readEnded   chan struct{}  // closed by the last reader when reading ends
-	handover    chan struct{}  // the watch asks read for a replacement reader (quick.go)
-	quick       quickWatch     // the quick later running on the reader (quick.go)
-	sandboxes   sandboxCache   // parsed sandbox objects (fs.go)
-	scope       connScope      // the typed connection-scoped state (call.go)
-	call        *call          // what handlers see of the connection (call.go)
+	sched       scheduler    // reading, run modes, lanes, long polls (rpc_schedule.go)
+	sandboxes   sandboxCache // parsed sandbox objects (fs.go)
+	scope       connScope    // the typed connection-scoped state (call.go)
+	call        *call        // what handlers see of the connection (call.go)
 
 	// requests are the connection's requests to the client awaiting its answer
 	// (rpc_outgoing.go); the reader routes the answers, any goroutine may ask.
@@ -44,16 +38,7 @@ type conn struct {
 	mu          sync.Mutex
 	state       connState
 	session     *session
-	lanes       map[string]chan struct{}
-	laneDepths  map[string]int // work queued or running per lane key
 	closeReason error
-}
-
-// laneDepth is how much work with lane key is queued or running (schedule).
-func (c *conn) laneDepth(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.laneDepths[key]
 }
 
 // connState is where a connection stands in the lifecycle of docs/protocol.md §4.
@@ -117,13 +102,9 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 		log:         s.log,
 		ctx:         ctx,
 		cancel:      cancel,
-		lanes:       map[string]chan struct{}{},
-		slots:       make(chan struct{}, maxDeferredPerConn),
-		polls:       make(chan struct{}, maxLongPollsPerConn),
-		readEnded:   make(chan struct{}),
-		handover:    make(chan struct{}, 1),
 	}
 	c.out = newOutQueue(s.cfg.limits.queuedBytes)
+	c.sched.start(ctx, c.log, c.reply)
 	c.call = newCall(c)
 	writerDone := make(chan struct{})
 	go func() {
@@ -132,7 +113,6 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 	}()
 	stop := context.AfterFunc(ctx, func() { t.close(c.endCause()) })
 	context.AfterFunc(ctx, func() { c.requests.close(errClientGone) }) // runs once ctx ends, as it always does
-	c.startQuickWatch()
 	// Once reading is done the transport needs no unblocking, and what is queued still goes
 	// out before the transport closes (stdio's stdout outlives stdin's EOF); the cancel
 	// gives up what handlers still wait on.
@@ -140,78 +120,11 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 		stop()
 		cancel()
 	})
-	c.stopQuickWatch()
-	c.readers.Wait() // readers that handed over, finishing their quick handler
-	c.work.Wait()
+	c.sched.wait()
 	c.out.close()
 	<-writerDone
 	t.close(c.reason())
 	c.finish()
-}
-
-// read runs the connection's first reader on the calling goroutine (a message is handled
-// where the transport delivered it, without a hop to another thread) and, beside it, the one
-// owner of replacement readers: each time the watch hands reading over from a quick handler
-// that outlasted inlineBudget (quick.go), the owner starts the next reader. When reading ends
-// the owner calls ended at once: a handler still stalled on the first reader (a write to a
-// FIFO nobody reads) must see the connection end, not hold its end back. read returns once
-// its own reader is done; a reader that handed over may still be finishing its handler
-// (c.readers).
-func (c *conn) read(ended func()) {
-	owner := make(chan struct{})
-	go func() {
-		defer close(owner)
-		for {
-			select {
-			case <-c.handover:
-				c.readers.Add(1)
-				go func() {
-					defer c.readers.Done()
-					c.readLoop()
-				}()
-			case <-c.readEnded:
-				ended()
-				return
-			}
-		}
-	}()
-	c.readLoop()
-	<-owner
-}
-
-// readStep is what the reader does after a message.
-type readStep int
-
-const (
-	readNext  readStep = iota // read the next message
-	readEnd                   // the connection ends
-	readMoved                 // reading has moved to another goroutine (runQuick)
-)
-
-// readLoop reads and handles messages until the transport or the connection ends, then
-// closes readEnded. It returns early, leaving readEnded open, when a quick later outlasted
-// inlineBudget and read started a replacement.
-func (c *conn) readLoop() {
-	for {
-		if err := c.out.waitRoom(c.ctx, c.srv.cfg.stallTimeout); err != nil {
-			if errors.Is(err, errSlowClient) {
-				c.fail(err)
-			}
-			break
-		}
-		msg, err := c.t.next()
-		if err != nil {
-			break
-		}
-		step := c.handleMessage(msg)
-		if step == readMoved {
-			return
-		}
-		if step == readEnd {
-			break
-		}
-	}
-	close(c.readEnded)
 }
 
 // reason is why the connection ended, for the transport's close.
@@ -317,7 +230,7 @@ type peerProber interface{ peerHungUp() bool }
 // kernel has its EOF or reset, which the reader has not read yet).
 func (c *conn) peerGone() bool {
 	select {
-	case <-c.readEnded:
+	case <-c.sched.readEnded:
 		return true
 	default:
 	}
@@ -338,7 +251,7 @@ func (c *conn) peerGoneWithin(d time.Duration) bool {
 			return false
 		}
 		select {
-		case <-c.readEnded:
+		case <-c.sched.readEnded:
 		case <-time.After(time.Millisecond):
 		}
 	}

@@ -88,25 +88,27 @@ func TestConnLongPollDoesNotDelayOthers(t *testing.T) {
 	}
 	ts := startTestServer(t,
 		testMethod("test/wait", func(c *conn, _ json.RawMessage) (result, error) {
-			return deferTo(async, func(ctx context.Context) (result, error) {
+			c.call.laterEncoded(async, func(ctx context.Context) (result, error) {
 				select {
 				case <-release:
-					return jsonOf("released"), nil
+					return answer("released"), nil
 				case <-ctx.Done():
 					return nil, ctx.Err()
 				}
-			}), nil
+			})
+			return nil, nil
 		}),
 		testMethod("test/lane", func(c *conn, params json.RawMessage) (result, error) {
 			var name string
 			json.Unmarshal(params, &name)
-			return &deferred{mode: lane, key: "same process", run: func(ctx context.Context) (result, error) {
+			laterInLane(c.call, "same process", func(ctx context.Context) (string, error) {
 				if name == "first" {
 					<-releaseLane
 				}
 				record(name)
-				return jsonOf(name), nil
-			}}, nil
+				return name, nil
+			})
+			return nil, nil
 		}))
 	tc := ts.connect(t)
 	wait := tc.start("test/wait", nil)
@@ -211,11 +213,12 @@ func TestConnQuickLatersEndingAtTheBudget(t *testing.T) {
 		if err := json.Unmarshal(params, &d); err != nil {
 			return nil, err
 		}
-		return deferTo(quick, func(context.Context) (result, error) {
+		c.call.laterEncoded(quick, func(context.Context) (result, error) {
 			for end := time.Now().Add(d); time.Now().Before(end); {
 			}
 			return emptyResult{}, nil
-		}), nil
+		})
+		return nil, nil
 	}}
 	mt := newMemTransport()
 	done := make(chan struct{})
@@ -250,7 +253,7 @@ func TestConnSlowClientIsClosed(t *testing.T) {
 	flooding := make(chan struct{})
 	ended := make(chan error, 1)
 	ts := startTestServer(t, func(s *server) { s.cfg.stallTimeout = 300 * time.Millisecond }, testMethod("test/flood", func(c *conn, _ json.RawMessage) (result, error) {
-		return deferTo(async, func(ctx context.Context) (result, error) {
+		c.call.laterEncoded(async, func(ctx context.Context) (result, error) {
 			note, err := appendNotification(nil, "test/flood", map[string]string{"data": strings.Repeat("x", 64<<10)})
 			if err != nil {
 				return nil, err
@@ -267,7 +270,8 @@ func TestConnSlowClientIsClosed(t *testing.T) {
 			}
 			ended <- c.reason()
 			return nil, nil
-		}), nil
+		})
+		return nil, nil
 	}))
 	other := ts.connect(t)
 
@@ -312,7 +316,7 @@ func TestConnSlowClientIsClosed(t *testing.T) {
 func TestConnBackPressureKeepsAReadingClient(t *testing.T) {
 	const count = 768 // 768 × 64 KiB = 48 MiB
 	ts := startTestServer(t, testMethod("test/burst", func(c *conn, _ json.RawMessage) (result, error) {
-		return deferTo(async, func(ctx context.Context) (result, error) {
+		c.call.laterEncoded(async, func(ctx context.Context) (result, error) {
 			for i := range count {
 				note, err := appendNotification(nil, "test/burst", map[string]any{"i": i, "data": strings.Repeat("x", 64<<10)})
 				if err != nil {
@@ -320,8 +324,9 @@ func TestConnBackPressureKeepsAReadingClient(t *testing.T) {
 				}
 				c.notify(note)
 			}
-			return jsonOf("done"), nil
-		}), nil
+			return answer("done"), nil
+		})
+		return nil, nil
 	}))
 	tc := ts.connect(t)
 	tc.mustCall("test/burst", nil)

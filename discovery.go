@@ -109,7 +109,7 @@ type rootDiscovery struct {
 
 // discoverRoots answers capabilityRoots/discoverV1: each root under its own sandbox, at most
 // maxDiscoveryConcurrentRoot at once, answered in request order.
-func (c *call) discoverRoots(p *discoverRootsParams) (result, error) {
+func (c *call) discoverRoots(p *discoverRootsParams) (rawJSON, error) {
 	if len(p.Roots) > maxDiscoveryRoots {
 		return nil, errInvalidRequest("capability root discovery accepts at most %d roots", maxDiscoveryRoots)
 	}
@@ -134,7 +134,7 @@ func (c *call) discoverRoots(p *discoverRootsParams) (result, error) {
 		}
 		jobs[i] = rootJob{op: discoverRootOp{ID: r.ID, Path: path}, profile: c.fsConfinement(sb, false)}
 	}
-	return deferTo(async, func(ctx context.Context) (result, error) {
+	later(c, async, func(ctx context.Context) (rawJSON, error) {
 		bodies, err := c.runRootJobs(ctx, jobs, false)
 		if err != nil {
 			return nil, err
@@ -146,8 +146,9 @@ func (c *call) discoverRoots(p *discoverRootsParams) (result, error) {
 			}
 			out = append(out, b...)
 		}
-		return rawJSON(append(out, "]}"...)), nil
-	}), nil
+		return append(out, "]}"...), nil
+	})
+	return nil, nil
 }
 
 // errTooLargeDiscovery is the failure of a request whose answer would pass
@@ -276,15 +277,14 @@ func (c *call) runRootJobs(ctx context.Context, jobs []rootJob, trim bool) ([][]
 				}
 				return
 			}
-			var res result
 			var err error
 			if j.profile == nil {
-				res, err = j.op.run(ctx, fsWritesDirect())
+				bodies[i], err = j.op.run(ctx, fsWritesDirect())
 			} else {
-				res, _, err = c.srv.fsWorkers.call(ctx, c.srv.sandbox, j.profile, discoveryRootsMethod, j.op)
-			}
-			if err == nil {
-				bodies[i], err = res.body()
+				var res result // the worker's answer, framed
+				if res, _, err = c.srv.fsWorkers.call(ctx, c.srv.sandbox, j.profile, discoveryRootsMethod, j.op); err == nil {
+					bodies[i], err = res.body()
+				}
 			}
 			if !budget.settle(share, int64(len(bodies[i])+1)) {
 				if trim {
@@ -315,12 +315,12 @@ type discoverRootOp struct {
 	Optional bool `json:"optional,omitempty"`
 }
 
-func (o discoverRootOp) run(ctx context.Context, _ fsWrites) (result, error) {
+func (o discoverRootOp) run(ctx context.Context, _ fsWrites) (rawJSON, error) {
 	d := discoverRoot(ctx, o.ID, o.Path, o.Optional)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return rawJSON(marshalNoEscape(d)), nil
+	return marshalNoEscape(d), nil
 }
 
 // marshalNoEscape encodes v as serde does: '<', '>' and '&' are left as they are, so that a
@@ -770,7 +770,7 @@ func skillLocations() ([]discoveryRootRef, string) {
 	}, codexHome
 }
 
-func (c *call) discoverV2(p *discoverV2Params) (result, error) {
+func (c *call) discoverV2(p *discoverV2Params) (rawJSON, error) {
 	// cwd is decoded (its syntax checked) but not used: the locations are the user's.
 	if p.Sandbox.req != nil {
 		// Here the sandbox context's cwd is required, as in the reference's type for it.
@@ -783,7 +783,7 @@ func (c *call) discoverV2(p *discoverV2Params) (result, error) {
 	}
 	locs, codexHome := skillLocations()
 	profile := c.fsConfinement(p.Sandbox, false)
-	return deferTo(async, func(ctx context.Context) (result, error) {
+	later(c, async, func(ctx context.Context) (rawJSON, error) {
 		res := discoverV2Result{Plugins: []executorPlugin{}, Skills: []executorSkill{}, Warnings: []string{}}
 		plugins, truncated, err := c.installedPlugins(ctx, profile, filepath.Join(codexHome, "plugins", "cache"))
 		if err != nil {
@@ -852,8 +852,9 @@ func (c *call) discoverV2(p *discoverV2Params) (result, error) {
 		if full {
 			res.Warnings = append([]string{discoverV2SizeLimitWarn}, res.Warnings...)
 		}
-		return rawJSON(marshalNoEscape(res)), nil
-	}), nil
+		return marshalNoEscape(res), nil
+	})
+	return nil, nil
 }
 
 // installedPlugins lists the plugins of the cache, <marketplace>/<plugin>/<version>, the
@@ -863,12 +864,12 @@ func (c *call) installedPlugins(ctx context.Context, profile *sandboxProfile, ca
 	seen := 0
 	list := func(dir string) ([]string, error) {
 		op := readDirectoryOp{Path: dir}
-		var res result
+		var r readDirectoryResult
 		var err error
 		if profile == nil {
-			res, err = op.run(ctx, fsWritesDirect())
+			r, err = op.run(ctx, fsWritesDirect())
 		} else {
-			res, _, err = c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, "fs/readDirectory", op)
+			r, err = workerListing(ctx, c, profile, op)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -877,14 +878,6 @@ func (c *call) installedPlugins(ctx context.Context, profile *sandboxProfile, ca
 			// Missing, not a directory, hidden by the sandbox, or a worker that could not
 			// start (nothing is then read unconfined): no plugins there.
 			return nil, nil
-		}
-		body, err := res.body()
-		if err != nil {
-			return nil, err
-		}
-		var r readDirectoryResult
-		if err := json.Unmarshal(body, &r); err != nil {
-			return nil, errInternal("capability discovery: decode a listing: %v", err)
 		}
 		var dirs []string
 		for _, e := range r.Entries {
@@ -1488,4 +1481,21 @@ func flowSeqYAML(s string) ([]*yamlNode, bool) {
 		}
 	}
 	return items, true
+}
+
+// workerListing lists a directory in the sandbox worker of profile, decoding its answer.
+func workerListing(ctx context.Context, c *call, profile *sandboxProfile, op readDirectoryOp) (readDirectoryResult, error) {
+	var r readDirectoryResult
+	res, _, err := c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, "fs/readDirectory", op)
+	if err != nil {
+		return r, err
+	}
+	body, err := res.body()
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return r, errInternal("capability discovery: decode a listing: %v", err)
+	}
+	return r, nil
 }

@@ -15,7 +15,9 @@ package main
 //     (an unknown method) is answered, and nothing the example does not show may have arrived
 //     before that answer.
 //   - TestDocsMethods checks that the method sections of docs/protocol.md (headings of the
-//     form "### N.M `name`") name exactly the methods of the server's method table.
+//     form "### N.M `name`") name exactly the methods of the server's method table, and that
+//     each section names every member of its method's result type (method.result), where
+//     the table knows them: a struct's JSON names, {} for emptyResult.
 
 import (
 	"bufio"
@@ -27,6 +29,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -421,21 +424,96 @@ func TestDocsMethods(t *testing.T) {
 		t.Fatal(err)
 	}
 	documented := map[string]bool{}
+	sections := map[string]string{} // a method's section, up to the next heading
+	current := ""
 	for _, line := range strings.Split(string(b), "\n") {
 		if m := docsMethodHeading.FindStringSubmatch(line); m != nil {
 			if documented[m[1]] {
 				t.Errorf("%s: two sections for %s", docsProtocol, m[1])
 			}
 			documented[m[1]] = true
+			current = m[1]
+			continue
+		}
+		if strings.HasPrefix(line, "#") {
+			current = ""
+		}
+		if current != "" {
+			sections[current] += line + "\n"
 		}
 	}
-	for name := range newMethodTable() {
+	for name, m := range newMethodTable() {
 		if !documented[name] {
 			t.Errorf("%s: no section for the method %s", docsProtocol, name)
 		}
 		delete(documented, name)
+		if m.result == nil {
+			t.Errorf("%s: the method table does not know its result type", name)
+			continue
+		}
+		for _, member := range resultMembers(m.result) {
+			if !docsNamesMember(sections[name], member) {
+				t.Errorf("%s: the section of %s does not show the result member %s (%v)", docsProtocol, name, member, m.result)
+			}
+		}
 	}
 	for name := range documented {
 		t.Errorf("%s: a section for %s, which the server does not have", docsProtocol, name)
 	}
+}
+
+// resultMembers is what a section must show of a result type: the JSON names of a struct's
+// members ("{}" for emptyResult); nothing for pre-encoded JSON (rawJSON, framedJSON), whose
+// shape the example exchanges check.
+func resultMembers(t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeFor[emptyResult]():
+		return []string{"{}"}
+	case t.Kind() != reflect.Struct:
+		return nil
+	}
+	var names []string
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		if f.Anonymous && f.Tag.Get("json") == "" {
+			names = append(names, resultMembers(f.Type)...)
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// docsNamesMember reports whether a section shows member: as a key of an example's result
+// ("name":), or as a word of a code span (`{name, other}`); "{}" as a code span or an
+// example's empty result.
+func docsNamesMember(section, member string) bool {
+	if member == "{}" {
+		return strings.Contains(section, "`{}`") || strings.Contains(section, `"result":{}`)
+	}
+	if strings.Contains(section, `"`+member+`":`) {
+		return true
+	}
+	spans := strings.Split(section, "`")
+	for i := 1; i < len(spans); i += 2 {
+		words := strings.FieldsFunc(spans[i], func(r rune) bool {
+			return !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		})
+		if slices.Contains(words, member) {
+			return true
+		}
+	}
+	return false
 }

@@ -139,11 +139,11 @@ func machineID() string {
 
 // envMethods registers the environment and discovery methods.
 func envMethods(t methodTable) {
-	t["environment/info"] = handleNoParams("environment info", func(c *call) (result, error) {
-		return jsonPtr(c.srv.envInfo), nil
+	t["environment/info"] = handleNoParams("environment info", func(c *call) (*environmentInfo, error) {
+		return c.srv.envInfo, nil
 	})
-	t["environment/status"] = handleNoParams("environment status", func(c *call) (result, error) {
-		return jsonPtr(&statusResult{"ready"}), nil // {"status":"ready"}
+	t["environment/status"] = handleNoParams("environment status", func(c *call) (statusResult, error) {
+		return statusResult{"ready"}, nil // {"status":"ready"}
 	})
 	t["environmentConfig/read"] = handle("environment config", "EnvironmentConfigReadParams", quick, (*call).environmentConfigRead)
 	t["capabilities/discoverV2"] = handle("capability discovery", "DiscoverV2CapabilitiesRequest", decides, (*call).discoverV2)
@@ -172,23 +172,23 @@ type environmentConfigResult struct {
 // environmentConfigRead answers the executor-side configuration the harness selects: the
 // user layer of $CODEX_HOME/config.toml holding the selected keys (envconfig.go), no
 // requirements layers, and the directories.
-func (c *call) environmentConfigRead(p *environmentConfigParams) (result, error) {
+func (c *call) environmentConfigRead(p *environmentConfigParams) (environmentConfigResult, error) {
 	// The reference parses cwd as it decodes the params (a malformed URI comes first), checks
 	// the selectors, and only then makes cwd a path.
 	_, cwdErr := paramPath(p.Cwd)
 	if re, ok := cwdErr.(*rpcError); ok && re.Code == codeInvalidParams {
-		return nil, cwdErr
+		return environmentConfigResult{}, cwdErr
 	}
 	if len(p.ConfigPaths) == 0 && len(p.RequirementsPaths) == 0 {
-		return nil, errInvalidParams("at least one config or requirements path is required")
+		return environmentConfigResult{}, errInvalidParams("at least one config or requirements path is required")
 	}
 	for _, sel := range slices.Concat(p.ConfigPaths, p.RequirementsPaths) {
 		if len(sel) == 0 {
-			return nil, errInvalidParams("TOML paths must contain at least one key segment")
+			return environmentConfigResult{}, errInvalidParams("TOML paths must contain at least one key segment")
 		}
 	}
 	if cwdErr != nil {
-		return nil, errInvalidParams("%s", cwdErr.(*rpcError).Message) // the reference's code here
+		return environmentConfigResult{}, errInvalidParams("%s", cwdErr.(*rpcError).Message) // the reference's code here
 	}
 	home := userHome()
 	codexHome := os.Getenv("CODEX_HOME")
@@ -200,17 +200,17 @@ func (c *call) environmentConfigRead(p *environmentConfigParams) (result, error)
 	if len(p.ConfigPaths) > 0 {
 		layer, err := userConfigLayer(codexHome, p.ConfigPaths)
 		if err != nil {
-			return nil, err
+			return environmentConfigResult{}, err
 		}
 		if layer != nil {
 			config.Layers = append(config.Layers, layer)
 		}
 	}
-	return jsonOf(environmentConfigResult{
+	return environmentConfigResult{
 		UserHomeDir:  dirURI(home),
 		CodexHomeDir: dirURI(codexHome),
 		Hostname:     host,
 		Config:       config,
 		Requirements: configLayers{Layers: []any{}},
-	}), nil
+	}, nil
 }

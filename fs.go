@@ -31,9 +31,9 @@ package main
 //	managed, restricted, anything else                        the worker for the resolved
 //	                                                          profile; the kernel decides
 //
-// Scheduling (dispatch.go's table): a direct path method runs in quick mode, on the
-// connection's reader, and gets a goroutine of its own only if it outlasts inlineBudget
-// (quick.go); a sandboxed one waits for the worker on a goroutine of its own. Handle methods
+// Scheduling (rpc_schedule.go): a direct path method runs in quick mode, on the
+// connection's reader, and gets a goroutine of its own only if it outlasts inlineBudget;
+// a sandboxed one waits for the worker on a goroutine of its own. Handle methods
 // run in their handle's lane, so a pipelined open, writeBlock…, close keeps its order.
 // Nothing here blocks on a FIFO or opens a device to read it: a file is checked with stat
 // before it is opened (O_NONBLOCK) and with fstat after.
@@ -69,7 +69,7 @@ const maxReadFileBytes = 512 << 20
 // fsMethods registers the filesystem methods.
 func fsMethods(t methodTable) {
 	t["fs/readFile"] = handle("filesystem", "WireFsReadFileParams", decides, (*call).fsReadFile)
-	t["fs/writeFile"] = handle("filesystem", "WireFsWriteFileParams", decides, (*call).fsWriteFile).holding()
+	t["fs/writeFile"] = handle("filesystem", "WireFsWriteFileParams", decides, (*call).fsWriteFile)
 	t["fs/createDirectory"] = handle("filesystem", "WireFsCreateDirectoryParams", decides, (*call).fsCreateDirectory)
 	t["fs/getMetadata"] = handle("filesystem", "WireFsGetMetadataParams", decides, (*call).fsGetMetadata)
 	t["fs/canonicalize"] = handle("filesystem", "WireFsCanonicalizeParams", decides, (*call).fsCanonicalize)
@@ -86,9 +86,44 @@ func fsMethods(t methodTable) {
 
 // fsOp is one filesystem operation, its params checked and its paths normalised: the core
 // that runs here for direct access and in the sandbox worker under a sandbox (fsworker.go).
-// Its exported fields are what crosses to the worker.
-type fsOp interface {
-	run(ctx context.Context, how fsWrites) (result, error)
+// R is its answer: its method's result, or fs/open's open file. Its exported fields are what
+// crosses to the worker (fsRequest).
+type fsOp[R any] interface {
+	run(ctx context.Context, how fsWrites) (R, error)
+}
+
+// fsRequest is an fsOp as it crosses to the sandbox worker: its exported fields, encoded
+// with encoding/json (appendWorkerRequest).
+type fsRequest = any
+
+// workerOp is an fsOp as the sandbox worker serves it (fsworker_serve.go): the request's
+// params decode into params(), and serve answers the result's JSON, or fs/open's file, or
+// the operation's error (an encoding failure is an internal *rpcError).
+type workerOp interface {
+	params() any
+	serve(ctx context.Context, how fsWrites) (body []byte, f *os.File, err error)
+}
+
+// servedOp is the workerOp of an fsOp whose answer is an R.
+type servedOp[R any, O fsOp[R]] struct{ op O }
+
+func newServedOp[R any, O fsOp[R]]() workerOp { return &servedOp[R, O]{} }
+
+func (s *servedOp[R, O]) params() any { return &s.op }
+
+func (s *servedOp[R, O]) serve(ctx context.Context, how fsWrites) ([]byte, *os.File, error) {
+	r, err := s.op.run(ctx, how)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f, ok := any(&r).(**os.File); ok {
+		return nil, *f, nil
+	}
+	b, err := answer(r).body()
+	if err != nil {
+		return nil, nil, errInternal("fs sandbox worker: encode the result: %v", err)
+	}
+	return b, nil, nil
 }
 
 // fsWrites is how an operation changes the file system. In the server (the zero value) a
@@ -108,24 +143,29 @@ type fsWrites struct {
 // fsWritesDirect is how the server changes files: atomically where it can, unguarded.
 func fsWritesDirect() fsWrites { return fsWrites{} }
 
-// fsDo answers a path method with op: run here, as a quick later, when the request's
-// sandbox leaves it free (fsConfinement), else in the sandbox worker of its profile. It is
-// generic so that the later holds op by value: direct access costs no allocation for it.
-func fsDo[O fsOp](c *call, method string, sb sandboxParam, write bool, op O) (result, error) {
+// fsDo answers a path method with op: run here, as quick work, when the request's sandbox
+// leaves it free (fsConfinement), else in the sandbox worker of its profile, whose answer
+// comes back encoded (framedJSON). It registers the work and answers nothing itself (the
+// zero R). It is generic so that the work holds op by value: direct access costs no
+// allocation for it.
+func fsDo[R any, O fsOp[R]](c *call, method string, sb sandboxParam, write bool, op O) (R, error) {
+	var none R
 	profile := c.fsConfinement(sb, write)
 	if profile == nil {
-		return deferTo(quick, func(ctx context.Context) (result, error) {
+		later(c, quick, func(ctx context.Context) (R, error) {
 			res, err := op.run(ctx, fsWritesDirect())
 			if err != nil {
-				return nil, fsError(err)
+				return res, fsError(err)
 			}
 			return res, nil
-		}), nil
+		})
+		return none, nil
 	}
-	return deferTo(async, func(ctx context.Context) (result, error) {
+	c.laterEncoded(async, func(ctx context.Context) (result, error) {
 		res, _, err := c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, method, op)
 		return res, err
-	}), nil
+	})
+	return none, nil
 }
 
 // pathParams are the params of the methods that take only a path.
@@ -140,39 +180,39 @@ type readFileOp struct {
 	Limit int64  `json:"limit"`
 }
 
-func (o readFileOp) run(context.Context, fsWrites) (result, error) {
+func (o readFileOp) run(context.Context, fsWrites) (framedJSON, error) {
 	return readFileAnswer(o.Path, o.Limit)
 }
 
-func (c *call) fsReadFile(p *pathParams) (result, error) {
+func (c *call) fsReadFile(p *pathParams) (framedJSON, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
-		return nil, err
+		return framedJSON{}, err
 	}
-	return fsDo(c, "fs/readFile", p.Sandbox, false, readFileOp{Path: path, Limit: c.fileLimit})
+	return fsDo[framedJSON](c, "fs/readFile", p.Sandbox, false, readFileOp{Path: path, Limit: c.fileLimit})
 }
 
 // readFileAnswer reads a regular file of at most limit bytes into its answer,
 // {"dataBase64":"…"}: the bytes go straight into the answer's buffer and are encoded there
 // (base64Answer). A file whose size the kernel does not know in advance (/proc), or that grows
 // while it is read, is read on until EOF under the same limit, into a buffer that grows.
-func readFileAnswer(path string, limit int64) (result, error) {
+func readFileAnswer(path string, limit int64) (framedJSON, error) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if err != nil {
-		return nil, err
+		return framedJSON{}, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return framedJSON{}, err
 	}
 	if fi.Size() > limit {
-		return nil, errTooLarge(limit)
+		return framedJSON{}, errTooLarge(limit)
 	}
 	a := newBase64Answer(`{"dataBase64":`, int(fi.Size()), len(`}`))
 	m, err := io.ReadFull(f, a.data)
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
-		return nil, err
+		return framedJSON{}, err
 	}
 	var probe [512]byte
 	k, err := f.Read(probe[:])
@@ -182,17 +222,17 @@ func readFileAnswer(path string, limit int64) (result, error) {
 	buf := append(append(make([]byte, 0, m+k+4096), a.data[:m]...), probe[:k]...)
 	for err == nil {
 		if int64(len(buf)) > limit {
-			return nil, errTooLarge(limit)
+			return framedJSON{}, errTooLarge(limit)
 		}
 		buf = slices.Grow(buf, 4096)
 		k, err = f.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+k]
 	}
 	if err != io.EOF {
-		return nil, err
+		return framedJSON{}, err
 	}
 	if int64(len(buf)) > limit {
-		return nil, errTooLarge(limit)
+		return framedJSON{}, errTooLarge(limit)
 	}
 	a = newBase64Answer(`{"dataBase64":`, len(buf), len(`}`))
 	return a.finish(copy(a.data, buf), `}`), nil
@@ -273,20 +313,20 @@ type createDirectoryOp struct {
 	Recursive bool   `json:"recursive"`
 }
 
-func (o createDirectoryOp) run(_ context.Context, how fsWrites) (result, error) {
+func (o createDirectoryOp) run(_ context.Context, how fsWrites) (emptyResult, error) {
 	if o.Recursive {
 		return emptyResult{}, how.mkdirAll(o.Path)
 	}
 	return emptyResult{}, how.mkdir(o.Path)
 }
 
-func (c *call) fsCreateDirectory(p *createDirectoryParams) (result, error) {
+func (c *call) fsCreateDirectory(p *createDirectoryParams) (emptyResult, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
-		return nil, err
+		return emptyResult{}, err
 	}
 	op := createDirectoryOp{Path: path, Recursive: p.Recursive == nil || *p.Recursive}
-	return fsDo(c, "fs/createDirectory", p.Sandbox, true, op)
+	return fsDo[emptyResult](c, "fs/createDirectory", p.Sandbox, true, op)
 }
 
 // mkdirAll is mkdir -p with the reference's answers: an existing directory is fine, an existing
@@ -342,7 +382,7 @@ type metadataOp struct {
 	Path string `json:"path"`
 }
 
-func (o metadataOp) run(context.Context, fsWrites) (result, error) {
+func (o metadataOp) run(context.Context, fsWrites) (rawJSON, error) {
 	fi, isLink, err := statFollowing(o.Path)
 	if err != nil {
 		return nil, err
@@ -354,15 +394,15 @@ func (o metadataOp) run(context.Context, fsWrites) (result, error) {
 		Size:         fi.Size(),
 		ModifiedAtMs: max(fi.ModTime().UnixMilli(), 0),
 	}
-	return rawJSON(m.appendJSON(make([]byte, 0, 128))), nil
+	return m.appendJSON(make([]byte, 0, 128)), nil
 }
 
-func (c *call) fsGetMetadata(p *pathParams) (result, error) {
+func (c *call) fsGetMetadata(p *pathParams) (rawJSON, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
 		return nil, err
 	}
-	return fsDo(c, "fs/getMetadata", p.Sandbox, false, metadataOp{Path: path})
+	return fsDo[rawJSON](c, "fs/getMetadata", p.Sandbox, false, metadataOp{Path: path})
 }
 
 // statFollowing stats path following symlinks, and says whether path itself is a symlink.
@@ -390,20 +430,20 @@ type canonicalizeOp struct {
 	Path string `json:"path"`
 }
 
-func (o canonicalizeOp) run(context.Context, fsWrites) (result, error) {
+func (o canonicalizeOp) run(context.Context, fsWrites) (canonicalizeResult, error) {
 	real, err := realPath(o.Path)
 	if err != nil {
-		return nil, err
+		return canonicalizeResult{}, err
 	}
-	return jsonOf(canonicalizeResult{fileURI(real)}), nil
+	return canonicalizeResult{fileURI(real)}, nil
 }
 
-func (c *call) fsCanonicalize(p *pathParams) (result, error) {
+func (c *call) fsCanonicalize(p *pathParams) (canonicalizeResult, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
-		return nil, err
+		return canonicalizeResult{}, err
 	}
-	return fsDo(c, "fs/canonicalize", p.Sandbox, false, canonicalizeOp{Path: path})
+	return fsDo[canonicalizeResult](c, "fs/canonicalize", p.Sandbox, false, canonicalizeOp{Path: path})
 }
 
 // realPath resolves every symlink in path, which must exist, as realpath(3) does.
@@ -433,10 +473,10 @@ type readDirectoryOp struct {
 	Path string `json:"path"`
 }
 
-func (o readDirectoryOp) run(context.Context, fsWrites) (result, error) {
+func (o readDirectoryOp) run(context.Context, fsWrites) (readDirectoryResult, error) {
 	ents, err := readDirUnsorted(o.Path)
 	if err != nil {
-		return nil, err
+		return readDirectoryResult{}, err
 	}
 	out := make([]dirEntry, 0, len(ents))
 	for _, e := range ents {
@@ -446,15 +486,15 @@ func (o readDirectoryOp) run(context.Context, fsWrites) (result, error) {
 		}
 		out = append(out, dirEntry{FileName: e.Name(), IsDirectory: mode.IsDir(), IsFile: mode.IsRegular()})
 	}
-	return jsonOf(readDirectoryResult{out}), nil
+	return readDirectoryResult{out}, nil
 }
 
-func (c *call) fsReadDirectory(p *pathParams) (result, error) {
+func (c *call) fsReadDirectory(p *pathParams) (readDirectoryResult, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
-		return nil, err
+		return readDirectoryResult{}, err
 	}
-	return fsDo(c, "fs/readDirectory", p.Sandbox, false, readDirectoryOp{Path: path})
+	return fsDo[readDirectoryResult](c, "fs/readDirectory", p.Sandbox, false, readDirectoryOp{Path: path})
 }
 
 // readDirUnsorted reads a directory in the kernel's order. O_DIRECTORY fails at once on
@@ -495,13 +535,13 @@ type removeOp struct {
 	Force     bool   `json:"force"`
 }
 
-func (o removeOp) run(_ context.Context, how fsWrites) (result, error) {
+func (o removeOp) run(_ context.Context, how fsWrites) (emptyResult, error) {
 	fi, err := os.Lstat(o.Path)
 	switch {
 	case err != nil && errors.Is(err, syscall.ENOENT) && o.Force:
 		return emptyResult{}, nil
 	case err != nil:
-		return nil, err
+		return emptyResult{}, err
 	case !fi.IsDir():
 		return emptyResult{}, how.unlink(o.Path)
 	case o.Recursive:
@@ -511,13 +551,13 @@ func (o removeOp) run(_ context.Context, how fsWrites) (result, error) {
 }
 
 // fsRemove: recursive and force default to true.
-func (c *call) fsRemove(p *removeParams) (result, error) {
+func (c *call) fsRemove(p *removeParams) (emptyResult, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
-		return nil, err
+		return emptyResult{}, err
 	}
 	op := removeOp{Path: path, Recursive: p.Recursive == nil || *p.Recursive, Force: p.Force == nil || *p.Force}
-	return fsDo(c, "fs/remove", p.Sandbox, true, op)
+	return fsDo[emptyResult](c, "fs/remove", p.Sandbox, true, op)
 }
 
 type sandboxParam struct {

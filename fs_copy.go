@@ -25,23 +25,23 @@ type copyOp struct {
 	Recursive   bool   `json:"recursive"`
 }
 
-func (o copyOp) run(ctx context.Context, how fsWrites) (result, error) {
+func (o copyOp) run(ctx context.Context, how fsWrites) (emptyResult, error) {
 	src, dst := o.Source, o.Destination
 	fi, err := os.Lstat(src)
 	if err != nil {
-		return nil, err
+		return emptyResult{}, err
 	}
 	switch {
 	case fi.IsDir():
 		if !o.Recursive {
-			return nil, errInvalidRequest("fs/copy requires recursive: true when sourcePath is a directory")
+			return emptyResult{}, errInvalidRequest("fs/copy requires recursive: true when sourcePath is a directory")
 		}
 		inside, err := isSameOrBelow(src, dst)
 		if err != nil {
-			return nil, err
+			return emptyResult{}, err
 		}
 		if inside {
-			return nil, errInvalidRequest("fs/copy cannot copy a directory to itself or one of its descendants")
+			return emptyResult{}, errInvalidRequest("fs/copy cannot copy a directory to itself or one of its descendants")
 		}
 		return emptyResult{}, copyTree(ctx, src, dst, how)
 	case fi.Mode()&os.ModeSymlink != 0:
@@ -49,19 +49,19 @@ func (o copyOp) run(ctx context.Context, how fsWrites) (result, error) {
 	case fi.Mode().IsRegular():
 		return emptyResult{}, copyFile(ctx, src, dst, how)
 	}
-	return nil, errInvalidRequest("fs/copy only supports regular files, directories, and symlinks")
+	return emptyResult{}, errInvalidRequest("fs/copy only supports regular files, directories, and symlinks")
 }
 
-func (c *call) fsCopy(p *copyParams) (result, error) {
+func (c *call) fsCopy(p *copyParams) (emptyResult, error) {
 	src, err := paramPath(p.SourcePath)
 	if err != nil {
-		return nil, err
+		return emptyResult{}, err
 	}
 	dst, err := paramPath(p.DestinationPath)
 	if err != nil {
-		return nil, err
+		return emptyResult{}, err
 	}
-	return fsDo(c, "fs/copy", p.Sandbox, true, copyOp{Source: src, Destination: dst, Recursive: p.Recursive})
+	return fsDo[emptyResult](c, "fs/copy", p.Sandbox, true, copyOp{Source: src, Destination: dst, Recursive: p.Recursive})
 }
 
 // isSameOrBelow says whether dst, once its existing part is resolved, is src or lies inside it.

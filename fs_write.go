@@ -29,10 +29,10 @@ type writeFileOp struct {
 	Data lazyBase64 `json:"dataBase64"`
 }
 
-func (o writeFileOp) run(ctx context.Context, how fsWrites) (result, error) {
+func (o writeFileOp) run(ctx context.Context, how fsWrites) (emptyResult, error) {
 	data, err := o.Data.decodeInPlace()
 	if err != nil {
-		return nil, errInvalidRequest("fs/writeFile requires valid base64 dataBase64: %s", err)
+		return emptyResult{}, errInvalidRequest("fs/writeFile requires valid base64 dataBase64: %s", err)
 	}
 	err = writeFileContents(ctx, o.Path, nil, how, func(f *os.File) error {
 		_, err := f.Write(data)
@@ -41,15 +41,18 @@ func (o writeFileOp) run(ctx context.Context, how fsWrites) (result, error) {
 	return emptyResult{}, err
 }
 
-// fsWriteFile's method holds the message that carried the data until the file is written
-// (method.holdsMessage): the data is decoded over it (here), or sent on from it (to the
+// borrowsMessage: the data stays in the message that carried it until the file is written
+// (messageBorrower): it is decoded over it (writeFileOp.run), or sent on from it (to the
 // worker).
-func (c *call) fsWriteFile(p *writeFileParams) (result, error) {
+func (*writeFileParams) borrowsMessage() {}
+
+// fsWriteFile writes the whole file (writeFileOp), here or in the sandbox worker (fsDo).
+func (c *call) fsWriteFile(p *writeFileParams) (emptyResult, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
-		return nil, err
+		return emptyResult{}, err
 	}
-	return fsDo(c, "fs/writeFile", p.Sandbox, true, writeFileOp{Path: path, Data: p.DataBase64})
+	return fsDo[emptyResult](c, "fs/writeFile", p.Sandbox, true, writeFileOp{Path: path, Data: p.DataBase64})
 }
 
 // writeFileContents creates or replaces the file at path with what fill writes; see the file

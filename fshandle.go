@@ -128,9 +128,10 @@ type openResult struct {
 
 // onHandle is the shape of the handle methods, which run in the handle's lane, after every
 // earlier request on the same handle: the handle id is checked, then op runs.
-func (c *call) onHandle(id string, op func(h *fileHandles) (result, error)) (result, error) {
+func onHandle[R any](c *call, id string, op func(h *fileHandles) (R, error)) (R, error) {
 	if err := checkHandleID(id); err != nil {
-		return nil, err
+		var none R
+		return none, err
 	}
 	return op(c.fileHandles())
 }
@@ -143,7 +144,7 @@ type openOp struct {
 }
 
 // run returns the open *os.File.
-func (o openOp) run(_ context.Context, how fsWrites) (result, error) {
+func (o openOp) run(_ context.Context, how fsWrites) (*os.File, error) {
 	flag := os.O_RDONLY
 	if o.Replace {
 		flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
@@ -152,44 +153,42 @@ func (o openOp) run(_ context.Context, how fsWrites) (result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openedFile{f}, nil
+	return f, nil
 }
 
 // fsOpen opens a regular file for fs/readBlock, or with mode "replace" creates or truncates it
 // in place for fs/writeBlock.
-func (c *call) fsOpen(p *openParams) (result, error) {
+func (c *call) fsOpen(p *openParams) (openResult, error) {
 	path, err := paramPath(p.Path)
 	if err != nil {
-		return nil, err
+		return openResult{}, err
 	}
 	op := &openOp{Path: path, Replace: p.Mode != nil && *p.Mode == "replace"}
 	profile := c.fsConfinement(p.Sandbox, op.Replace)
-	return c.onHandle(p.HandleID, func(h *fileHandles) (result, error) {
+	return onHandle(c, p.HandleID, func(h *fileHandles) (openResult, error) {
 		if _, err := h.get(p.HandleID); err == nil {
-			return nil, errInvalidRequest("file handle `%s` already exists", p.HandleID)
+			return openResult{}, errInvalidRequest("file handle `%s` already exists", p.HandleID)
 		}
 		var f *os.File
 		if profile == nil {
-			res, err := op.run(c.ctx, fsWritesDirect())
-			if err != nil {
-				return nil, fsError(err)
+			if f, err = op.run(c.ctx, fsWritesDirect()); err != nil {
+				return openResult{}, fsError(err)
 			}
-			f = res.(openedFile).f
 		} else {
 			_, fd, err := c.srv.fsWorkers.call(c.ctx, c.srv.sandbox, profile, "fs/open", op)
 			if err != nil {
-				return nil, err
+				return openResult{}, err
 			}
 			if fd == nil {
-				return nil, errInternal("fs sandbox helper failed: fs/open answered without a descriptor")
+				return openResult{}, errInternal("fs sandbox helper failed: fs/open answered without a descriptor")
 			}
 			f = fd
 		}
 		if err := h.add(p.HandleID, f); err != nil {
 			f.Close()
-			return nil, err
+			return openResult{}, err
 		}
-		return jsonOf(openResult{p.HandleID}), nil
+		return openResult{p.HandleID}, nil
 	})
 }
 
@@ -200,23 +199,23 @@ type readBlockParams struct {
 }
 
 // fsReadBlock reads up to len bytes at offset; eof is true when fewer came back.
-func (c *call) fsReadBlock(p *readBlockParams) (result, error) {
+func (c *call) fsReadBlock(p *readBlockParams) (framedJSON, error) {
 	if p.Len < 1 || p.Len > maxReadBlockBytes {
-		return nil, errInvalidRequest("file read block length must be between 1 and %d", maxReadBlockBytes)
+		return framedJSON{}, errInvalidRequest("file read block length must be between 1 and %d", maxReadBlockBytes)
 	}
-	return c.onHandle(p.HandleID, func(h *fileHandles) (result, error) {
+	return onHandle(c, p.HandleID, func(h *fileHandles) (framedJSON, error) {
 		f, err := h.get(p.HandleID)
 		if err != nil {
-			return nil, err
+			return framedJSON{}, err
 		}
 		if p.Offset > math.MaxInt64 {
-			return nil, fsError(syscall.EINVAL)
+			return framedJSON{}, fsError(syscall.EINVAL)
 		}
 		// {"chunk":"…","eof":B}, read and encoded in place (base64Answer).
 		a := newBase64Answer(`{"chunk":`, int(p.Len), len(`,"eof":false}`))
 		n, err := f.ReadAt(a.data, int64(p.Offset))
 		if err != nil && err != io.EOF {
-			return nil, fsError(err)
+			return framedJSON{}, fsError(err)
 		}
 		if n < len(a.data) {
 			return a.finish(n, `,"eof":true}`), nil
@@ -232,17 +231,17 @@ type writeBlockParams struct {
 }
 
 // fsWriteBlock writes chunk at offset; a gap past the end reads back as zeros.
-func (c *call) fsWriteBlock(p *writeBlockParams) (result, error) {
-	return c.onHandle(p.HandleID, func(h *fileHandles) (result, error) {
+func (c *call) fsWriteBlock(p *writeBlockParams) (emptyResult, error) {
+	return onHandle(c, p.HandleID, func(h *fileHandles) (emptyResult, error) {
 		f, err := h.get(p.HandleID)
 		if err != nil {
-			return nil, err
+			return emptyResult{}, err
 		}
 		if p.Offset > math.MaxInt64-uint64(len(p.Chunk)) {
-			return nil, fsError(syscall.EINVAL)
+			return emptyResult{}, fsError(syscall.EINVAL)
 		}
 		if _, err := f.WriteAt(p.Chunk, int64(p.Offset)); err != nil {
-			return nil, fsError(err)
+			return emptyResult{}, fsError(err)
 		}
 		return emptyResult{}, nil
 	})
@@ -253,11 +252,11 @@ type closeParams struct {
 }
 
 // fsClose closes a handle; an unknown one is not an error.
-func (c *call) fsClose(p *closeParams) (result, error) {
-	return c.onHandle(p.HandleID, func(h *fileHandles) (result, error) {
+func (c *call) fsClose(p *closeParams) (emptyResult, error) {
+	return onHandle(c, p.HandleID, func(h *fileHandles) (emptyResult, error) {
 		if f := h.remove(p.HandleID); f != nil {
 			if err := f.Close(); err != nil {
-				return nil, fsError(err)
+				return emptyResult{}, fsError(err)
 			}
 		}
 		return emptyResult{}, nil

@@ -63,20 +63,20 @@ type walkResult struct {
 	Truncated bool        `json:"truncated"`
 }
 
-func (c *call) fsWalk(p *walkParams) (result, error) {
+func (c *call) fsWalk(p *walkParams) (walkResult, error) {
 	o := p.Options
 	if o.MaxDirectories == 0 || o.MaxEntries == 0 {
-		return nil, errInvalidRequest("filesystem walk limits must be greater than zero")
+		return walkResult{}, errInvalidRequest("filesystem walk limits must be greater than zero")
 	}
 	if o.MaxDepth > maxWalkDepth || o.MaxDirectories > maxWalkDirectories || o.MaxEntries > maxWalkEntries {
-		return nil, errInvalidRequest("filesystem walk limits exceed maximums: depth=%d, directories=%d, entries=%d",
+		return walkResult{}, errInvalidRequest("filesystem walk limits exceed maximums: depth=%d, directories=%d, entries=%d",
 			maxWalkDepth, maxWalkDirectories, maxWalkEntries)
 	}
 	path, err := paramPath(p.Path)
 	if err != nil {
-		return nil, err
+		return walkResult{}, err
 	}
-	return fsDo(c, "fs/walk", p.Sandbox, false, walkOp{Path: path, Options: o})
+	return fsDo[walkResult](c, "fs/walk", p.Sandbox, false, walkOp{Path: path, Options: o})
 }
 
 // walkOp is fs/walk's core: a read, run in the sandbox worker when reads are confined.
@@ -85,12 +85,12 @@ type walkOp struct {
 	Options walkOptions `json:"options"`
 }
 
-func (o walkOp) run(ctx context.Context, _ fsWrites) (result, error) {
+func (o walkOp) run(ctx context.Context, _ fsWrites) (walkResult, error) {
 	res, err := walkTree(ctx, o.Path, o.Options)
 	if err != nil {
-		return nil, err
+		return walkResult{}, err
 	}
-	return jsonOf(res), nil
+	return *res, nil
 }
 
 // walker is the state of one fs/walk.

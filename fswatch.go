@@ -59,12 +59,12 @@ type missingChangedParams struct {
 }
 
 // fsWatchMissing runs async (its table entry): adding a watch may wait on the notifier.
-func (c *call) fsWatchMissing(p *watchMissingParams) (result, error) {
+func (c *call) fsWatchMissing(p *watchMissingParams) (watchMissingResult, error) {
 	paths := make([]string, 0, len(p.Missing))
 	for _, raw := range p.Missing {
 		path, err := paramPath(raw)
 		if err != nil {
-			return nil, err
+			return watchMissingResult{}, err
 		}
 		paths = append(paths, path)
 	}
@@ -84,9 +84,9 @@ func (c *call) fsWatchMissing(p *watchMissingParams) (result, error) {
 	}
 	watching, err := ws.add(p.WatchID, paths, hides)
 	if err != nil {
-		return nil, err
+		return watchMissingResult{}, err
 	}
-	return jsonOf(watchMissingResult{watching}), nil
+	return watchMissingResult{watching}, nil
 }
 
 // missingWatches is a connection's watches for missing paths.

@@ -145,7 +145,7 @@ type fsWorkerProcess struct {
 // call runs op in the worker for profile (started if need be) and returns its answer: the
 // result as the worker encoded it, the descriptor of an fs/open, or the error to send. A
 // host that cannot confine files refuses (fail closed).
-func (p *fsWorkerPool) call(ctx context.Context, sbx *sandboxer, profile *sandboxProfile, method string, op fsOp) (result, *os.File, error) {
+func (p *fsWorkerPool) call(ctx context.Context, sbx *sandboxer, profile *sandboxProfile, method string, op fsRequest) (result, *os.File, error) {
 	wp := workerProfile(profile, p.exe)
 	key, err := json.Marshal(wp)
 	if err != nil {

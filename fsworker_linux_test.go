@@ -277,7 +277,7 @@ func TestFSWorkerProtocol(t *testing.T) {
 		status <- serveFSWorker(inR, outW, fds[1], fsWrites{inPlace: true})
 		outW.Close()
 	}()
-	send := func(id uint64, method string, op fsOp) {
+	send := func(id uint64, method string, op fsRequest) {
 		var frame []byte
 		var err error
 		if op == nil {

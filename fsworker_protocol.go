@@ -42,7 +42,7 @@ type fsWorkerReply struct {
 
 // roundTrip sends one request and waits for its answer. A caller that goes away (its
 // connection ended) tells the worker to give the request up.
-func (w *fsWorker) roundTrip(ctx context.Context, method string, op fsOp) (fsWorkerReply, error) {
+func (w *fsWorker) roundTrip(ctx context.Context, method string, op fsRequest) (fsWorkerReply, error) {
 	ch := make(chan fsWorkerReply, 1)
 	w.mu.Lock()
 	if w.err != nil {
@@ -256,7 +256,7 @@ func (f *frameBuilder) frame() ([]byte, error) {
 }
 
 // appendWorkerRequest is the frame of request id: {"id":N,"method":M,"params":op}.
-func appendWorkerRequest(id uint64, method string, op fsOp) ([]byte, error) {
+func appendWorkerRequest(id uint64, method string, op fsRequest) ([]byte, error) {
 	f := newFrame()
 	f.WriteString(`{"id":`)
 	f.WriteString(strconv.FormatUint(id, 10))

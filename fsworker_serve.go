@@ -144,31 +144,31 @@ func parseWorkerRequest(frame []byte) (id uint64, method string, params []byte, 
 	return id, method, params, err
 }
 
-// newFSOp is the fsOp of a method, for its params to be decoded into.
-func newFSOp(method string) fsOp {
+// newFSOp is the fsOp of a method as the worker serves it, for its params to be decoded into.
+func newFSOp(method string) workerOp {
 	switch method {
 	case "fs/readFile":
-		return &readFileOp{}
+		return newServedOp[framedJSON, readFileOp]()
 	case "fs/writeFile":
-		return &writeFileOp{}
+		return newServedOp[emptyResult, writeFileOp]()
 	case "fs/createDirectory":
-		return &createDirectoryOp{}
+		return newServedOp[emptyResult, createDirectoryOp]()
 	case "fs/getMetadata":
-		return &metadataOp{}
+		return newServedOp[rawJSON, metadataOp]()
 	case "fs/canonicalize":
-		return &canonicalizeOp{}
+		return newServedOp[canonicalizeResult, canonicalizeOp]()
 	case "fs/readDirectory":
-		return &readDirectoryOp{}
+		return newServedOp[readDirectoryResult, readDirectoryOp]()
 	case "fs/remove":
-		return &removeOp{}
+		return newServedOp[emptyResult, removeOp]()
 	case "fs/copy":
-		return &copyOp{}
+		return newServedOp[emptyResult, copyOp]()
 	case "fs/walk":
-		return &walkOp{}
+		return newServedOp[walkResult, walkOp]()
 	case "fs/open":
-		return &openOp{}
+		return newServedOp[*os.File, openOp]()
 	case discoveryRootsMethod: // one root of it (discovery.go)
-		return &discoverRootOp{}
+		return newServedOp[rawJSON, discoverRootOp]()
 	}
 	return nil
 }
@@ -180,28 +180,23 @@ func (s *fsWorkerServer) serve(ctx context.Context, id uint64, method string, pa
 		s.answerError(id, errInternal("fs sandbox worker: unknown method `%s`", method))
 		return
 	}
-	if err := decodeParams(params, method, op); err != nil {
+	if err := decodeParams(params, method, op.params()); err != nil {
 		s.answerError(id, errInternal("fs sandbox worker: %s: %v", method, err))
 		return
 	}
-	res, err := op.run(ctx, s.how)
+	body, f, err := op.serve(ctx, s.how)
 	if err != nil {
 		s.answerError(id, toRPCError(fsError(err)))
 		return
 	}
-	if o, ok := res.(openedFile); ok {
-		err := s.sendDescriptor(id, o.f)
-		o.f.Close()
+	if f != nil {
+		err := s.sendDescriptor(id, f)
+		f.Close()
 		if err != nil {
 			s.answerError(id, errInternal("fs sandbox worker: send the descriptor: %v", err))
 			return
 		}
 		s.answer(id, `,"fd":true,"result":`, []byte(`{}`))
-		return
-	}
-	body, err := res.body()
-	if err != nil {
-		s.answerError(id, errInternal("fs sandbox worker: encode the result: %v", err))
 		return
 	}
 	s.answer(id, `,"result":`, body)

@@ -143,7 +143,7 @@ func TestLongPollsPastTheirBoundAnswerAtOnce(t *testing.T) {
 		s.mu.Lock()
 		c := s.conn
 		s.mu.Unlock()
-		return c != nil && len(c.polls) == maxLongPollsPerConn
+		return c != nil && len(c.sched.polls) == maxLongPollsPerConn
 	})
 	res := tc.mustCall("process/read", map[string]any{"processId": "quiet", "afterSeq": 0, "waitMs": 600000})
 	if string(res) == "" {

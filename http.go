@@ -17,7 +17,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -158,27 +157,28 @@ func (s *httpState) release(id string) {
 	s.mu.Unlock()
 }
 
-func (c *call) httpRequest(p *httpRequestParams) (result, error) {
+func (c *call) httpRequest(p *httpRequestParams) (httpResponseResult, error) {
 	req, err := newHTTPRequest(p)
 	if err != nil {
-		return nil, err
+		return httpResponseResult{}, err
 	}
 	if p.TimeoutMs != nil && *p.TimeoutMs == 0 {
-		return nil, errHTTPTimeout()
+		return httpResponseResult{}, errHTTPTimeout()
 	}
 	s := c.httpState()
 	if err := s.begin(); err != nil {
-		return nil, err
+		return httpResponseResult{}, err
 	}
 	if p.StreamResponse {
 		if err := s.reserve(p.RequestID); err != nil {
 			s.end()
-			return nil, err
+			return httpResponseResult{}, err
 		}
 	}
 	cl := *s.client
 	cl.CheckRedirect = checkRedirect(p.RedirectPolicy == nil || *p.RedirectPolicy == "follow")
-	return deferTo(async, func(ctx context.Context) (result, error) {
+	var w *work
+	w = later(c, async, func(ctx context.Context) (httpResponseResult, error) {
 		var cancel context.CancelFunc
 		if p.TimeoutMs != nil {
 			ctx, cancel = context.WithTimeout(ctx, time.Duration(min(*p.TimeoutMs, math.MaxInt64/uint64(time.Millisecond)))*time.Millisecond)
@@ -193,28 +193,30 @@ func (c *call) httpRequest(p *httpRequestParams) (result, error) {
 			} else {
 				s.end()
 			}
-			return nil, httpFailure(ctx, req.URL, err)
+			return httpResponseResult{}, httpFailure(ctx, req.URL, err)
 		}
 		res := httpResponseResult{Status: resp.StatusCode, Headers: responseHeaders(resp), BodyBase64: []byte{}}
 		if p.StreamResponse {
 			st := &bodyStream{c: c, s: s, id: p.RequestID, resp: resp, cancel: cancel, replied: make(chan struct{})}
 			s.wg.Add(1)
 			go st.run()
-			return &streamedResponse{httpResponseResult: res, st: st}, nil
+			w.afterReply = st.headersReplied // its body deltas go out after the reply
+			return res, nil
 		}
 		defer s.end()
 		defer cancel()
 		defer resp.Body.Close()
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPBufferedBody+1))
 		if err != nil {
-			return nil, errInternal("failed to read http/request response body: error decoding response body")
+			return httpResponseResult{}, errInternal("failed to read http/request response body: error decoding response body")
 		}
 		if len(body) > maxHTTPBufferedBody {
-			return nil, errInternal("http/request response body exceeds %d bytes: use streamResponse to read it", maxHTTPBufferedBody)
+			return httpResponseResult{}, errInternal("http/request response body exceeds %d bytes: use streamResponse to read it", maxHTTPBufferedBody)
 		}
 		res.BodyBase64 = body
-		return jsonOf(res), nil
-	}), nil
+		return res, nil
+	})
+	return httpResponseResult{}, nil
 }
 
 // newHTTPRequest checks the params and builds the request, without a context yet.
@@ -441,26 +443,6 @@ func isVisibleASCII(s string) bool {
 	return true
 }
 
-// streamedResponse is the result of a streamed request. Its body deltas must reach the client
-// after it, so the stream sends nothing until the dispatcher has queued the reply.
-type streamedResponse struct {
-	httpResponseResult
-	st   *bodyStream
-	once sync.Once
-}
-
-func (r *streamedResponse) afterReply() { r.once.Do(func() { close(r.st.replied) }) }
-
-func (r *streamedResponse) body() ([]byte, error) { return json.Marshal(&r.httpResponseResult) }
-
-func (r *streamedResponse) response(id json.RawMessage) ([]byte, error) {
-	b, err := r.body()
-	if err != nil {
-		return nil, err
-	}
-	return appendEnvelope(make([]byte, 0, 64), id, b), nil
-}
-
 // bodyStream sends one response body as bodyDelta notifications.
 type bodyStream struct {
 	c       *call
@@ -468,8 +450,12 @@ type bodyStream struct {
 	id      string
 	resp    *http.Response
 	cancel  context.CancelFunc
-	replied chan struct{} // closed once the reply carrying the headers is queued
+	replied chan struct{} // closed once the reply carrying the headers is queued (headersReplied)
 }
+
+// headersReplied lets the body deltas go: the reply carrying the headers is queued. The
+// scheduler calls it once, after that reply (work.afterReply).
+func (b *bodyStream) headersReplied() { close(b.replied) }
 
 func (b *bodyStream) run() {
 	defer b.s.wg.Done()

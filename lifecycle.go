@@ -57,12 +57,12 @@ type initializeResult struct {
 }
 
 // initialize answers initialize (docs/protocol.md §4.2).
-func (c *call) initialize(p *initializeParams) (result, error) {
+func (c *call) initialize(p *initializeParams) (initializeResult, error) {
 	s, err := c.attach(p.ResumeSessionID)
 	if err != nil {
-		return nil, err
+		return initializeResult{}, err
 	}
-	return jsonOf(initializeResult{SessionID: s.id, EnvironmentInfo: c.srv.envInfo}), nil
+	return initializeResult{SessionID: s.id, EnvironmentInfo: c.srv.envInfo}, nil
 }
 
 // attach is initialize's part of the lifecycle: a new session, or the detached session

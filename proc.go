@@ -67,20 +67,20 @@ const (
 func procMethods(t methodTable) {
 	t["process/start"] = handle("exec", "WireExecParams", decides, (*call).processStart)
 	t["process/read"] = handle("exec", "ReadParams", decides, (*call).processRead)
-	t["process/write"] = handle("exec", "WriteParams", decides, func(c *call, p *writeParams) (result, error) {
-		return c.afterStart(p.ProcessID, func() (result, error) { return c.processWrite(p) })
+	t["process/write"] = handle("exec", "WriteParams", decides, func(c *call, p *writeParams) (statusResult, error) {
+		return afterStart(c, p.ProcessID, func() (statusResult, error) { return c.processWrite(p) })
 	})
-	t["process/signal"] = handle("exec", "SignalParams", decides, func(c *call, p *signalParams) (result, error) {
-		return c.afterStart(p.ProcessID, func() (result, error) { return c.processSignal(p) })
+	t["process/signal"] = handle("exec", "SignalParams", decides, func(c *call, p *signalParams) (emptyResult, error) {
+		return afterStart(c, p.ProcessID, func() (emptyResult, error) { return c.processSignal(p) })
 	})
-	t["process/terminate"] = handle("exec", "TerminateParams", decides, func(c *call, p *idParams) (result, error) {
-		return c.afterStart(p.ProcessID, func() (result, error) { return c.processTerminate(p) })
+	t["process/terminate"] = handle("exec", "TerminateParams", decides, func(c *call, p *idParams) (terminateResult, error) {
+		return afterStart(c, p.ProcessID, func() (terminateResult, error) { return c.processTerminate(p) })
 	})
-	t["process/resize"] = handle("exec", "ResizeParams", decides, func(c *call, p *resizeParams) (result, error) {
-		return c.afterStart(p.ProcessID, func() (result, error) { return c.processResize(p) })
+	t["process/resize"] = handle("exec", "ResizeParams", decides, func(c *call, p *resizeParams) (emptyResult, error) {
+		return afterStart(c, p.ProcessID, func() (emptyResult, error) { return c.processResize(p) })
 	})
-	t["process/closeStdin"] = handle("exec", "CloseStdinParams", decides, func(c *call, p *idParams) (result, error) {
-		return c.afterStart(p.ProcessID, func() (result, error) { return c.processCloseStdin(p) })
+	t["process/closeStdin"] = handle("exec", "CloseStdinParams", decides, func(c *call, p *idParams) (statusResult, error) {
+		return afterStart(c, p.ProcessID, func() (statusResult, error) { return c.processCloseStdin(p) })
 	})
 }
 
@@ -98,9 +98,11 @@ func processLane(id string) string { return "process\x00" + id }
 // request runs at once, as it would about a process not started (a write answers starting,
 // and a terminate still ends the command, once it runs: process.kill), so that a client
 // cannot hold the connection's reader up with writes to a starting process.
-func (c *call) afterStart(id string, run func() (result, error)) (result, error) {
+func afterStart[R any](c *call, id string, run func() (R, error)) (R, error) {
 	if key := processLane(id); c.laneDepth(key) > 0 && c.laneDepth(key) <= maxQueuedBehindStart {
-		return deferToLane(key, func(context.Context) (result, error) { return run() }), nil
+		laterInLane(c, key, func(context.Context) (R, error) { return run() })
+		var none R
+		return none, nil
 	}
 	return run()
 }
@@ -287,32 +289,32 @@ type startResult struct {
 // decoding (the cwd URI's syntax, envPolicy, sandbox), then an empty argv, then the shell
 // snapshot, then a cwd this host cannot use. It answers on the reader, unless a shell
 // snapshot must be captured first: then the launch waits for it off the reader.
-func (c *call) processStart(p *startParams) (result, error) {
+func (c *call) processStart(p *startParams) (startResult, error) {
 	cwd, cwdErr := parsePath(p.Cwd)
 	if pe, ok := cwdErr.(*pathError); cwdErr != nil && (!ok || !pe.atUse) {
-		return nil, errInvalidParams("%s", cwdErr)
+		return startResult{}, errInvalidParams("%s", cwdErr)
 	}
 	sandbox, err := c.parseProcessSandbox(p.Sandbox, c.srv.cfg.runManagedUnsandboxed)
 	if err != nil {
-		return nil, err
+		return startResult{}, err
 	}
 	policy, err := parseEnvPolicy(p.EnvPolicy)
 	if err != nil {
-		return nil, err
+		return startResult{}, err
 	}
 	if len(p.Argv) == 0 {
-		return nil, errInvalidParams("argv must not be empty")
+		return startResult{}, errInvalidParams("argv must not be empty")
 	}
 	if err := p.ShellSnapshot.check(p.Argv); err != nil {
-		return nil, err
+		return startResult{}, err
 	}
 	if cwdErr != nil {
-		return nil, errInvalidParams("cwd URI `%s` is not valid on this exec-server host: %s", p.Cwd, cwdErr)
+		return startResult{}, errInvalidParams("cwd URI `%s` is not valid on this exec-server host: %s", p.Cwd, cwdErr)
 	}
 	table := c.procs()
 	proc := newProcess(table, p.ProcessID, p.TTY, c.srv.cfg.retention)
 	if err := table.reserve(proc); err != nil {
-		return nil, err
+		return startResult{}, err
 	}
 	rows, cols := p.ptySize()
 	err = checkNoNUL(p)
@@ -323,10 +325,11 @@ func (c *call) processStart(p *startParams) (result, error) {
 	if err == nil && p.ShellSnapshot.applies(p.Argv) {
 		host := shellSnapshotEnv{sandbox: c.srv.sandbox, watchdog: table.wd}
 		if wait := table.snapshots.prepare(spec, p, sandbox, policy, host); wait != nil {
-			return deferToLane(processLane(p.ProcessID), func(context.Context) (result, error) {
+			laterInLane(c, processLane(p.ProcessID), func(context.Context) (startResult, error) {
 				wait()
 				return c.launch(table, proc, spec, sandbox, nil)
-			}).mustFinish(), nil
+			}).mustFinish()
+			return startResult{}, nil
 		}
 	}
 	return c.launch(table, proc, spec, sandbox, err)
@@ -334,7 +337,7 @@ func (c *call) processStart(p *startParams) (result, error) {
 
 // launch confines and spawns a reserved process, or releases it when err (or either step)
 // failed.
-func (c *call) launch(table *procTable, proc *process, spec *launchSpec, sandbox *processSandbox, err error) (result, error) {
+func (c *call) launch(table *procTable, proc *process, spec *launchSpec, sandbox *processSandbox, err error) (startResult, error) {
 	sandboxType := ""
 	if err == nil {
 		sandboxType, err = applySandbox(c.srv.sandbox, spec, sandbox)
@@ -346,16 +349,16 @@ func (c *call) launch(table *procTable, proc *process, spec *launchSpec, sandbox
 	if err != nil {
 		table.remove(proc)
 		table.finished()
-		return nil, err
+		return startResult{}, err
 	}
 	if table.isGone() { // killAll ran while this process was spawning
 		proc.killForShutdown()
-		return nil, errInvalidRequest("session is shutting down")
+		return startResult{}, errInvalidRequest("session is shutting down")
 	}
 	if proc.killedBeforeStart() {
 		proc.kill() // process/terminate came while it was starting: it ends now (137)
 	}
-	return jsonOf(startResult{ProcessID: proc.id, SandboxType: sandboxType}), nil
+	return startResult{ProcessID: proc.id, SandboxType: sandboxType}, nil
 }
 
 // readParams are the params of process/read (docs/protocol.md §6.5).
@@ -368,7 +371,7 @@ type readParams struct {
 
 // processRead answers at once when it can; a long poll waits on its own goroutine, so it never
 // delays the connection's other requests.
-func (c *call) processRead(p *readParams) (result, error) {
+func (c *call) processRead(p *readParams) (rawJSON, error) {
 	proc := c.procs().get(p.ProcessID)
 	if proc == nil {
 		return nil, errInvalidRequest("unknown process id %s", p.ProcessID)
@@ -382,7 +385,7 @@ func (c *call) processRead(p *readParams) (result, error) {
 		return rawJSON(res), nil
 	}
 	deadline := time.Now().Add(time.Duration(min(*p.WaitMs, uint64(365*24*time.Hour/time.Millisecond))) * time.Millisecond)
-	return deferTo(poll, func(ctx context.Context) (result, error) {
+	later(c, poll, func(ctx context.Context) (rawJSON, error) {
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
 		for {
@@ -398,7 +401,8 @@ func (c *call) processRead(p *readParams) (result, error) {
 				return rawJSON(res), nil
 			}
 		}
-	}).orNow(rawJSON(res)), nil
+	}).orNow(rawJSON(res))
+	return nil, nil
 }
 
 // writeParams are the params of process/write (docs/protocol.md §6.6).
@@ -413,19 +417,19 @@ type statusResult struct {
 }
 
 // processWrite queues bytes for the child's stdin; it never waits for the child to read them.
-func (c *call) processWrite(p *writeParams) (result, error) {
+func (c *call) processWrite(p *writeParams) (statusResult, error) {
 	if p.WriteID == "" {
-		return nil, errInvalidParams("writeId must not be empty")
+		return statusResult{}, errInvalidParams("writeId must not be empty")
 	}
 	proc := c.procs().get(p.ProcessID)
 	if proc == nil {
-		return jsonOf(statusResult{"unknownProcess"}), nil
+		return statusResult{"unknownProcess"}, nil
 	}
 	status, err := proc.write(p.WriteID, p.Chunk)
 	if err != nil {
-		return nil, err
+		return statusResult{}, err
 	}
-	return jsonOf(statusResult{status}), nil
+	return statusResult{status}, nil
 }
 
 // signalParams are the params of process/signal (docs/protocol.md §6.8).
@@ -486,10 +490,10 @@ func enumKind(raw []byte) string {
 	return "number"
 }
 
-func (c *call) processSignal(p *signalParams) (result, error) {
+func (c *call) processSignal(p *signalParams) (emptyResult, error) {
 	if proc := c.procs().get(p.ProcessID); proc != nil {
 		if err := proc.interrupt(); err != nil {
-			return nil, errInternal("failed to signal process: %v", err)
+			return emptyResult{}, errInternal("failed to signal process: %v", err)
 		}
 	}
 	return emptyResult{}, nil
@@ -507,12 +511,12 @@ type terminateResult struct {
 // processTerminate kills the process group at once (docs/protocol.md §6.9): no SIGTERM, no
 // grace period. The rest of the child's session is killed in the background, right after
 // (sessionSweeper).
-func (c *call) processTerminate(p *idParams) (result, error) {
+func (c *call) processTerminate(p *idParams) (terminateResult, error) {
 	proc := c.procs().get(p.ProcessID)
 	if proc == nil {
-		return jsonOf(terminateResult{false}), nil
+		return terminateResult{false}, nil
 	}
-	return jsonOf(terminateResult{proc.kill()}), nil
+	return terminateResult{proc.kill()}, nil
 }
 
 // resizeParams are the params of the process/resize extension.
@@ -522,32 +526,32 @@ type resizeParams struct {
 	Cols      uint16 `json:"cols"`
 }
 
-func (c *call) processResize(p *resizeParams) (result, error) {
+func (c *call) processResize(p *resizeParams) (emptyResult, error) {
 	if p.Rows == 0 || p.Cols == 0 {
-		return nil, errInvalidParams("rows and cols must be at least 1")
+		return emptyResult{}, errInvalidParams("rows and cols must be at least 1")
 	}
 	proc := c.procs().get(p.ProcessID)
 	if proc == nil {
-		return nil, errInvalidRequest("unknown process id %s", p.ProcessID)
+		return emptyResult{}, errInvalidRequest("unknown process id %s", p.ProcessID)
 	}
 	if !proc.tty {
-		return nil, errInvalidParams("process %s has no PTY to resize", p.ProcessID)
+		return emptyResult{}, errInvalidParams("process %s has no PTY to resize", p.ProcessID)
 	}
 	if err := proc.resize(p.Rows, p.Cols); err != nil {
-		return nil, errInternal("process/resize %s: %v", p.ProcessID, err)
+		return emptyResult{}, errInternal("process/resize %s: %v", p.ProcessID, err)
 	}
 	return emptyResult{}, nil
 }
 
 // processCloseStdin closes a pipeStdin child's stdin once the queued writes are written, so
 // the child reads EOF (docs/protocol.md §6.7).
-func (c *call) processCloseStdin(p *idParams) (result, error) {
+func (c *call) processCloseStdin(p *idParams) (statusResult, error) {
 	proc := c.procs().get(p.ProcessID)
 	if proc == nil {
-		return jsonOf(statusResult{"unknownProcess"}), nil
+		return statusResult{"unknownProcess"}, nil
 	}
 	if proc.tty {
-		return nil, errInvalidParams("process %s has a PTY: write the terminal's EOF character (\"\\u0004\") instead", p.ProcessID)
+		return statusResult{}, errInvalidParams("process %s has a PTY: write the terminal's EOF character (\"\\u0004\") instead", p.ProcessID)
 	}
-	return jsonOf(statusResult{proc.closeStdin()}), nil
+	return statusResult{proc.closeStdin()}, nil
 }

@@ -187,7 +187,7 @@ func TestRemoteStalledStreamDoesNotStallTheSocket(t *testing.T) {
 			b := newBlocker()
 			e := startRemote(t, nil, nil, testMethodOption("test/block", func(*conn, json.RawMessage) (result, error) {
 				b.block() // synchronous: the stream's dispatcher itself is stuck
-				return jsonOf("released"), nil
+				return answer("released"), nil
 			}), func(_ *remoteEnv, cfg *remoteConfig) { cfg.streamInboxBytes = tt.limit })
 			t.Cleanup(func() { close(b.release) })
 			h := e.harness()
@@ -213,11 +213,12 @@ func TestRemoteStalledStreamDoesNotStallTheSocket(t *testing.T) {
 // reconnects at once, even while a handler of an old stream ignores its cancellation.
 func TestRemoteReconnectIsNotHeldByAStuckHandler(t *testing.T) {
 	b := newBlocker()
-	e := startRemote(t, nil, nil, testMethodOption("test/stuck", func(*conn, json.RawMessage) (result, error) {
-		return deferTo(async, func(context.Context) (result, error) {
+	e := startRemote(t, nil, nil, testMethodOption("test/stuck", func(c *conn, _ json.RawMessage) (result, error) {
+		c.call.laterEncoded(async, func(context.Context) (result, error) {
 			b.block()
 			return nil, nil
-		}), nil
+		})
+		return nil, nil
 	}))
 	t.Cleanup(func() { close(b.release) })
 	h := e.harness()
@@ -264,7 +265,7 @@ func TestRemoteHarnessResetDuringALongReply(t *testing.T) {
 func TestRemoteOversizedReplyBecomesAnError(t *testing.T) {
 	big := strings.Repeat("z", noiseMaxRPCMessage)
 	e := startRemote(t, nil, nil, testMethodOption("test/huge", func(*conn, json.RawMessage) (result, error) {
-		return jsonOf(big), nil
+		return answer(big), nil
 	}))
 	s := e.harness().mustOpen("s-1")
 	s.initialize()

@@ -1,16 +1,17 @@
 package main
 
-// Handler results (docs/protocol.md §3.2): what a handler answers, as one small interface
-// with an adapter per encoding, so that the dispatcher never inspects an `any`.
+// Handler results (docs/protocol.md §3.2): how a handler's typed answer is encoded, as one
+// small interface with an adapter per encoding (a value, {}, pre-encoded JSON, pre-encoded
+// JSON framed in place), so that the scheduler never inspects an `any`.
 
 import (
 	"encoding/json"
-	"fmt"
-	"os"
 )
 
-// result is a handler's answer. A plain value is wrapped by jsonOf; a pre-encoded one is a
-// rawJSON or a framedJSON, sent without a second pass over a large payload.
+// result is an answer as the scheduler sends it: a handler's typed answer encoded (answer),
+// or one of the two pre-encoded forms, rawJSON and framedJSON, sent without a second pass
+// over a large payload. Handlers return their own result type, never a result: the method
+// table (handle) encodes it.
 type result interface {
 	// response returns the whole response, {"id":ID,"result":…}. It may write the envelope
 	// in place around the result (framedJSON), which an append-to-the-caller's-buffer shape
@@ -20,16 +21,37 @@ type result interface {
 	body() ([]byte, error)
 }
 
-// afterReplier is a result whose follow-up must reach the client after the reply itself,
-// such as the body deltas of a streamed http/request: afterReply runs once the reply is queued.
-type afterReplier interface{ afterReply() }
+// answer encodes a handler's typed answer r: rawJSON and framedJSON as they are, emptyResult
+// as {}, any other type with encoding/json. The type switch is on a pointer to r, which
+// costs no allocation; a value encoded with encoding/json costs the one allocation that
+// boxing it into an interface always did.
+//
+// It is not inlined: one copy per result type serves every method that answers it, which
+// keeps each instantiation of handle small.
+//
+//go:noinline
+func answer[R any](r R) result {
+	switch v := any(&r).(type) {
+	case *rawJSON:
+		return *v
+	case *framedJSON:
+		return *v
+	case *emptyResult:
+		return emptyResult{}
+	}
+	return &jsonResult[R]{r}
+}
 
-// jsonResult is a plain value, encoded with encoding/json. It is used by pointer, so that
-// answering costs the one allocation that boxing the value into an interface always did.
+// encoded is answer after a handler's error check.
+func encoded[R any](r R, err error) (result, error) {
+	if err != nil {
+		return nil, err
+	}
+	return answer(r), nil
+}
+
+// jsonResult is a plain value, encoded with encoding/json.
 type jsonResult[T any] struct{ v T }
-
-// jsonOf answers v, encoded with encoding/json.
-func jsonOf[T any](v T) result { return &jsonResult[T]{v} }
 
 func (r *jsonResult[T]) body() ([]byte, error) { return json.Marshal(&r.v) }
 
@@ -41,25 +63,9 @@ func (r *jsonResult[T]) response(id json.RawMessage) ([]byte, error) {
 	return appendEnvelope(make([]byte, 0, 64), id, b), nil
 }
 
-// jsonRef is a value held by pointer, encoded with encoding/json. A struct of one pointer
-// is stored in an interface as is: answering it allocates nothing more.
-type jsonRef[T any] struct{ p *T }
-
-// jsonPtr answers *p, encoded with encoding/json.
-func jsonPtr[T any](p *T) result { return jsonRef[T]{p} }
-
-func (r jsonRef[T]) body() ([]byte, error) { return json.Marshal(r.p) }
-
-func (r jsonRef[T]) response(id json.RawMessage) ([]byte, error) {
-	b, err := json.Marshal(r.p)
-	if err != nil {
-		return nil, err
-	}
-	return appendEnvelope(make([]byte, 0, 64), id, b), nil
-}
-
-// emptyResult is the answer {} of the methods that have nothing to say. It has no size, so
-// answering it allocates nothing for the interface.
+// emptyResult is the answer {} of the methods that have nothing to say, as a handler's result
+// type and as its encoding. It has no size, so answering it allocates nothing for the
+// interface.
 type emptyResult struct{}
 
 func (emptyResult) body() ([]byte, error) { return []byte(`{}`), nil }
@@ -110,11 +116,3 @@ func (f framedJSON) frame(id json.RawMessage) ([]byte, bool) {
 	copy(b[k:], `,"result":`)
 	return append(b, '}'), true
 }
-
-// openedFile is fs/open's core answer: the open file, which the handle table keeps (or the
-// fs sandbox worker passes back as a descriptor). It is never sent as a result itself.
-type openedFile struct{ f *os.File }
-
-func (openedFile) body() ([]byte, error) { return nil, fmt.Errorf("an open file is not a result") }
-
-func (o openedFile) response(json.RawMessage) ([]byte, error) { return o.body() }
