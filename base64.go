@@ -72,7 +72,7 @@ type lazyBase64 struct {
 func (l *lazyBase64) UnmarshalJSON(raw []byte) error { return l.decodeRawJSON(raw) }
 
 // MarshalJSON gives the string back as it came: fs/writeFile's data crosses to the sandbox
-// worker (fsworker.go) undecoded, and is decoded there.
+// worker (fs_worker.go) undecoded, and is decoded there.
 func (l lazyBase64) MarshalJSON() ([]byte, error) { return l.raw, nil }
 
 func (l *lazyBase64) decodeRawJSON(raw []byte) error {

@@ -1,7 +1,8 @@
 package main
 
-// One client connection on any transport (websocket, stdio, relay stream): its reader and
-// writer loops, its lifecycle state and its cleanups (docs/protocol.md §5.2).
+// One client connection on any transport (websocket, stdio, relay stream): the transport
+// contract, the one writer loop, the lifecycle state and the cleanups (docs/protocol.md §5.2).
+// Reading and the running of handlers are the scheduler's (rpc_schedule.go).
 
 import (
 	"context"
@@ -15,26 +16,31 @@ import (
 // conn is one client connection on any transport. It owns the connection-scoped state of
 // docs/protocol.md §5.2 (lifecycle, file handles, watches, HTTP streams, parsed sandboxes),
 // each a typed field made on first use and closed with the connection, and is attached to at
-// most one session. Handlers never see it: they get its call context (call.go).
+// most one session. Handlers never see it: they get its call context (rpc_call.go).
 type conn struct {
+	// Set before the connection's goroutines start, read-only after.
 	srv         *server
 	t           msgTransport
-	parsePrefix string   // the reference's words before a parse error's text
-	peer        string   // who is at the other end, for logs
-	scan        textScan // the reader's buffers for checking a message's text (jsontext.go)
+	parsePrefix string // the reference's words before a parse error's text
+	peer        string // who is at the other end, for logs
 	log         *slog.Logger
 	ctx         context.Context // cancelled when the connection ends
 	cancel      context.CancelFunc
-	out         *outQueue
-	sched       scheduler    // reading, run modes, lanes, long polls (rpc_schedule.go)
-	sandboxes   sandboxCache // parsed sandbox objects (fs.go)
-	scope       connScope    // the typed connection-scoped state (call.go)
-	call        *call        // what handlers see of the connection (call.go)
+	call        *call // what handlers see of the connection (rpc_call.go)
 
-	// requests are the connection's requests to the client awaiting its answer
-	// (rpc_outgoing.go); the reader routes the answers, any goroutine may ask.
-	requests outgoingRequests
+	// Owned by the current reader (rpc_schedule.go hands reading from one goroutine to the
+	// next; never two at once).
+	scan textScan // buffers for checking a message's text (rpc_text.go)
 
+	// Shared, each with its own lock or channels, as each type's comment says.
+	out       *outQueue        // the one writer's bounded queue; writeLoop alone pops (conn_queue.go)
+	sched     scheduler        // reading, run modes, lanes, long polls (rpc_schedule.go)
+	requests  outgoingRequests // requests to the client awaiting its answer; the reader routes them (rpc_outgoing.go)
+	sandboxes sandboxCache     // parsed sandbox objects (sandbox_param.go)
+	scope     connScope        // the typed connection-scoped state (rpc_call.go)
+
+	// Guarded by mu: the lifecycle, written by the reader (initialize, initialized) and read
+	// by handlers; the session, attached by initialize and detached by finish; the end.
 	mu          sync.Mutex
 	state       connState
 	session     *session

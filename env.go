@@ -170,7 +170,7 @@ type environmentConfigResult struct {
 }
 
 // environmentConfigRead answers the executor-side configuration the harness selects: the
-// user layer of $CODEX_HOME/config.toml holding the selected keys (envconfig.go), no
+// user layer of $CODEX_HOME/config.toml holding the selected keys (env_config.go), no
 // requirements layers, and the directories.
 func (c *call) environmentConfigRead(p *environmentConfigParams) (environmentConfigResult, error) {
 	// The reference parses cwd as it decodes the params (a malformed URI comes first), checks

@@ -126,7 +126,7 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-// TestCapabilityDiscoveryAnswersEmpty: discovery with nothing to find (discovery_test.go has
+// TestCapabilityDiscoveryAnswersEmpty: discovery with nothing to find (env_discovery_test.go has
 // the rest).
 func TestCapabilityDiscoveryAnswersEmpty(t *testing.T) {
 	t.Setenv("CODEX_HOME", t.TempDir())

@@ -12,15 +12,15 @@ package main
 //	fs/readDirectory    path [sandbox]                                    {entries:[{fileName,isDirectory,isFile}]}
 //	fs/remove           path [recursive=true force=true sandbox]          {}
 //	fs/copy             sourcePath destinationPath recursive [sandbox]    {}
-//	fs/open, fs/readBlock, fs/writeBlock, fs/close   see fshandle.go
-//	fs/walk             see fswalk.go
-//	fs/watchMissing     see fswatch.go
+//	fs/open, fs/readBlock, fs/writeBlock, fs/close   see fs_handle.go
+//	fs/walk             see fs_walk.go
+//	fs/watchMissing     see fs_watch.go
 //
 // Errors from the OS: docs/protocol.md §7.2 (fsError).
 //
 // Every method is split in two: the handler checks the params and normalises the paths into
 // an fsOp, and the fsOp's run does the I/O. That core is the same code whether it runs here
-// or in the sandbox worker (fsworker.go, docs/sandbox.md §3):
+// or in the sandbox worker (fs_worker.go, docs/sandbox.md §3):
 //
 //	the request's sandbox                                     where the fsOp runs
 //	none, disabled, external, managed with an unrestricted    here, as the server's user
@@ -46,7 +46,6 @@ package main
 // (messageLimiter). What differs from 0.169 on purpose: docs/protocol.md §12.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,7 +57,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 )
 
@@ -85,7 +83,7 @@ func fsMethods(t methodTable) {
 }
 
 // fsOp is one filesystem operation, its params checked and its paths normalised: the core
-// that runs here for direct access and in the sandbox worker under a sandbox (fsworker.go).
+// that runs here for direct access and in the sandbox worker under a sandbox (fs_worker.go).
 // R is its answer: its method's result, or fs/open's open file. Its exported fields are what
 // crosses to the worker (fsRequest).
 type fsOp[R any] interface {
@@ -96,7 +94,7 @@ type fsOp[R any] interface {
 // with encoding/json (appendWorkerRequest).
 type fsRequest = any
 
-// workerOp is an fsOp as the sandbox worker serves it (fsworker_serve.go): the request's
+// workerOp is an fsOp as the sandbox worker serves it (fs_worker_serve.go): the request's
 // params decode into params(), and serve answers the result's JSON, or fs/open's file, or
 // the operation's error (an encoding failure is an internal *rpcError).
 type workerOp interface {
@@ -131,7 +129,7 @@ func (s *servedOp[R, O]) serve(ctx context.Context, how fsWrites) ([]byte, *os.F
 // change is a plain system call. The sandbox worker always writes in place, as the
 // reference's helper does: the file itself is what the sandbox must let it write, and
 // nothing is left behind in the directory if the worker dies mid-write. It also has a
-// guard: every change it makes goes through protectGuard (fsworker_guard_linux.go), which
+// guard: every change it makes goes through protectGuard (fs_worker_guard_linux.go), which
 // refuses to create, write, remove or replace a protected name of a writable root or
 // anything in one (docs/sandbox.md §3), so that its view needs no mount points for the
 // names that do not exist.
@@ -560,23 +558,6 @@ func (c *call) fsRemove(p *removeParams) (emptyResult, error) {
 	return fsDo[emptyResult](c, "fs/remove", p.Sandbox, true, op)
 }
 
-type sandboxParam struct {
-	raw []byte          // the object as it came (a copy), until the connection parses it
-	req *sandboxRequest // nil: absent or null
-}
-
-func (s *sandboxParam) UnmarshalJSON(raw []byte) error { return s.decodeRawJSON(raw) }
-
-// decodeRawJSON keeps the object for the connection to parse (conn.parseSandbox): a client
-// sends the same object with every call, and the connection parses each one once.
-func (s *sandboxParam) decodeRawJSON(raw []byte) error {
-	s.raw = bytes.Clone(raw)
-	return nil
-}
-
-// sandboxCarrier is a params struct with a sandbox: handle parses it right after decoding.
-type sandboxCarrier interface{ sandboxParam() *sandboxParam }
-
 func (p *pathParams) sandboxParam() *sandboxParam            { return &p.Sandbox }
 func (p *writeFileParams) sandboxParam() *sandboxParam       { return &p.Sandbox }
 func (p *createDirectoryParams) sandboxParam() *sandboxParam { return &p.Sandbox }
@@ -585,59 +566,6 @@ func (p *copyParams) sandboxParam() *sandboxParam            { return &p.Sandbox
 func (p *openParams) sandboxParam() *sandboxParam            { return &p.Sandbox }
 func (p *walkParams) sandboxParam() *sandboxParam            { return &p.Sandbox }
 func (p *watchMissingParams) sandboxParam() *sandboxParam    { return &p.Sandbox }
-
-// maxSandboxCache bounds the sandbox objects a connection remembers parsed.
-const maxSandboxCache = 8
-
-// parseSandbox parses an fs method's sandbox object, as the reference's decoder would (a
-// malformed one is a -32602), once per distinct object per connection: parsing costs tens of
-// microseconds, several times a whole fs/getMetadata.
-func (c *conn) parseSandbox(s *sandboxParam) error {
-	if s.raw == nil {
-		return nil
-	}
-	req, err := c.cachedSandbox(s.raw)
-	if err != nil {
-		return err
-	}
-	if req != nil && req.dynamic && req.cwd == "" {
-		return errInvalidParams("file system sandbox context with dynamic permissions requires cwd")
-	}
-	s.req = req
-	return nil
-}
-
-// cachedSandbox is parseSandbox(raw), remembered for the connection's next calls. A parsed
-// request is never changed after, so calls share it.
-func (c *conn) cachedSandbox(raw []byte) (*sandboxRequest, error) { return c.sandboxes.parse(raw) }
-
-// sandboxCache is a connection's parsed sandbox objects, by their bytes: at most
-// maxSandboxCache, forgotten all at once past that.
-type sandboxCache struct {
-	mu     sync.Mutex
-	parsed map[string]*sandboxRequest
-}
-
-// parse is parseSandbox(raw), remembered.
-func (sc *sandboxCache) parse(raw []byte) (*sandboxRequest, error) {
-	sc.mu.Lock()
-	req, ok := sc.parsed[string(raw)]
-	sc.mu.Unlock()
-	if ok {
-		return req, nil
-	}
-	req, err := parseSandbox(raw)
-	if err != nil {
-		return nil, err
-	}
-	sc.mu.Lock()
-	if len(sc.parsed) >= maxSandboxCache || sc.parsed == nil {
-		sc.parsed = make(map[string]*sandboxRequest, maxSandboxCache)
-	}
-	sc.parsed[string(raw)] = req
-	sc.mu.Unlock()
-	return req, nil
-}
 
 // fsConfinement is the profile an operation must run under, or nil for direct access (the
 // table in the file comment). A read under a profile that visibly grants the whole disk

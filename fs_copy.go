@@ -152,9 +152,3 @@ func copySymlink(src, dst string, how fsWrites) error {
 	}
 	return how.symlink(target, dst)
 }
-
-// sandboxParam is the optional sandbox of the fs methods (docs/sandbox.md §1), decoded by
-// the parser process/start uses (parseSandbox): a malformed object is the same -32602 on
-// every method. The fs methods add one rule of the reference's: a profile
-// with entries anchored on cwd (current_working_directory, project_roots, a glob) needs the
-// object's cwd, since the operation has no cwd of its own to fall back on.

@@ -2,7 +2,7 @@
 
 package main
 
-// The fs methods under a sandbox (fs.go, fsworker.go; docs/sandbox.md §3): a real server, real
+// The fs methods under a sandbox (fs.go, fs_worker.go; docs/sandbox.md §3): a real server, real
 // files, the real kernel. Every escape checks that its target is unchanged. The sandboxes are
 // the reference's test sandboxes (tests/file_system_unix.rs), which read nothing but their
 // directory, and the object Codex sends in workspace-write mode.

@@ -215,7 +215,7 @@ func linkCount(fi os.FileInfo) uint64 {
 }
 
 // The changes an operation makes, through how's guard when it has one (the sandbox worker's,
-// fsworker_guard_linux.go), else as plain system calls.
+// fs_worker_guard_linux.go), else as plain system calls.
 
 // openFile is os.OpenFile; a guarded open that may write or create refuses a protected name.
 func (how fsWrites) openFile(path string, flag int, perm os.FileMode) (*os.File, error) {

@@ -3,7 +3,7 @@ package main
 // Fuzz targets for the JSON-RPC envelope (parseIncoming, parseMessage's text checks), the
 // params of every method (decodeParams and the lifecycle gate, never a handler) and the stdio
 // line reader. The other parsers have their targets next to their tests: FuzzWSAuthJWT
-// (auth_fuzz_test.go), FuzzNoiseReadResponse and FuzzNoiseDeframer (noise_fuzz_test.go),
+// (ws_auth_fuzz_test.go), FuzzNoiseReadResponse and FuzzNoiseDeframer (noise_fuzz_test.go),
 // FuzzWSReadFrame and FuzzDispatch (ws_fuzz_test.go), FuzzRelayFrameDecode (the protobuf
 // decoder), FuzzNoiseReadInitiation and FuzzNoiseRecords, FuzzParsePath, FuzzParseSandbox,
 // FuzzWSAuthCheck (both modes), FuzzDecodeJSONBase64InPlace.
@@ -441,7 +441,7 @@ func FuzzMethodParams(f *testing.F) {
 			derr = decodeParams(raw, pt.Name(), p.Interface())
 			if sc, ok := p.Interface().(sandboxCarrier); ok && derr == nil {
 				cp := *sc.sandboxParam() // parsed as handle does after decoding; the value itself stays as decoded
-				derr = (&conn{}).parseSandbox(&cp)
+				derr = (&sandboxCache{}).check(&cp)
 			}
 		}
 		reached := false

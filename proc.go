@@ -124,7 +124,7 @@ type procTable struct {
 
 	sweeper sessionSweeper // what process/terminate leaves of its children's sessions
 
-	snapshots shellSnapshotCache // process/start's shell snapshots (shellsnapshot.go)
+	snapshots shellSnapshotCache // process/start's shell snapshots (proc_snapshot.go)
 }
 
 // newProcTableFor makes a table whose processes send their notifications through notify.
@@ -261,7 +261,7 @@ type startParams struct {
 	Sandbox   json.RawMessage   `json:"sandbox,omitempty"`
 	Rows      *uint16           `json:"rows"` // extension: initial PTY size
 	Cols      *uint16           `json:"cols"`
-	// ShellSnapshot runs a login shell's script from a snapshot (shellsnapshot.go).
+	// ShellSnapshot runs a login shell's script from a snapshot (proc_snapshot.go).
 	ShellSnapshot *shellSnapshotParams `json:"shellSnapshot,omitempty"`
 	// Accepted and ignored (managed networking and credential masking are Codex-side
 	// features this server does not offer): enforceManagedNetwork, managedNetwork,

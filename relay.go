@@ -4,7 +4,7 @@ package main
 // and writes on its one rendezvous socket (docs/remote.md §3, §4; overview in §1).
 //
 // Files: remote_config.go (command line), remote_credentials.go (registry credentials),
-// registry.go (registry client), relay.go (this file: the wire format), relay_executor.go
+// remote_registry.go (registry client), relay.go (this file: the wire format), relay_executor.go
 // (register, dial, reconnect), relay_demux.go (one physical socket's streams), noise*.go (the
 // channel).
 //

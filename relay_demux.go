@@ -12,7 +12,7 @@ package main
 //	stream table    stream_id -> stream; ≤ relayMaxActiveStreams, handshaking ones included
 //	handshake       a goroutine per stream: Noise msg1, registry /validate (≤ 32 pending), msg2,
 //	                then srv.serveConn over the stream, exactly as for a local websocket (or,
-//	                with `exec-server forward`, a bridge to the target's websocket: forward.go)
+//	                with `exec-server forward`, a bridge to the target's websocket: remote_forward.go)
 //	stream queue    decoded messages wait in the stream's own queue (relayInbox), bounded in
 //	                bytes; a stream past the bound is reset, the others carry on
 //	failures        relayMaxFailedHandshakes failed handshakes (a msg1 that is not sound Noise, or a
@@ -493,7 +493,7 @@ func (st *relayStream) next() (message, error) {
 	return message{}, io.EOF
 }
 
-// ended is closed when the stream is torn down (forward.go watches it).
+// ended is closed when the stream is torn down (remote_forward.go watches it).
 func (st *relayStream) ended() <-chan struct{} { return st.done }
 
 // peer implements msgTransport: the stream's internal id, unique while the executor runs.

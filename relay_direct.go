@@ -18,10 +18,10 @@ package main
 //
 // The loop:
 //
-//	register            transient failures retried for ever, permanent ones fatal (as registry.go)
+//	register            transient failures retried for ever, permanent ones fatal (as remote_registry.go)
 //	upgrade refused     409: register again; 408, 425, 429, 5xx: the same URL again; other 4xx: fatal
 //	no answer, dropped  the same URL again, signed afresh
-//	between attempts    the backoff of the relay (registry.go), reset by a socket that stayed up
+//	between attempts    the backoff of the relay (remote_registry.go), reset by a socket that stayed up
 //
 // The URL may carry a credential in its query, so it is never logged whole (scrubURL).
 

@@ -2,7 +2,7 @@ package main
 
 // End-to-end tests of the direct transport (docs/remote.md §10) on loopback: a direct registry
 // and a TLS websocket endpoint that both check the SigV4 signature with the independent
-// verifier of sigv4_test.go, then JSON-RPC over the socket, and the retry rules.
+// verifier of remote_sigv4_test.go, then JSON-RPC over the socket, and the retry rules.
 
 import (
 	"bytes"

@@ -10,7 +10,7 @@ package main
 //
 // The rules of the loop:
 //
-//	register            retried for ever on transient failures, fatal on permanent ones (registry.go)
+//	register            retried for ever on transient failures, fatal on permanent ones (remote_registry.go)
 //	dial the URL        X-Request-Id: req_<32 hex>, no Authorization: the URL carries its credential;
 //	                    TCP, TLS and the upgrade bounded by one dial timeout
 //	upgrade refused     a 4xx but 408, 425 and 429, or a named rejection reason: register again at
@@ -104,7 +104,7 @@ type relayExecutor struct {
 	id         *noiseIdentity
 	registry   *registryClient
 	// serveStream serves one stream once its handshake is done: srv.serveStream, or the
-	// bridge of `exec-server forward` (forward.go).
+	// bridge of `exec-server forward` (remote_forward.go).
 	serveStream func(t msgTransport, parsePrefix string)
 	log         *slog.Logger
 	tls         *tls.Config

@@ -1,7 +1,7 @@
 package main
 
 // Harness of the end-to-end tests of remote mode (docs/remote.md) on loopback: runRemote
-// against a test registry (registry_test.go) and a test rendezvous that also plays the harness
+// against a test registry (remote_registry_test.go) and a test rendezvous that also plays the harness
 // on the executor's own socket, driving streams with our Noise initiator.
 
 import (

@@ -148,7 +148,7 @@ func BenchmarkDispatchGetMetadata(b *testing.B) {
 
 // BenchmarkDispatchGetMetadataSandboxed is BenchmarkDispatchGetMetadata with the sandbox
 // object Codex sends in workspace-write mode: a read that stays in the server, where the
-// object costs only its recognition (conn.parseSandbox).
+// object costs only its recognition (sandboxCache.check).
 func BenchmarkDispatchGetMetadataSandboxed(b *testing.B) {
 	ms := benchSession(b)
 	dir := b.TempDir()

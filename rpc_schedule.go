@@ -1,7 +1,7 @@
 package main
 
 // The scheduler (docs/protocol.md §3.2–§3.4): how the work of each request runs once the
-// dispatcher (dispatch.go) has decoded and gated it on the connection's reader, in arrival
+// dispatcher (rpc.go) has decoded and gated it on the connection's reader, in arrival
 // order. The policy lives here, behind one small type owned by the connection: run modes,
 // lanes, long polls, the tokens that bound deferred work, the reading of messages and the
 // quick hand-over, and the one rule for giving a message's bytes back to its transport.

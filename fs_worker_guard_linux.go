@@ -1,6 +1,6 @@
 package main
 
-// The fs sandbox worker's guard of protected names on Linux (fsworker_guard.go,
+// The fs sandbox worker's guard of protected names on Linux (fs_worker_guard.go,
 // docs/sandbox.md §3). Every change the worker makes (fsWrites in fs_write.go) comes here as
 // a path, and is made relative to a directory descriptor, never by path again:
 //

@@ -2,7 +2,7 @@
 
 package main
 
-// The sandboxed fs worker (fsworker.go, fsworker_linux.go; docs/sandbox.md §3) against the real
+// The sandboxed fs worker (fs_worker.go, fs_worker_linux.go; docs/sandbox.md §3) against the real
 // kernel: descriptor hand-over, the worker's lifecycle and protocol, its profile, and benchmarks.
 
 import (

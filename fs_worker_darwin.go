@@ -1,6 +1,6 @@
 package main
 
-// Starting an fs sandbox worker on macOS (fsworker.go, docs/sandbox.md §5): not yet. The
+// Starting an fs sandbox worker on macOS (fs_worker.go, docs/sandbox.md §5): not yet. The
 // Seatbelt launcher (sandbox_darwin.go) could wrap a worker, but that is neither wired nor
 // verified on a Mac; until it is, an operation that needs a worker is refused (fail closed),
 // never run unconfined.
@@ -24,7 +24,7 @@ func appendFileIdentity(b []byte, path string) []byte {
 	return fmt.Appendf(b, "%d:%d", st.Dev, st.Ino)
 }
 
-// protectGuard is the worker's guard of protected names (fsworker_guard_linux.go). No worker
+// protectGuard is the worker's guard of protected names (fs_worker_guard_linux.go). No worker
 // runs on this platform: every change through it is refused.
 type protectGuard struct{}
 

@@ -1,6 +1,6 @@
 package main
 
-// Tests of the encoding of handler results (result.go, docs/protocol.md §3.2).
+// Tests of the encoding of handler results (rpc_result.go, docs/protocol.md §3.2).
 
 import (
 	"encoding/json"

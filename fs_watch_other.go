@@ -2,7 +2,7 @@
 
 package main
 
-// fs/watchMissing polls on systems other than Linux (fswatch.go); kqueue could replace it.
+// fs/watchMissing polls on systems other than Linux (fs_watch.go); kqueue could replace it.
 
 import "errors"
 

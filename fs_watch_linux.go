@@ -1,6 +1,6 @@
 package main
 
-// inotify for fs/watchMissing (fswatch.go). The descriptor is non-blocking and served by the
+// inotify for fs/watchMissing (fs_watch.go). The descriptor is non-blocking and served by the
 // runtime's poller, so reads honour deadlines and closing it ends a pending read.
 //
 // One inotify instance serves the whole server (sharedInotify): a user has 128 instances in

@@ -8,7 +8,7 @@ package main
 //	               mode "read" (default): a regular file, for fs/readBlock
 //	               mode "replace": created or truncated in place, for fs/writeBlock
 //	               under a sandbox that confines it, the sandbox worker opens the file and
-//	               hands the descriptor over (fsworker.go): the kernel decides the open,
+//	               hands the descriptor over (fs_worker.go): the kernel decides the open,
 //	               and the blocks then move here, at full speed
 //	fs/readBlock   handleId offset len (1..1048576)   {chunk, eof}: eof when fewer than len came
 //	fs/writeBlock  handleId offset chunk              {}: a gap past the end reads back as zeros

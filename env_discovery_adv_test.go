@@ -2,8 +2,8 @@
 
 package main
 
-// Adversarial tests of capability discovery and environmentConfig/read (discovery.go,
-// envconfig.go, docs/protocol.md §9.3–9.5). Every verdict is read on the host: inotify says
+// Adversarial tests of capability discovery and environmentConfig/read (env_discovery.go,
+// env_config.go, docs/protocol.md §9.3–9.5). Every verdict is read on the host: inotify says
 // whether a hidden file was opened by any process (the sandbox worker included), and a
 // request that must answer is given a deadline.
 

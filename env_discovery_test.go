@@ -1,6 +1,6 @@
 package main
 
-// Capability discovery and environmentConfig/read (discovery.go, env.go; docs/protocol.md §9):
+// Capability discovery and environmentConfig/read (env_discovery.go, env.go; docs/protocol.md §9):
 // real files on a real server, answers compared with what the reference 0.171 answered for
 // the same trees (testdata/discovery/*.txt).
 
@@ -102,7 +102,7 @@ func TestDiscoverV1Limits(t *testing.T) {
 // in $CODEX_HOME/skills and ~/.agents/skills, with their front matter and agents/openai.yaml
 // read as the reference 0.171 reads them, a broken skill left out with the reference's one
 // warning per location, and the plugins installed in $CODEX_HOME/plugins/cache with their
-// namespaced skills (discovery_linux_test.go has the sandbox).
+// namespaced skills (env_discovery_linux_test.go has the sandbox).
 func TestCapabilityCapabilityDiscoveryV2(t *testing.T) {
 	if !capabilities()["capabilityDiscoveryV2"] {
 		t.Fatal("capabilityDiscoveryV2 is not advertised")

@@ -5,7 +5,7 @@ package main
 // that stands on mount points for the names that do not exist (empty directories made on the
 // host, seen by everyone for as long as the worker lives), it refuses, with the kernel's
 // answer for a read-only file system, every change that would create, write, remove or
-// replace a protected name or anything inside one (protectGuard, fsworker_guard_linux.go).
+// replace a protected name or anything inside one (protectGuard, fs_worker_guard_linux.go).
 // The server hands the worker its writable roots and protected paths on its command line
 // (fsGuardArgs); the names that exist are still read-only in the worker's view under
 // Landlock, where no mount point is ever made.

@@ -3,7 +3,7 @@ package main
 // Codex sign-in state as a registry credential: the auth.json that `codex login` writes in
 // $CODEX_HOME (default ~/.codex), the headers 0.169 derives from it for register and validate,
 // the OAuth refresh of an expired ChatGPT access token, and the --chatgpt-token-stdin mode that
-// takes a ChatGPT access token from a pipe instead. Agent Identity auth is agentidentity.go.
+// takes a ChatGPT access token from a pipe instead. Agent Identity auth is remote_agentidentity.go.
 //
 // auth.json, one JSON object, written pretty-printed with mode 0600:
 //

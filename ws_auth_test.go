@@ -1,6 +1,6 @@
 package main
 
-// Tests of websocket upgrade authentication (auth.go; docs/protocol.md §2.3): the fixtures under
+// Tests of websocket upgrade authentication (ws_auth.go; docs/protocol.md §2.3): the fixtures under
 // testdata, the capability-token and signed-bearer vectors, configuration errors, a fuzz target.
 
 import (

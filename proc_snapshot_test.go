@@ -1,6 +1,6 @@
 package main
 
-// Shell snapshots (shellsnapshot.go, docs/protocol.md §6.4.1), with real shells reading real
+// Shell snapshots (proc_snapshot.go, docs/protocol.md §6.4.1), with real shells reading real
 // login profiles from a HOME made for each test. Whether a profile ran is read on the host,
 // from the file it appends a line to each time it runs.
 

@@ -83,7 +83,7 @@ func handle[P, R any](family, paramsName string, mode runMode, fn func(c *call, 
 // type: parse the params' sandbox, if they have one, then apply the gate.
 func (c *conn) admit(family string, sb *sandboxParam) error {
 	if sb != nil {
-		if err := c.parseSandbox(sb); err != nil {
+		if err := c.sandboxes.check(sb); err != nil {
 			return err
 		}
 	}

@@ -2,7 +2,7 @@ package main
 
 // The wire between the server and an fs sandbox worker (docs/sandbox.md §3): frames, and the
 // server's half (round trips, the reader, descriptors received). The worker's half is
-// fsworker_serve.go.
+// fs_worker_serve.go.
 //
 // Wire format: frames of a u32 big-endian length, then that many bytes of JSON. Several
 // requests are in flight at once; responses come in any order, matched by id.

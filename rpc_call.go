@@ -16,7 +16,7 @@ type call struct {
 	log       *slog.Logger
 	srv       *serverDeps
 	scope     *connScope    // file handles, watches, HTTP streams (typed, closed with the connection)
-	sandboxes *sandboxCache // parsed sandbox objects (fs.go)
+	sandboxes *sandboxCache // parsed sandbox objects (sandbox_param.go)
 	// fileLimit is the largest file fs/readFile returns whole on this connection: the
 	// transport's message limit bounds it (readFileLimit).
 	fileLimit int64
@@ -25,7 +25,7 @@ type call struct {
 	messageLimit int
 	notify       func(b []byte)                         // conn.notify: a notification to the client
 	session      func() *session                        // the attached session, or nil
-	attach       func(resume *string) (*session, error) // initialize's part of the lifecycle (lifecycle.go)
+	attach       func(resume *string) (*session, error) // initialize's part of the lifecycle (rpc_lifecycle.go)
 	// sched runs the work handlers register (later, laterInLane); a handler uses it only
 	// on the reader, while it runs (rpc_schedule.go).
 	sched *scheduler
@@ -36,7 +36,7 @@ type serverDeps struct {
 	cfg       *serverConfig
 	envInfo   *environmentInfo
 	sandbox   *sandboxer
-	fsWorkers *fsWorkerPool // runs the fs operations a sandbox confines (fsworker.go)
+	fsWorkers *fsWorkerPool // runs the fs operations a sandbox confines (fs_worker.go)
 	inotify   *sharedInotify
 }
 
@@ -78,8 +78,8 @@ func (c *call) cachedSandbox(raw []byte) (*sandboxRequest, error) { return c.san
 // connScope is a connection's typed state, made on first use and closed with the connection.
 type connScope struct {
 	mu       sync.Mutex
-	files    *fileHandles    // fs/open's handles (fshandle.go)
-	watches  *missingWatches // fs/watchMissing (fswatch.go)
+	files    *fileHandles    // fs/open's handles (fs_handle.go)
+	watches  *missingWatches // fs/watchMissing (fs_watch.go)
 	http     *httpState      // http/request (http.go)
 	cleanups []func()
 }

@@ -2,7 +2,7 @@
 
 package main
 
-// Adversarial tests of shell snapshots (shellsnapshot.go, docs/protocol.md §6.4.1): a login
+// Adversarial tests of shell snapshots (proc_snapshot.go, docs/protocol.md §6.4.1): a login
 // profile that forges the capture's output, leaves a daemon behind, outgrows the bounds or
 // defines hostile names; a client that cycles keys past the cache. Verdicts are read on the
 // host: the profile's run count, /proc, and the command's own environment as it printed it

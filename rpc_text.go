@@ -22,6 +22,10 @@ package main
 // bad one closes the connection, as RFC 6455 asks), so only other messages are; and the
 // surrogate scan skips a params value larger than unicodeScanLimit (a file's base64: it has
 // no escapes).
+//
+// The file also holds the lexical primitives every reader of a message's text shares (the
+// checks above, the envelope's classification and the params decoder in rpc_message.go):
+// skipping a value, a string or space, and walking an object's members without decoding them.
 
 import (
 	"bytes"
@@ -450,4 +454,177 @@ func jsonSyntaxError(b []byte) error {
 		return err
 	}
 	return errors.New("invalid JSON-RPC message")
+}
+
+// topLevelValue returns the raw value of key in the JSON object obj, or nil.
+func topLevelValue(obj []byte, key string) []byte {
+	var found []byte
+	scanObject(obj, func(k string, v []byte) bool {
+		if k == key {
+			found = v
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// scanObject calls fn with each member of the JSON object obj, in order, until fn returns
+// false. It checks the object's structure and skips values without decoding them (strings
+// are skipped with bytes.IndexByte); whether a value is valid JSON is fn's business. It
+// returns false for a malformed object or when fn stops.
+func scanObject(obj []byte, fn func(key string, value []byte) bool) bool {
+	i := skipSpace(obj, 1)
+	if i < len(obj) && obj[i] == '}' {
+		return skipSpace(obj, i+1) == len(obj)
+	}
+	for {
+		if i >= len(obj) || obj[i] != '"' {
+			return false
+		}
+		end := skipString(obj, i)
+		if end < 0 {
+			return false
+		}
+		if hasControlByte(obj[i+1 : end-1]) {
+			return false
+		}
+		key := knownKey(obj[i+1 : end-1])
+		if strings.IndexByte(key, '\\') >= 0 && json.Unmarshal(obj[i:end], &key) != nil {
+			return false
+		}
+		i = skipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ':' {
+			return false
+		}
+		i = skipSpace(obj, i+1)
+		vend := skipValue(obj, i)
+		if vend <= i || !fn(key, obj[i:vend]) {
+			return false
+		}
+		i = skipSpace(obj, vend)
+		switch {
+		case i >= len(obj):
+			return false
+		case obj[i] == '}':
+			return skipSpace(obj, i+1) == len(obj)
+		case obj[i] != ',':
+			return false
+		}
+		i = skipSpace(obj, i+1)
+	}
+}
+
+// hasControlByte reports whether b holds a byte below 0x20, which a JSON string may only
+// spell as an escape.
+func hasControlByte(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
+}
+
+// knownKey returns a member name as a string, without allocating for the names every
+// message carries.
+func knownKey(b []byte) string {
+	switch string(b) {
+	case "id":
+		return "id"
+	case "method":
+		return "method"
+	case "params":
+		return "params"
+	case "jsonrpc":
+		return "jsonrpc"
+	case "path":
+		return "path"
+	case "processId":
+		return "processId"
+	case "handleId":
+		return "handleId"
+	}
+	return string(b)
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the JSON string starting at b[i], or -1 if it is
+// not terminated.
+func skipString(b []byte, i int) int {
+	for j := i + 1; ; {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		j += k
+		backslashes := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			return j + 1
+		}
+		j++
+	}
+}
+
+// skipValue returns the index just past the JSON value starting at b[i], or i if there is
+// none. Nesting is followed by bracket depth only: the value's own validity is checked by
+// whoever decodes it.
+func skipValue(b []byte, i int) int {
+	if i < len(b) && b[i] != '"' && b[i] != '{' && b[i] != '[' { // a number or a literal
+		j := i
+		for j < len(b) && jsonScalarByte(b[j]) {
+			j++
+		}
+		return j
+	}
+	depth := 0
+	for j := i; j < len(b); {
+		switch b[j] {
+		case '"':
+			end := skipString(b, j)
+			if end < 0 {
+				return i
+			}
+			j = end
+			if depth == 0 {
+				return j
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return j
+			}
+			depth--
+			if depth == 0 {
+				return j + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return j
+			}
+		}
+		j++
+	}
+	if depth != 0 {
+		return i
+	}
+	return len(b)
+}
+
+// jsonScalarByte reports whether c may be part of a number or of true, false or null: a
+// scalar ends at any other byte, so that bytes.TrimSpace in a decoder cannot make whitespace
+// JSON does not know ("null\v", "\v{}") part of a value.
+func jsonScalarByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'
 }

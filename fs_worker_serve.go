@@ -1,7 +1,7 @@
 package main
 
 // The fs sandbox worker's main (docs/sandbox.md §3): it decodes requests from the server
-// (fsworker_protocol.go), runs their fsOps concurrently and answers, handing fs/open's
+// (fs_worker_protocol.go), runs their fsOps concurrently and answers, handing fs/open's
 // descriptors over first.
 
 import (
@@ -28,7 +28,7 @@ func isFSWorker() bool {
 // runFSWorker is the worker's main: it serves its stdin and stdout until the server closes
 // the request direction, then exits at once: like the stage (exitStage), it skips what
 // os.Exit runs first, which in a race-enabled test binary is a pause of a second. Every
-// change it makes goes through the guard its command line describes (fsworker_guard.go);
+// change it makes goes through the guard its command line describes (fs_worker_guard.go);
 // without one it does not serve.
 func runFSWorker() {
 	spec, err := parseFSGuardArgs(os.Args[2:])
@@ -167,7 +167,7 @@ func newFSOp(method string) workerOp {
 		return newServedOp[walkResult, walkOp]()
 	case "fs/open":
 		return newServedOp[*os.File, openOp]()
-	case discoveryRootsMethod: // one root of it (discovery.go)
+	case discoveryRootsMethod: // one root of it (env_discovery.go)
 		return newServedOp[rawJSON, discoverRootOp]()
 	}
 	return nil

@@ -2,7 +2,7 @@
 
 package main
 
-// capabilityRoots/discoverV1 under a root's sandbox (discovery.go, docs/protocol.md §9.5):
+// capabilityRoots/discoverV1 under a root's sandbox (env_discovery.go, docs/protocol.md §9.5):
 // real files, a real restricted profile, the real kernel. What a sandbox hides must not be
 // read: the verdict is inotify's, on the host (an open of the hidden files by any process,
 // the sandbox worker included, is an event), and the answer must not carry their text.

@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of `exec-server forward` (forward.go): the loopback registry and
+// End-to-end tests of `exec-server forward` (remote_forward.go): the loopback registry and
 // rendezvous of remote_harness_test.go drive the executor, whose streams are bridged to a
 // target exec-server on a real loopback websocket.
 

@@ -6,8 +6,8 @@ package main
 // worker serves every operation under its profile and lives on between them: the reference
 // starts a helper per operation (≈65 ms each), a worker answers in a fraction of a
 // millisecond once started. The server keeps its workers in a pool (fsWorkerPool), one per
-// resolved profile. This file holds the pool and each worker's lifecycle; fsworker_protocol.go
-// the frames and the server's half of the wire, fsworker_serve.go the worker's half.
+// resolved profile. This file holds the pool and each worker's lifecycle; fs_worker_protocol.go
+// the frames and the server's half of the wire, fs_worker_serve.go the worker's half.
 //
 //	server ─fd 0: unix stream socket─▶ worker   requests; the other way, descriptors (fs/open)
 //	       ◀─fd 1: pipe─────────────────       responses
@@ -25,7 +25,7 @@ package main
 // worker itself (it execs the worker in place without one, or under Landlock).
 //
 // Nothing of a worker is seen on the host: it refuses to touch protected names itself
-// (fsworker_guard_linux.go), so its view needs no mount point for a missing one, where the
+// (fs_worker_guard_linux.go), so its view needs no mount point for a missing one, where the
 // reference's helper stands on such directories for the length of an operation.
 
 import (
@@ -129,7 +129,7 @@ type fsWorker struct {
 }
 
 // fsWorkerProcess is a started worker: its process (the sandbox stage that runs it), and our
-// ends of its descriptors. Made by startFSWorkerProcess (fsworker_linux.go).
+// ends of its descriptors. Made by startFSWorkerProcess (fs_worker_linux.go).
 type fsWorkerProcess struct {
 	proc   *os.Process
 	exited func()        // gives back what the stage took, once it has been reaped

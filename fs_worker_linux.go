@@ -1,6 +1,6 @@
 package main
 
-// Starting an fs sandbox worker on Linux (fsworker.go, docs/sandbox.md §3): the worker is
+// Starting an fs sandbox worker on Linux (fs_worker.go, docs/sandbox.md §3): the worker is
 // this binary again, launched through the sandbox stage as any sandboxed process is, with its
 // three descriptors wired to the server.
 //

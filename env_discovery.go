@@ -12,7 +12,7 @@ package main
 // One root is discovered by one discoverRootOp: a walk of the root and the reads it selects,
 // bounded in depth, directories, entries, bytes per file and bytes per root (the constants
 // below). The op is an fsOp like fs/readFile's, so a root whose sandbox confines reads is
-// discovered whole in the sandbox worker for that profile (fsworker.go, docs/sandbox.md §3):
+// discovered whole in the sandbox worker for that profile (fs_worker.go, docs/sandbox.md §3):
 // the kernel decides what it may see, and a root the sandbox hides answers with the error the
 // reference gives, "failed to inspect capability root <uri>: No such file or directory (os
 // error 2)". Nothing here parses a skill or a manifest beyond the two file names a manifest

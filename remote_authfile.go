@@ -2,7 +2,7 @@ package main
 
 // auth.json on disk as Codex keeps it (docs/remote.md §8): its format, read and written back
 // member for member, its lock file, and its atomic replacement. The sign-in that uses it, and
-// its refresh, are codexauth.go's.
+// its refresh, are remote_codexauth.go's.
 
 import (
 	"bytes"
