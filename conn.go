@@ -58,7 +58,7 @@ const (
 
 // msgTransport carries whole JSON-RPC messages for one client connection: all the core asks
 // of a websocket, stdio or a relay stream. Anything else a transport offers is an optional
-// interface the core probes for (msgLender, peerProber, messageLimiter).
+// interface the core probes for (msgLender, msgBuffer, peerProber, messageLimiter).
 type msgTransport interface {
 	// next returns the next message, whose bytes are the message's until its release. It
 	// returns an error (io.EOF for a clean end) once the transport is closed. Only one
@@ -69,7 +69,8 @@ type msgTransport interface {
 	writeMessage(b []byte) error
 	// close ends the transport for reason, why the connection ends (nil: a normal end);
 	// each transport words it in its own terms (ws.go: a close code and text). It unblocks
-	// next and is safe to call more than once and from any goroutine; the first call wins.
+	// next where the transport can (stdio's next ends at stdin's EOF), and is safe to call
+	// more than once and from any goroutine; the first call wins.
 	close(reason error)
 	// peer names the other end, for logs.
 	peer() string
@@ -148,8 +149,8 @@ func (c *conn) endCause() error {
 	return c.srv.ctx.Err()
 }
 
-// errClientProtocol is a client that broke the JSON-RPC lifecycle: the connection closes
-// with a policy code.
+// errClientProtocol is a client that broke the JSON-RPC lifecycle: the connection closes, as
+// a protocol violation where the transport can say so (ws.go's close code).
 var errClientProtocol = errors.New("client broke the JSON-RPC lifecycle")
 
 // fail ends the connection for reason.
@@ -236,7 +237,7 @@ type peerProber interface{ peerHungUp() bool }
 // kernel has its EOF or reset, which the reader has not read yet).
 func (c *conn) peerGone() bool {
 	select {
-	case <-c.sched.readEnded:
+	case <-c.sched.readingEnded():
 		return true
 	default:
 	}
@@ -257,9 +258,24 @@ func (c *conn) peerGoneWithin(d time.Duration) bool {
 			return false
 		}
 		select {
-		case <-c.sched.readEnded:
+		case <-c.sched.readingEnded():
 		case <-time.After(time.Millisecond):
 		}
 	}
 	return true
+}
+
+// messageLimiter is the optional side of a transport that cannot carry a message over some
+// size (the relay's Noise channel: 64 MiB). A larger answer would cost the whole connection,
+// so fs/readFile lowers its limit to what the transport carries and says so with the
+// reference's "too large" error (fs.go, docs/protocol.md §7.4), and a request to the client
+// that would not fit fails alone (rpc_outgoing.go).
+type messageLimiter interface{ maxMessageBytes() int }
+
+// messageLimitOf is the largest message t carries, 0 when it has no limit of its own.
+func messageLimitOf(t msgTransport) int {
+	if ml, ok := t.(messageLimiter); ok {
+		return ml.maxMessageBytes()
+	}
+	return 0
 }

@@ -236,12 +236,6 @@ func readFileAnswer(path string, limit int64) (framedJSON, error) {
 	return a.finish(copy(a.data, buf), `}`), nil
 }
 
-// messageLimiter is a transport that cannot carry a message over some size (the relay's Noise
-// channel: 64 MiB). A larger answer would cost the whole connection, so fs/readFile lowers its
-// limit to what the transport carries and says so with the reference's "too large" error; the
-// file can still be read with fs/open and fs/readBlock (docs/protocol.md §7.4).
-type messageLimiter interface{ maxMessageBytes() int }
-
 // readFileAnswerOverhead bounds the JSON around the base64 of an fs/readFile answer, a
 // reasonable request id included.
 const readFileAnswerOverhead = 256
@@ -253,14 +247,6 @@ func readFileLimit(t msgTransport) int64 {
 		limit = min(limit, int64(m-readFileAnswerOverhead)/4*3)
 	}
 	return limit
-}
-
-// messageLimitOf is the largest message t carries, 0 when it has no limit of its own.
-func messageLimitOf(t msgTransport) int {
-	if ml, ok := t.(messageLimiter); ok {
-		return ml.maxMessageBytes()
-	}
-	return 0
 }
 
 func errTooLarge(limit int64) error {

@@ -195,7 +195,7 @@ func (t *procTable) remove(p *process) {
 		delete(t.procs, p.id)
 	}
 	t.mu.Unlock()
-	t.wd.record('-', p.pid)
+	t.wd.record('-', p.childPid())
 }
 
 // killAll ends the session's processes: SIGKILL to every process group and the rest of
@@ -223,7 +223,7 @@ func (t *procTable) killAll() {
 		}
 		p.forceClose()
 		p.join(stop)
-		t.wd.record('-', p.pid)
+		t.wd.record('-', p.childPid())
 	}
 }
 

@@ -903,3 +903,11 @@ func (r *retainedOutput) bytesOf(c *retainedChunk) []byte {
 	start := c.off - r.base
 	return r.data[start : start+int(c.n)]
 }
+
+// childPid is the child's pid, 0 before the spawn: for a reader outside the process's own
+// goroutines (the table's shutdown, which may give up on a spawn still under way).
+func (p *process) childPid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}

@@ -506,7 +506,7 @@ func (st *relayStream) writeMessage(b []byte) error {
 	if len(b) > noiseMaxRPCMessage {
 		n := len(b)
 		if b = relayTooLarge(b); b == nil {
-			return fmt.Errorf("relay: a %d-byte notification exceeds the %d-byte message limit", n, noiseMaxRPCMessage)
+			return fmt.Errorf("relay: a %d-byte notification or request exceeds the %d-byte message limit", n, noiseMaxRPCMessage)
 		}
 	}
 	st.writeMu.Lock()
@@ -523,10 +523,11 @@ func (st *relayStream) writeMessage(b []byte) error {
 // relayTooLarge turns a response the relay cannot carry (over noiseMaxRPCMessage, which is the
 // harness's receive limit too) into an error response to the same request, so that one huge
 // reply (fs/readFile of a 50 MB file) fails that request rather than the whole stream. A
-// message without an id has no request to answer: nil.
+// message without an id has no request to answer, and one with a method is the server's own
+// request or notification, whose id is the server's numbering, not the client's: nil.
 func relayTooLarge(b []byte) []byte {
 	id := topLevelValue(b, "id")
-	if id == nil || string(id) == "null" {
+	if id == nil || string(id) == "null" || topLevelValue(b, "method") != nil {
 		return nil
 	}
 	return appendError(nil, id, errInternal("response of %d bytes exceeds the relay's %d-byte message limit", len(b), noiseMaxRPCMessage))

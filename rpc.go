@@ -65,7 +65,7 @@ func handle[P, R any](family, paramsName string, mode runMode, fn func(c *call, 
 		cx := c.call
 		if mode == inline || mode == decides {
 			r, err := fn(cx, p)
-			if err != nil || c.sched.pending != nil { // failed, or registered work that answers
+			if err != nil || c.sched.registered() { // failed, or registered work that answers
 				return nil, err
 			}
 			return answer(r), nil
@@ -166,13 +166,8 @@ func (c *conn) handleMessage(msg message) readStep {
 		return readNext
 	}
 	res, err := c.callSafely(m, in.Params)
-	if w := c.sched.pending; w != nil {
-		if err == nil { // the handler registered work, which answers
-			w.id = append(json.RawMessage(nil), in.ID...)
-			w.reads = m.readsMessage
-			return readNext
-		}
-		c.sched.pending = nil
+	if c.sched.adopt(in.ID, m.readsMessage, err) {
+		return readNext // the work the handler registered answers
 	}
 	c.reply(in.ID, res, err)
 	return readNext

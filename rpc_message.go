@@ -1,7 +1,8 @@
 package main
 
-// The JSON-RPC envelope, the JSON scanner and params decoding: pure functions over message
-// bytes, shared by every transport (docs/protocol.md §3).
+// The JSON-RPC envelope, its errors and encoders, and params decoding: pure functions over
+// message bytes, shared by every transport (docs/protocol.md §3). The lexer they use is in
+// rpc_text.go, beside the text checks.
 //
 // Wire format (one JSON object per transport message):
 //
@@ -73,9 +74,6 @@ func toRPCError(err error) *rpcError {
 	}
 	return errInternal("%s", err.Error())
 }
-
-// maxDeferredPerConn bounds the deferred handlers running at once for one connection. Past
-// it the reader waits for one to finish, so a client that floods the server with slow
 
 // incoming is the untagged shape of any client message (docs/protocol.md §3.1).
 type incoming struct {

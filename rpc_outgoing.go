@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // maxPendingClientRequests bounds the requests awaiting the client's answer on one
@@ -43,6 +44,7 @@ type outgoingRequests struct {
 
 	mu      sync.Mutex
 	next    int64                       // the last id given
+	sent    int64                       // the highest id whose request was queued for the client
 	pending map[int64]chan clientAnswer // by id; each channel takes one answer
 	closed  error                       // the connection's end, once it came
 }
@@ -91,13 +93,23 @@ func (o *outgoingRequests) forget(id int64) {
 	delete(o.pending, id)
 }
 
-// gave reports whether rawID is an id this table gave, pending or not: an integer from 1 to
-// the last one given.
+// queued records that request id went into the outgoing queue: from now on the client may
+// know it.
+func (o *outgoingRequests) queued(id int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sent = max(o.sent, id)
+}
+
+// gave reports whether rawID is an id the client may have seen, pending or not: an integer
+// from 1 to the highest one queued. An id taken for a request that was never queued (its
+// caller gave up while the queue was full) is not one, unless a later request was queued:
+// then its answer counts as late, not as a violation.
 func (o *outgoingRequests) gave(rawID json.RawMessage) bool {
 	id, err := strconv.ParseInt(string(rawID), 10, 64)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return err == nil && id >= 1 && id <= o.next
+	return err == nil && id >= 1 && id <= o.sent
 }
 
 // deliver routes a response from the client to the request it answers, and reports whether
@@ -135,19 +147,38 @@ func (o *outgoingRequests) close(err error) {
 	}
 }
 
+// maxClientRequestWait is the longest a request to the client waits for its answer, whatever
+// its caller asked: a client that never answers must not hold a caller for ever.
+const maxClientRequestWait = 10 * time.Minute
+
 // request sends the client a request for method with params (a JSON value; nil for none)
 // through the connection's writer and waits for its answer: the result, or the client's
-// error answer as a *clientError. It fails at once when maxPendingClientRequests already
-// wait, when ctx ends (the caller's timeout, or the end of what asks), and when the
-// connection ends. Sending waits for room in the outgoing queue as a notification does.
-func (c *conn) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+// error answer as a *clientError. The wait ends after timeout (at most maxClientRequestWait;
+// 0 is that), when ctx ends (the end of what asks, such as the process), and when the
+// connection ends; and it fails at once when maxPendingClientRequests already wait. Sending
+// waits for room in the outgoing queue as a notification does.
+//
+// Only the connection's reader routes the answer (routeResponse), so a handler that runs on
+// the reader (inline, quick, decides) must not call it: it would wait out its timeout. The
+// callers are a process's helpers and work on goroutines of their own.
+func (c *conn) request(ctx context.Context, method string, params json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
+	if timeout <= 0 || timeout > maxClientRequestWait {
+		timeout = maxClientRequestWait
+	}
+	ctx, cancelWait := context.WithTimeout(ctx, timeout)
+	defer cancelWait()
 	id, answer, err := c.requests.begin()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", method, err)
 	}
+	msg := appendClientRequest(nil, id, method, params)
+	if limit := messageLimitOf(c.t); limit > 0 && len(msg) > limit {
+		c.requests.forget(id)
+		return nil, fmt.Errorf("%s: a request of %d bytes exceeds the transport's %d-byte message limit", method, len(msg), limit)
+	}
 	send, cancel := context.WithCancel(c.ctx)
 	stop := context.AfterFunc(ctx, cancel)
-	err = c.out.pushWait(send, appendClientRequest(nil, id, method, params), c.srv.cfg.stallTimeout)
+	err = c.out.pushWait(send, msg, c.srv.cfg.stallTimeout)
 	stop()
 	cancel()
 	if err != nil {
@@ -162,6 +193,7 @@ func (c *conn) request(ctx context.Context, method string, params json.RawMessag
 		}
 		return nil, fmt.Errorf("%s: %w", method, err)
 	}
+	c.requests.queued(id)
 	a, err := c.requests.await(ctx, id, answer)
 	switch {
 	case err != nil:
@@ -232,15 +264,16 @@ func decodeClientError(raw json.RawMessage) *clientError {
 	return &clientError{Code: codeInternal, Message: string(raw)}
 }
 
-// askClient sends a request to the client attached to the session and waits for its answer
-// (conn.request): a process's helper asks this way (network/policyRequest). With no client
-// attached it fails at once; when the client's connection ends, so does the wait.
-func (s *session) askClient(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+// askClient sends a request to the client attached to the session and waits for its answer,
+// at most timeout (conn.request): a process's helper asks this way (network/policyRequest).
+// With no client attached it fails at once; when the client's connection ends, so does the
+// wait.
+func (s *session) askClient(ctx context.Context, method string, params json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
 	s.mu.Lock()
 	c := s.conn
 	s.mu.Unlock()
 	if c == nil {
 		return nil, fmt.Errorf("%s: no client is attached to session %s", method, s.id)
 	}
-	return c.request(ctx, method, params)
+	return c.request(ctx, method, params, timeout)
 }

@@ -249,7 +249,7 @@ type askResult struct {
 // ask runs session.askClient for test/ask with params {"n":n} on a goroutine of its own.
 func ask(ctx context.Context, s *session, n int, out chan<- askResult) {
 	go func() {
-		r, err := s.askClient(ctx, "test/ask", json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)))
+		r, err := s.askClient(ctx, "test/ask", json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), 0)
 		out <- askResult{n, r, err}
 	}()
 }
@@ -333,7 +333,7 @@ func TestServerRequestsToTheClient(t *testing.T) {
 				ask(context.Background(), s, 5+n, many)
 				p.expectRequest(int64(5+n), 5+n)
 			}
-			if _, err := s.askClient(context.Background(), "test/ask", nil); !errors.Is(err, errTooManyClientRequests) {
+			if _, err := s.askClient(context.Background(), "test/ask", nil, 0); !errors.Is(err, errTooManyClientRequests) {
 				t.Fatalf("request %d: %v, want errTooManyClientRequests", maxPendingClientRequests+1, err)
 			}
 
@@ -345,7 +345,7 @@ func TestServerRequestsToTheClient(t *testing.T) {
 				}
 			}
 			waitDetached(t, ts, sid)
-			if _, err := s.askClient(context.Background(), "test/ask", nil); err == nil || !strings.Contains(err.Error(), "no client is attached") {
+			if _, err := s.askClient(context.Background(), "test/ask", nil, 0); err == nil || !strings.Contains(err.Error(), "no client is attached") {
 				t.Fatalf("asking a detached session: %v", err)
 			}
 			for range p.msgs { // the transport's end ends the client's reader
@@ -379,5 +379,109 @@ func TestServerRequestsUnknownAnswerEndsTheConnection(t *testing.T) {
 				t.Fatalf("the connection goes on: %+v", m)
 			}
 		})
+	}
+}
+
+// TestServerRequestNeverQueuedIsNotGiven: a response to an id the server has not sent closes
+// the connection (docs/protocol.md §3.1), and that includes the id of a request that gave up
+// while it waited for room in the outgoing queue: it was numbered, never sent
+// (outgoingRequests.queued). Found by the cold review of issue 21.
+//
+// The queue is filled for real: a client that stops reading its websocket while the server
+// writes 32 MiB, with --max-queued-bytes at 1 KiB.
+func TestServerRequestNeverQueuedIsNotGiven(t *testing.T) {
+	ts := startTestServer(t, func(s *server) { s.cfg.limits.queuedBytes = 1 << 10 })
+	ws, _, err := dialWebsocket(context.Background(), ts.url, nil, nil, wsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.closeTCP()
+	send := func(msg string) {
+		t.Helper()
+		if err := ws.writeMessageOp(wsOpText, []byte(msg)); err != nil {
+			t.Fatalf("send %s: %v", msg, err)
+		}
+	}
+	send(`{"id":"init","method":"initialize","params":{"clientName":"review"}}`)
+	b, err := ws.readMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var init struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(b, &init); err != nil || init.Result.SessionID == "" {
+		t.Fatalf("initialize: %s", b)
+	}
+	send(`{"method":"initialized"}`)
+	s := serverSession(ts, init.Result.SessionID)
+
+	// Fill the queue: the writer takes the first 32 MiB and blocks in the socket (the client
+	// reads nothing), the second stays queued, far over the 1 KiB bound. Each notify returns
+	// once its message is queued.
+	big := `{"method":"test/fill","params":"` + strings.Repeat("x", 32<<20) + `"}`
+	s.notify([]byte(big))
+	s.notify([]byte(big))
+
+	// The request waits for room and gives up: it is never sent.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.askClient(ctx, "test/ask", nil, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("askClient with a full queue: %v, want context.DeadlineExceeded", err)
+	}
+
+	// The client reads what was queued: the two fills, and no request.
+	for range 2 {
+		b, err := ws.readMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(b), `{"method":"test/fill"`) {
+			t.Fatalf("got %.80s, want a fill", b)
+		}
+	}
+	// The client answers id 1, which it was never sent, then asks something.
+	send(`{"id":1,"result":{}}`)
+	send(`{"id":"after","method":"environment/status"}`)
+	b, err = ws.readMessage()
+	if err == nil {
+		t.Errorf("a response to id 1, never sent, did not close the connection (docs/protocol.md §3.1): the server answered %s", b)
+	}
+}
+
+// TestRelayTooLargeLeavesServerRequestsAlone: on a relay stream, a reply over
+// noiseMaxRPCMessage becomes an error response to its id (relayTooLarge). A request of the
+// server ({"id":N,"method":…}) has an id too, but N is the server's own numbering
+// (docs/protocol.md §3.2): turned into {"error":…,"id":N} it would answer a request of the
+// client's it never sent. Found by the cold review of issue 21.
+func TestRelayTooLargeLeavesServerRequestsAlone(t *testing.T) {
+	params := json.RawMessage(`"` + strings.Repeat("x", noiseMaxRPCMessage) + `"`)
+	req := appendClientRequest(nil, 7, "network/policyRequest", params)
+	if out := relayTooLarge(req); out != nil {
+		t.Errorf("an oversized server request became %s: a reply to the client's id 7", out)
+	}
+}
+
+// TestServerRequestTimesOut: a request to the client waits at most its own timeout, even
+// when its caller's context has none (conn.request).
+func TestServerRequestTimesOut(t *testing.T) {
+	ts := startTestServer(t)
+	p := wsPeer(t, ts)
+	s := serverSession(ts, p.initialize())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.askClient(context.Background(), "test/ask", json.RawMessage(`{"n":1}`), 50*time.Millisecond)
+		done <- err
+	}()
+	p.expectRequest(1, 1)
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("askClient unanswered: %v, want context.DeadlineExceeded", err)
+		}
+	case <-time.After(procWait):
+		t.Fatal("askClient outlived its timeout")
 	}
 }

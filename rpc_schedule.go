@@ -30,13 +30,13 @@ import (
 	"time"
 )
 
-// maxDeferredPerConn bounds the deferred handlers running at once for one connection. Past
+// maxDeferredPerConn bounds the work running off the reader at once for one connection. Past
 // it the reader waits for one to finish, so a client that floods the server with slow
 // requests is slowed down through its own socket instead of growing the server's memory.
 const maxDeferredPerConn = 1024
 
 // maxLongPollsPerConn bounds the process/read long polls waiting at once on one connection.
-// They wait apart from the deferred handlers, so pending long polls never hold up other
+// They wait apart from that work, so pending long polls never hold up other
 // requests; past the bound a long poll answers at once with what there is, as a read
 // without waitMs does.
 const maxLongPollsPerConn = 4096
@@ -97,7 +97,7 @@ type work struct {
 	// client after it, such as the body deltas of a streamed http/request.
 	afterReply func()
 
-	// Set by the scheduler.
+	// Set by the scheduler (adopt, afterMessage).
 	id    json.RawMessage // the request answered
 	reads bool            // run reads the message's bytes (messageBorrower params)
 	// msg is the message whose bytes run reads, or the zero message. The one rule of a
@@ -228,6 +228,30 @@ func (s *scheduler) later(w *work) *work {
 	s.pending = w
 	return w
 }
+
+// registered reports whether the handler running on the reader registered work.
+func (s *scheduler) registered() bool { return s.pending != nil }
+
+// adopt ties the work the handler registered, if any, to its request: id, which the work
+// answers, and whether it reads the message's bytes (reads). A handler that failed after
+// registering has its work dropped: the error is the answer. adopt reports whether work
+// will answer the request.
+func (s *scheduler) adopt(id json.RawMessage, reads bool, err error) bool {
+	w := s.pending
+	if w == nil {
+		return false
+	}
+	if err != nil {
+		s.pending = nil
+		return false
+	}
+	w.id = append(json.RawMessage(nil), id...)
+	w.reads = reads
+	return true
+}
+
+// readingEnded is closed once the connection's reading has ended.
+func (s *scheduler) readingEnded() <-chan struct{} { return s.readEnded }
 
 // laneDepth is how much work with lane key is queued or running.
 func (s *scheduler) laneDepth(key string) int {
