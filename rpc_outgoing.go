@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // maxPendingClientRequests bounds the requests awaiting the client's answer on one
@@ -41,10 +42,29 @@ var errTooManyClientRequests = fmt.Errorf("more than %d requests await the clien
 type outgoingRequests struct {
 	late *logThrottle // answers that came after their request gave up (made on the first)
 
-	mu      sync.Mutex
-	next    int64                       // the last id given
+	mu sync.Mutex
+	// ids counts the ids given: the session's (shareIDs), so that the connections of one
+	// session never give an id twice and an answer the client owed an earlier connection
+	// cannot reach a request of this one; own until the connection is attached.
+	ids     *atomic.Int64
+	own     atomic.Int64
 	pending map[int64]chan clientAnswer // by id; each channel takes one answer
 	closed  error                       // the connection's end, once it came
+}
+
+// shareIDs makes the table give its ids from ids, its session's counter.
+func (o *outgoingRequests) shareIDs(ids *atomic.Int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ids = ids
+}
+
+// counter is the ids given; the caller holds mu.
+func (o *outgoingRequests) counter() *atomic.Int64 {
+	if o.ids != nil {
+		return o.ids
+	}
+	return &o.own
 }
 
 // begin takes an id for a request and returns the channel its answer will come on. The
@@ -61,10 +81,10 @@ func (o *outgoingRequests) begin() (int64, <-chan clientAnswer, error) {
 	if o.pending == nil {
 		o.pending = make(map[int64]chan clientAnswer)
 	}
-	o.next++
+	id := o.counter().Add(1)
 	ch := make(chan clientAnswer, 1)
-	o.pending[o.next] = ch
-	return o.next, ch, nil
+	o.pending[id] = ch
+	return id, ch, nil
 }
 
 // await waits for the answer to request id, at most until ctx ends or the connection does.
@@ -91,13 +111,13 @@ func (o *outgoingRequests) forget(id int64) {
 	delete(o.pending, id)
 }
 
-// gave reports whether rawID is an id this table gave, pending or not: an integer from 1 to
-// the last one given.
+// gave reports whether rawID is an id this table or its session gave, pending or not: an
+// integer from 1 to the last one given.
 func (o *outgoingRequests) gave(rawID json.RawMessage) bool {
 	id, err := strconv.ParseInt(string(rawID), 10, 64)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return err == nil && id >= 1 && id <= o.next
+	return err == nil && id >= 1 && id <= o.counter().Load()
 }
 
 // deliver routes a response from the client to the request it answers, and reports whether
