@@ -239,3 +239,70 @@ func TestAdv21PipelinedWritesKeepTheirBytesHeld(t *testing.T) {
 	}
 	t.Logf("%d pipelined writes (%d through slow FIFOs), %d bytes checked on disk, %d corrupt", len(all), len(fifos), total, bad)
 }
+
+// TestAdv21LongPollRepliesKeepTheQueueBound: a client registers maxLongPollsPerConn
+// process/read long polls on a process that has printed nothing, then stops reading; the
+// process prints 1 MiB (its retained window). Every poll wakes with that output: their
+// replies must not pile up past the connection's queue bound (16 MiB, --max-queued-bytes) as
+// if the client were reading. Measured on the server: the bytes its queue holds at most, and
+// the heap the process holds.
+func TestAdv21LongPollRepliesKeepTheQueueBound(t *testing.T) {
+	ts := startTestServer(t, func(s *server) { s.cfg.stallTimeout = time.Hour })
+	ws, _, err := dialWebsocket(context.Background(), ts.url, nil, nil, wsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.closeTCP()
+	send := func(msg string) {
+		t.Helper()
+		if err := ws.writeMessageOp(wsOpText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"id":0,"method":"initialize","params":{"clientName":"adv"}}`)
+	var init struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	b, err := ws.readMessage()
+	if err != nil || json.Unmarshal(b, &init) != nil {
+		t.Fatalf("initialize: %s %v", b, err)
+	}
+	send(`{"method":"initialized"}`)
+	trigger := filepath.Join(t.TempDir(), "go")
+	start, _ := json.Marshal(procStart(t, "p", "sh", "-c", `while [ ! -e "$0" ]; do sleep 0.01; done; head -c 1048576 /dev/zero`, trigger))
+	send(`{"id":1,"method":"process/start","params":` + string(start) + `}`)
+	if b, err := ws.readMessage(); err != nil || !bytes.Contains(b, []byte(`"processId"`)) {
+		t.Fatalf("process/start: %s %v", b, err)
+	}
+	s := serverSession(ts, init.Result.SessionID)
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	for i := range maxLongPollsPerConn {
+		send(fmt.Sprintf(`{"id":%d,"method":"process/read","params":{"processId":"p","afterSeq":0,"waitMs":600000}}`, 100+i))
+	}
+	waitFor(t, "every long poll to wait", func() bool { return len(c.sched.polls) == maxLongPollsPerConn })
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	// The client now stops reading; the process prints its megabyte.
+	fsWrite(t, trigger, "")
+	peak, heap := 0, uint64(0)
+	deadline := time.Now().Add(5 * time.Second) // past it: already 700 MiB on int21
+	for len(c.sched.polls) > 0 && time.Now().Before(deadline) {
+		c.out.mu.Lock()
+		peak = max(peak, c.out.bytes)
+		c.out.mu.Unlock()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		heap = max(heap, m.HeapInuse)
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("%d long polls woke while their client did not read: %d long polls still waiting, queue at most %d bytes, heap in use at most %d MiB (%d MiB before)",
+		maxLongPollsPerConn, len(c.sched.polls), peak, heap>>20, before.HeapInuse>>20)
+	if limit := defaultLimits.queuedBytes + 2<<20; peak > limit {
+		t.Errorf("the queue held %d bytes of replies, past its bound of %d", peak, defaultLimits.queuedBytes)
+	}
+}
