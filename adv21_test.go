@@ -306,3 +306,67 @@ func TestAdv21LongPollRepliesKeepTheQueueBound(t *testing.T) {
 		t.Errorf("the queue held %d bytes of replies, past its bound of %d", peak, defaultLimits.queuedBytes)
 	}
 }
+
+// TestAdv21PipelinedReadsKeepTheQueueBound: a client sends 64 fs/readFile of a 32 MiB file
+// back to back and reads nothing. Each answer is 43 MiB; the outgoing queue may hold its
+// bound and about one answer past it, not every answer the hand-over of quick work let be
+// built at once.
+// Measured on the server: the queue's bytes and the heap in use, at most.
+func TestAdv21PipelinedReadsKeepTheQueueBound(t *testing.T) {
+	ts := startTestServer(t, func(s *server) { s.cfg.stallTimeout = time.Hour })
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	fsMust(t, os.WriteFile(big, bytes.Repeat([]byte("0123456789abcdef"), 2<<20), 0o644))
+	ws, _, err := dialWebsocket(context.Background(), ts.url, nil, nil, wsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.closeTCP()
+	send := func(msg string) {
+		t.Helper()
+		if err := ws.writeMessageOp(wsOpText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"id":0,"method":"initialize","params":{"clientName":"adv"}}`)
+	var init struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	b, err := ws.readMessage()
+	if err != nil || json.Unmarshal(b, &init) != nil {
+		t.Fatalf("initialize: %s %v", b, err)
+	}
+	send(`{"method":"initialized"}`)
+	s := serverSession(ts, init.Result.SessionID)
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const reads = 64
+	go func() {
+		for i := range reads {
+			if ws.writeMessageOp(wsOpText, []byte(fmt.Sprintf(`{"id":%d,"method":"fs/readFile","params":{"path":%q}}`, 10+i, fileURI(big)))) != nil {
+				return
+			}
+		}
+	}()
+	peak, heap := 0, uint64(0)
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		c.out.mu.Lock()
+		peak = max(peak, c.out.bytes)
+		c.out.mu.Unlock()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		heap = max(heap, m.HeapInuse)
+	}
+	t.Logf("%d fs/readFile of 32 MiB sent, none read: queue at most %d MiB, heap in use at most %d MiB (%d MiB before)", reads, peak>>20, heap>>20, before.HeapInuse>>20)
+	// The bound and two answers (one queued past it, one being built) with their file's
+	// bytes, and the race detector's share.
+	if limit := uint64(defaultLimits.queuedBytes+3*(32<<20+43<<20)) + 2*before.HeapInuse; heap > limit {
+		t.Errorf("the heap held %d MiB for answers nobody read, past the queue's bound of %d MiB and two answers", heap>>20, defaultLimits.queuedBytes>>20)
+	}
+}
