@@ -1,7 +1,8 @@
 package main
 
 // Adversarial tests of the core's second pass (issue 21): a hostile client against requests
-// from the server to the client (docs/protocol.md §3.2), each verdict read on the server.
+// from the server to the client (docs/protocol.md §3.2), the scheduler's message buffers
+// (§3.4) and the outgoing queue's bound (§5.4), each verdict read on the server.
 
 import (
 	"bytes"

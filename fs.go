@@ -149,13 +149,33 @@ func fsWritesDirect() fsWrites { return fsWrites{} }
 func fsDo[R any, O fsOp[R]](c *call, method string, sb sandboxParam, write bool, op O) (R, error) {
 	var none R
 	profile := c.fsConfinement(sb, write)
-	_, large := any(op).(largeAnswer)
+	if _, large := any(op).(largeAnswer); large {
+		fsDoInTurn(c, method, profile, op)
+		return none, nil
+	}
+	if profile == nil {
+		later(c, quick, func(ctx context.Context) (R, error) {
+			res, err := op.run(ctx, fsWritesDirect())
+			if err != nil {
+				return res, fsError(err)
+			}
+			return res, nil
+		})
+		return none, nil
+	}
+	c.laterEncoded(async, func(ctx context.Context) (result, error) {
+		res, _, err := c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, method, op)
+		return res, err
+	})
+	return none, nil
+}
+
+// fsDoInTurn is fsDo for an op with a large answer (largeAnswer): its work waits for the
+// connection's turn (scheduler.replyTurn) before it builds the answer, and gives the turn
+// back once the answer is queued.
+func fsDoInTurn[R any, O fsOp[R]](c *call, method string, profile *sandboxProfile, op O) {
 	var w *work
-	// turn waits for the connection's turn to build a large answer (largeAnswer).
 	turn := func(ctx context.Context) error {
-		if !large {
-			return nil
-		}
 		release, err := c.sched.replyTurn(ctx)
 		if err != nil {
 			return err
@@ -166,6 +186,7 @@ func fsDo[R any, O fsOp[R]](c *call, method string, sb sandboxParam, write bool,
 	if profile == nil {
 		w = later(c, quick, func(ctx context.Context) (R, error) {
 			if err := turn(ctx); err != nil {
+				var none R
 				return none, err
 			}
 			res, err := op.run(ctx, fsWritesDirect())
@@ -174,7 +195,7 @@ func fsDo[R any, O fsOp[R]](c *call, method string, sb sandboxParam, write bool,
 			}
 			return res, nil
 		})
-		return none, nil
+		return
 	}
 	w = c.laterEncoded(async, func(ctx context.Context) (result, error) {
 		if err := turn(ctx); err != nil {
@@ -183,7 +204,6 @@ func fsDo[R any, O fsOp[R]](c *call, method string, sb sandboxParam, write bool,
 		res, _, err := c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, method, op)
 		return res, err
 	})
-	return none, nil
 }
 
 // pathParams are the params of the methods that take only a path.
