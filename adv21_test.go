@@ -371,3 +371,66 @@ func TestAdv21PipelinedReadsKeepTheQueueBound(t *testing.T) {
 		t.Errorf("the heap held %d MiB for answers nobody read, past the queue's bound of %d MiB and two answers", heap>>20, defaultLimits.queuedBytes>>20)
 	}
 }
+
+// TestAdv21ClientThatNeverReadsHeld: a client starts a process printing 64 MiB, then reads
+// nothing. The stall timeout ends its connection and detaches its session; the process goes
+// on to its end on the host (its output is drained, not left blocking it); a resume reads
+// its exit and its last output.
+func TestAdv21ClientThatNeverReadsHeld(t *testing.T) {
+	ts := startTestServer(t, func(s *server) { s.cfg.stallTimeout = 500 * time.Millisecond })
+	ws, _, err := dialWebsocket(context.Background(), ts.url, nil, nil, wsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.closeTCP()
+	send := func(msg string) {
+		t.Helper()
+		if err := ws.writeMessageOp(wsOpText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"id":0,"method":"initialize","params":{"clientName":"adv"}}`)
+	var init struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	b, err := ws.readMessage()
+	if err != nil || json.Unmarshal(b, &init) != nil {
+		t.Fatalf("initialize: %s %v", b, err)
+	}
+	send(`{"method":"initialized"}`)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	start, _ := json.Marshal(procStart(t, "big", "sh", "-c", `echo $$ >"$0"; head -c 67108864 /dev/zero; echo; echo last`, pidFile))
+	send(`{"id":1,"method":"process/start","params":` + string(start) + `}`)
+	began := time.Now()
+	waitDetached(t, ts, init.Result.SessionID)
+	detachedAfter := time.Since(began)
+	var pid int
+	waitFor(t, "the pid file", func() bool {
+		b, err := os.ReadFile(pidFile)
+		_, serr := fmt.Sscan(string(b), &pid)
+		return err == nil && serr == nil && pid > 0
+	})
+	waitFor(t, "the process to end on the host", func() bool { return syscall.Kill(pid, 0) != nil })
+	endedAfter := time.Since(began)
+	tc := ts.dial(t)
+	tc.initialize(&init.Result.SessionID)
+	var r readResultJSON
+	waitFor(t, "the exit to be readable", func() bool {
+		r = tc.read(map[string]any{"processId": "big", "afterSeq": 0, "maxBytes": 1 << 20})
+		for r.NextSeq > 0 && !r.Exited {
+			r = tc.read(map[string]any{"processId": "big", "afterSeq": r.NextSeq - 1})
+		}
+		return r.Exited
+	})
+	all := tc.read(map[string]any{"processId": "big", "afterSeq": 0})
+	var tail []byte
+	for _, c := range all.Chunks {
+		tail = append(tail, c.Chunk...)
+	}
+	if r.ExitCode == nil || *r.ExitCode != 0 || !bytes.HasSuffix(tail, []byte("\nlast\n")) {
+		t.Fatalf("after resume: exit %v, output ends %q", r.ExitCode, tail[max(0, len(tail)-16):])
+	}
+	t.Logf("64 MiB printed for a client that read nothing: detached after %v, process %d ended on the host after %v (exit 0), the retained %d bytes end with its last line", detachedAfter.Round(time.Millisecond), pid, endedAfter.Round(time.Millisecond), len(tail))
+}
