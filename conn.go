@@ -112,6 +112,13 @@ func (s *server) serveConn(t msgTransport, parsePrefix string) {
 	}
 	c.out = newOutQueue(s.cfg.limits.queuedBytes)
 	c.sched.start(ctx, c.log, c.reply)
+	c.sched.room = func(ctx context.Context) error { // a woken long poll's turn (replyTurn)
+		err := c.out.take(ctx, s.cfg.stallTimeout, 0, false)
+		if errors.Is(err, errSlowClient) {
+			c.fail(err)
+		}
+		return err
+	}
 	c.call = newCall(c)
 	writerDone := make(chan struct{})
 	go func() {

@@ -149,6 +149,10 @@ func fsWritesDirect() fsWrites { return fsWrites{} }
 func fsDo[R any, O fsOp[R]](c *call, method string, sb sandboxParam, write bool, op O) (R, error) {
 	var none R
 	profile := c.fsConfinement(sb, write)
+	if _, large := any(op).(largeAnswer); large {
+		fsDoInTurn(c, method, profile, op)
+		return none, nil
+	}
 	if profile == nil {
 		later(c, quick, func(ctx context.Context) (R, error) {
 			res, err := op.run(ctx, fsWritesDirect())
@@ -166,6 +170,42 @@ func fsDo[R any, O fsOp[R]](c *call, method string, sb sandboxParam, write bool,
 	return none, nil
 }
 
+// fsDoInTurn is fsDo for an op with a large answer (largeAnswer): its work waits for the
+// connection's turn (scheduler.replyTurn) before it builds the answer, and gives the turn
+// back once the answer is queued.
+func fsDoInTurn[R any, O fsOp[R]](c *call, method string, profile *sandboxProfile, op O) {
+	var w *work
+	turn := func(ctx context.Context) error {
+		release, err := c.sched.replyTurn(ctx)
+		if err != nil {
+			return err
+		}
+		w.afterReply = release
+		return nil
+	}
+	if profile == nil {
+		w = later(c, quick, func(ctx context.Context) (R, error) {
+			if err := turn(ctx); err != nil {
+				var none R
+				return none, err
+			}
+			res, err := op.run(ctx, fsWritesDirect())
+			if err != nil {
+				return res, fsError(err)
+			}
+			return res, nil
+		})
+		return
+	}
+	w = c.laterEncoded(async, func(ctx context.Context) (result, error) {
+		if err := turn(ctx); err != nil {
+			return nil, err
+		}
+		res, _, err := c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, method, op)
+		return res, err
+	})
+}
+
 // pathParams are the params of the methods that take only a path.
 type pathParams struct {
 	Path    string       `json:"path" uri:"path"`
@@ -181,6 +221,15 @@ type readFileOp struct {
 func (o readFileOp) run(context.Context, fsWrites) (framedJSON, error) {
 	return readFileAnswer(o.Path, o.Limit)
 }
+
+// largeAnswer is an fsOp whose answer may be as large as a file (up to maxReadFileBytes):
+// its work builds the answer in the connection's turn, once the outgoing queue is within its
+// bound (scheduler.replyTurn). Quick work handed over from the reader, or async work in the
+// sandbox worker, would otherwise build every pipelined answer at once: 64 fs/readFile of a
+// 32 MiB file held 1.1 GiB for a client that read none of them.
+type largeAnswer interface{ answersLarge() }
+
+func (readFileOp) answersLarge() {}
 
 func (c *call) fsReadFile(p *pathParams) (framedJSON, error) {
 	path, err := paramPath(p.Path)

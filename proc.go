@@ -385,21 +385,31 @@ func (c *call) processRead(p *readParams) (rawJSON, error) {
 		return rawJSON(res), nil
 	}
 	deadline := time.Now().Add(time.Duration(min(*p.WaitMs, uint64(365*24*time.Hour/time.Millisecond))) * time.Millisecond)
-	later(c, poll, func(ctx context.Context) (rawJSON, error) {
+	var w *work
+	w = later(c, poll, func(ctx context.Context) (rawJSON, error) {
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
 		for {
+			final := false
 			select {
 			case <-wake:
 			case <-timer.C:
-				res, _ := proc.read(after, p.MaxBytes)
-				return rawJSON(res), nil
+				final = true
 			case <-ctx.Done():
 				return nil, errInternal("connection closed")
 			}
-			if res, wake = proc.read(after, p.MaxBytes); wake == nil {
+			// The answer is built and queued in its turn (scheduler.replyTurn).
+			release, err := c.sched.replyTurn(ctx)
+			if err != nil {
+				return nil, errInternal("connection closed")
+			}
+			res, next := proc.read(after, p.MaxBytes)
+			if final || next == nil {
+				w.afterReply = release
 				return rawJSON(res), nil
 			}
+			release()
+			wake = next
 		}
 	}).orNow(rawJSON(res))
 	return nil, nil

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -42,11 +43,44 @@ var errTooManyClientRequests = fmt.Errorf("more than %d requests await the clien
 type outgoingRequests struct {
 	late *logThrottle // answers that came after their request gave up (made on the first)
 
-	mu      sync.Mutex
-	next    int64                       // the last id given
-	sent    int64                       // the highest id whose request was queued for the client
+	mu sync.Mutex
+	// ids numbers the requests: the session's (shareIDs), so that the connections of one
+	// session never give an id twice and an answer the client owed an earlier connection
+	// cannot reach a request of this one; own until the connection is attached.
+	ids     *requestIDs
+	own     requestIDs
 	pending map[int64]chan clientAnswer // by id; each channel takes one answer
 	closed  error                       // the connection's end, once it came
+}
+
+// requestIDs numbers a session's requests to the client across its connections: given is
+// the last id taken, sent the highest id queued for the client. Only a sent id may be
+// answered: one taken by a request that gave up before it was queued was never seen.
+type requestIDs struct{ given, sent atomic.Int64 }
+
+// markSent records that request id went into an outgoing queue.
+func (r *requestIDs) markSent(id int64) {
+	for {
+		s := r.sent.Load()
+		if id <= s || r.sent.CompareAndSwap(s, id) {
+			return
+		}
+	}
+}
+
+// shareIDs makes the table number its requests with ids, its session's.
+func (o *outgoingRequests) shareIDs(ids *requestIDs) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ids = ids
+}
+
+// counter is the table's numbering; the caller holds mu.
+func (o *outgoingRequests) counter() *requestIDs {
+	if o.ids != nil {
+		return o.ids
+	}
+	return &o.own
 }
 
 // begin takes an id for a request and returns the channel its answer will come on. The
@@ -63,10 +97,10 @@ func (o *outgoingRequests) begin() (int64, <-chan clientAnswer, error) {
 	if o.pending == nil {
 		o.pending = make(map[int64]chan clientAnswer)
 	}
-	o.next++
+	id := o.counter().given.Add(1)
 	ch := make(chan clientAnswer, 1)
-	o.pending[o.next] = ch
-	return o.next, ch, nil
+	o.pending[id] = ch
+	return id, ch, nil
 }
 
 // await waits for the answer to request id, at most until ctx ends or the connection does.
@@ -98,18 +132,19 @@ func (o *outgoingRequests) forget(id int64) {
 func (o *outgoingRequests) queued(id int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.sent = max(o.sent, id)
+	o.counter().markSent(id)
 }
 
-// gave reports whether rawID is an id the client may have seen, pending or not: an integer
-// from 1 to the highest one queued. An id taken for a request that was never queued (its
-// caller gave up while the queue was full) is not one, unless a later request was queued:
-// then its answer counts as late, not as a violation.
+// gave reports whether rawID is an id the client may have seen, on this connection or an
+// earlier one of its session, pending or not: an integer from 1 to the highest one queued.
+// An id taken by a request that was never queued (its caller gave up while the queue was
+// full) is not one, unless a later request was queued: then its answer counts as late, not
+// as a violation.
 func (o *outgoingRequests) gave(rawID json.RawMessage) bool {
 	id, err := strconv.ParseInt(string(rawID), 10, 64)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return err == nil && id >= 1 && id <= o.sent
+	return err == nil && id >= 1 && id <= o.counter().sent.Load()
 }
 
 // deliver routes a response from the client to the request it answers, and reports whether

@@ -154,6 +154,29 @@ func (w *work) mustFinish() *work {
 	return w
 }
 
+// replyTurn waits until a woken long poll may build its answer: one at a time per
+// connection, once the outgoing queue is within its bound. Up to maxLongPollsPerConn polls
+// wake on one event, and an answer is as large as a process's retained output: built at
+// once and queued without waiting, as the answers of requests are, they held the queue
+// hundreds of times past its bound for a client that does not read. The caller releases
+// the turn once its answer is queued (work.afterReply), or at once when it goes on
+// waiting. It runs on the poll's goroutine.
+func (s *scheduler) replyTurn(ctx context.Context) (release func(), err error) {
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	release = func() { <-s.turn }
+	if s.room != nil {
+		if err := s.room(ctx); err != nil {
+			release()
+			return nil, err
+		}
+	}
+	return release, nil
+}
+
 // orNow sets a long poll's answer for when no more long polls may wait on the connection.
 func (w *work) orNow(now result) *work {
 	w.now = now
@@ -194,8 +217,13 @@ type scheduler struct {
 	readers   sync.WaitGroup // replacement readers, started by read's owner alone
 
 	// Tokens: taken by the reader, given back by the work that holds them (finish).
-	slots   chan struct{}  // one per running deferred work
-	polls   chan struct{}  // one per waiting long poll
+	slots chan struct{} // one per running deferred work
+	polls chan struct{} // one per waiting long poll
+	// turn is held by the one woken long poll that builds and queues its answer
+	// (replyTurn); room, set by the connection, waits until its outgoing queue is within its
+	// bound (nil: no bound).
+	turn    chan struct{}
+	room    func(ctx context.Context) error
 	running sync.WaitGroup // work on goroutines of its own
 
 	// Guarded by mu: the reader joins lanes, work leaves them, handlers ask their depth.
@@ -210,6 +238,7 @@ func (s *scheduler) start(ctx context.Context, log *slog.Logger, reply func(json
 	s.readEnded = make(chan struct{})
 	s.slots = make(chan struct{}, maxDeferredPerConn)
 	s.polls = make(chan struct{}, maxLongPollsPerConn)
+	s.turn = make(chan struct{}, 1)
 	s.lanes = map[string]*laneTail{}
 	s.quick.timer = time.AfterFunc(time.Hour, s.checkQuick)
 	s.quick.timer.Stop()

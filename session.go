@@ -21,6 +21,10 @@ type session struct {
 	detached chan struct{} // closed when conn detaches
 	expiry   *time.Timer   // runs while detached
 	gone     bool          // expired or shut down
+
+	// clientRequestIDs numbers the requests to the client, across the session's
+	// connections (outgoingRequests.shareIDs).
+	clientRequestIDs requestIDs
 }
 
 // resumeGrace is how long a resume waits for the attached connection to detach when that
@@ -51,6 +55,7 @@ func newUUID() string {
 func (t *sessionTable) create(srv *server, c *conn) (*session, error) {
 	s := &session{id: newUUID(), srv: srv, conn: c, detached: make(chan struct{})}
 	s.procs = newProcTable(s)
+	c.requests.shareIDs(&s.clientRequestIDs)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if max := srv.cfg.limits.sessions; len(t.byID) >= max {
@@ -85,6 +90,7 @@ func (t *sessionTable) resume(id string, c *conn) (*session, error) {
 				s.expiry.Stop()
 				s.expiry = nil
 			}
+			c.requests.shareIDs(&s.clientRequestIDs)
 			s.conn, s.detached = c, make(chan struct{})
 			s.mu.Unlock()
 			return s, nil
