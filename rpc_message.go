@@ -237,15 +237,6 @@ func appendResponse(dst []byte, id json.RawMessage, result any) ([]byte, error) 
 	return appendEnvelope(dst, id, r), nil
 }
 
-// appendEnvelope appends {"id":ID,"result":R} to dst, R being JSON already.
-func appendEnvelope(dst []byte, id json.RawMessage, r []byte) []byte {
-	dst = append(dst, `{"id":`...)
-	dst = append(dst, id...)
-	dst = append(dst, `,"result":`...)
-	dst = append(dst, r...)
-	return append(dst, '}')
-}
-
 // appendError appends {"error":{"code":C,"message":T},"id":ID} to dst, with "data":{"kind":K}
 // before the message when e has data, in the reference's key order.
 func appendError(dst []byte, id json.RawMessage, e *rpcError) []byte {

@@ -2,7 +2,8 @@ package main
 
 // Handler results (docs/protocol.md §3.2): how a handler's typed answer is encoded, as one
 // small interface with an adapter per encoding (a value, {}, pre-encoded JSON, pre-encoded
-// JSON framed in place), so that the scheduler never inspects an `any`.
+// JSON framed in place), so that the scheduler never inspects an `any`; and the response
+// envelope they are written into.
 
 import (
 	"encoding/json"
@@ -115,4 +116,13 @@ func (f framedJSON) frame(id json.RawMessage) ([]byte, bool) {
 	k += copy(b[k:], id)
 	copy(b[k:], `,"result":`)
 	return append(b, '}'), true
+}
+
+// appendEnvelope appends {"id":ID,"result":R} to dst, R being JSON already.
+func appendEnvelope(dst []byte, id json.RawMessage, r []byte) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = append(dst, id...)
+	dst = append(dst, `,"result":`...)
+	dst = append(dst, r...)
+	return append(dst, '}')
 }
