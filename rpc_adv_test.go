@@ -136,35 +136,14 @@ func TestAdv21ResponseStormHeld(t *testing.T) {
 // the heap the process holds.
 func TestAdv21LongPollRepliesKeepTheQueueBound(t *testing.T) {
 	ts := startTestServer(t, func(s *server) { s.cfg.stallTimeout = time.Hour })
-	ws, _, err := dialWebsocket(context.Background(), ts.url, nil, nil, wsOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.closeTCP()
-	send := func(msg string) {
-		t.Helper()
-		if err := ws.writeMessageOp(wsOpText, []byte(msg)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(`{"id":0,"method":"initialize","params":{"clientName":"adv"}}`)
-	var init struct {
-		Result struct {
-			SessionID string `json:"sessionId"`
-		} `json:"result"`
-	}
-	b, err := ws.readMessage()
-	if err != nil || json.Unmarshal(b, &init) != nil {
-		t.Fatalf("initialize: %s %v", b, err)
-	}
-	send(`{"method":"initialized"}`)
+	ws, send, sid := initializedWS(t, ts)
 	trigger := filepath.Join(t.TempDir(), "go")
 	start, _ := json.Marshal(procStart(t, "p", "sh", "-c", `while [ ! -e "$0" ]; do sleep 0.01; done; head -c 1048576 /dev/zero`, trigger))
 	send(`{"id":1,"method":"process/start","params":` + string(start) + `}`)
 	if b, err := ws.readMessage(); err != nil || !bytes.Contains(b, []byte(`"processId"`)) {
 		t.Fatalf("process/start: %s %v", b, err)
 	}
-	s := serverSession(ts, init.Result.SessionID)
+	s := serverSession(ts, sid)
 	s.mu.Lock()
 	c := s.conn
 	s.mu.Unlock()
@@ -205,29 +184,8 @@ func TestAdv21PipelinedReadsKeepTheQueueBound(t *testing.T) {
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big")
 	fsMust(t, os.WriteFile(big, bytes.Repeat([]byte("0123456789abcdef"), 2<<20), 0o644))
-	ws, _, err := dialWebsocket(context.Background(), ts.url, nil, nil, wsOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.closeTCP()
-	send := func(msg string) {
-		t.Helper()
-		if err := ws.writeMessageOp(wsOpText, []byte(msg)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(`{"id":0,"method":"initialize","params":{"clientName":"adv"}}`)
-	var init struct {
-		Result struct {
-			SessionID string `json:"sessionId"`
-		} `json:"result"`
-	}
-	b, err := ws.readMessage()
-	if err != nil || json.Unmarshal(b, &init) != nil {
-		t.Fatalf("initialize: %s %v", b, err)
-	}
-	send(`{"method":"initialized"}`)
-	s := serverSession(ts, init.Result.SessionID)
+	ws, _, sid := initializedWS(t, ts)
+	s := serverSession(ts, sid)
 	s.mu.Lock()
 	c := s.conn
 	s.mu.Unlock()
@@ -265,33 +223,12 @@ func TestAdv21PipelinedReadsKeepTheQueueBound(t *testing.T) {
 // its exit and its last output.
 func TestAdv21ClientThatNeverReadsHeld(t *testing.T) {
 	ts := startTestServer(t, func(s *server) { s.cfg.stallTimeout = 500 * time.Millisecond })
-	ws, _, err := dialWebsocket(context.Background(), ts.url, nil, nil, wsOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.closeTCP()
-	send := func(msg string) {
-		t.Helper()
-		if err := ws.writeMessageOp(wsOpText, []byte(msg)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(`{"id":0,"method":"initialize","params":{"clientName":"adv"}}`)
-	var init struct {
-		Result struct {
-			SessionID string `json:"sessionId"`
-		} `json:"result"`
-	}
-	b, err := ws.readMessage()
-	if err != nil || json.Unmarshal(b, &init) != nil {
-		t.Fatalf("initialize: %s %v", b, err)
-	}
-	send(`{"method":"initialized"}`)
+	_, send, sid := initializedWS(t, ts)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	start, _ := json.Marshal(procStart(t, "big", "sh", "-c", `echo $$ >"$0"; head -c 67108864 /dev/zero; echo; echo last`, pidFile))
 	send(`{"id":1,"method":"process/start","params":` + string(start) + `}`)
 	began := time.Now()
-	waitDetached(t, ts, init.Result.SessionID)
+	waitDetached(t, ts, sid)
 	detachedAfter := time.Since(began)
 	var pid int
 	waitFor(t, "the pid file", func() bool {
@@ -302,7 +239,7 @@ func TestAdv21ClientThatNeverReadsHeld(t *testing.T) {
 	waitFor(t, "the process to end on the host", func() bool { return syscall.Kill(pid, 0) != nil })
 	endedAfter := time.Since(began)
 	tc := ts.dial(t)
-	tc.initialize(&init.Result.SessionID)
+	tc.initialize(&sid)
 	var r readResultJSON
 	waitFor(t, "the exit to be readable", func() bool {
 		r = tc.read(map[string]any{"processId": "big", "afterSeq": 0, "maxBytes": 1 << 20})

@@ -204,6 +204,36 @@ func wsPeer(t *testing.T, ts *testServer) *rpcPeer {
 	return p
 }
 
+// initializedWS connects to the test server's websocket as a raw client whose reading the test
+// controls (it reads nothing unless the test does), initializes a session and returns the
+// connection, a send that fails the test on error, and the session's id.
+func initializedWS(t *testing.T, ts *testServer) (*wsConn, func(string), string) {
+	t.Helper()
+	ws, _, err := dialWebsocket(context.Background(), ts.url, nil, nil, wsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.closeTCP() })
+	send := func(msg string) {
+		t.Helper()
+		if err := ws.writeMessageOp(wsOpText, []byte(msg)); err != nil {
+			t.Fatalf("send %s: %v", msg, err)
+		}
+	}
+	send(`{"id":"init","method":"initialize","params":{"clientName":"raw"}}`)
+	var init struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	b, err := ws.readMessage()
+	if err != nil || json.Unmarshal(b, &init) != nil || init.Result.SessionID == "" {
+		t.Fatalf("initialize: %s %v", b, err)
+	}
+	send(`{"method":"initialized"}`)
+	return ws, send, init.Result.SessionID
+}
+
 // stdioPeer serves a connection of the test server over a stdio transport on two pipes, as
 // `--listen stdio` does over the process's stdin and stdout.
 func stdioPeer(t *testing.T, ts *testServer) *rpcPeer {
@@ -391,32 +421,8 @@ func TestServerRequestsUnknownAnswerEndsTheConnection(t *testing.T) {
 // writes 32 MiB, with --max-queued-bytes at 1 KiB.
 func TestServerRequestNeverQueuedIsNotGiven(t *testing.T) {
 	ts := startTestServer(t, func(s *server) { s.cfg.limits.queuedBytes = 1 << 10 })
-	ws, _, err := dialWebsocket(context.Background(), ts.url, nil, nil, wsOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.closeTCP()
-	send := func(msg string) {
-		t.Helper()
-		if err := ws.writeMessageOp(wsOpText, []byte(msg)); err != nil {
-			t.Fatalf("send %s: %v", msg, err)
-		}
-	}
-	send(`{"id":"init","method":"initialize","params":{"clientName":"review"}}`)
-	b, err := ws.readMessage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var init struct {
-		Result struct {
-			SessionID string `json:"sessionId"`
-		} `json:"result"`
-	}
-	if err := json.Unmarshal(b, &init); err != nil || init.Result.SessionID == "" {
-		t.Fatalf("initialize: %s", b)
-	}
-	send(`{"method":"initialized"}`)
-	s := serverSession(ts, init.Result.SessionID)
+	ws, send, sid := initializedWS(t, ts)
+	s := serverSession(ts, sid)
 
 	// Fill the queue: the writer takes the first 32 MiB and blocks in the socket (the client
 	// reads nothing), the second stays queued, far over the 1 KiB bound. Each notify returns
@@ -445,7 +451,7 @@ func TestServerRequestNeverQueuedIsNotGiven(t *testing.T) {
 	// The client answers id 1, which it was never sent, then asks something.
 	send(`{"id":1,"result":{}}`)
 	send(`{"id":"after","method":"environment/status"}`)
-	b, err = ws.readMessage()
+	b, err := ws.readMessage()
 	if err == nil {
 		t.Errorf("a response to id 1, never sent, did not close the connection (docs/protocol.md §3.1): the server answered %s", b)
 	}
