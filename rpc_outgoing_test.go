@@ -344,7 +344,7 @@ func TestServerRequestsToTheClient(t *testing.T) {
 
 			// A deadline: the wait gives up; the answer that comes after is dropped, and the
 			// connection goes on.
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond) // long enough to be queued, under -race too
 			ask(ctx, s, 4, out)
 			p.expectRequest(4, 4)
 			if r := waitAsk(t, out); !errors.Is(r.err, context.DeadlineExceeded) {
@@ -478,7 +478,7 @@ func TestServerRequestTimesOut(t *testing.T) {
 	s := serverSession(ts, p.initialize())
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.askClient(context.Background(), "test/ask", json.RawMessage(`{"n":1}`), 50*time.Millisecond)
+		_, err := s.askClient(context.Background(), "test/ask", json.RawMessage(`{"n":1}`), 500*time.Millisecond)
 		done <- err
 	}()
 	p.expectRequest(1, 1)
