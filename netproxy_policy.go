@@ -1,0 +1,498 @@
+package main
+
+// The managed network proxy's request fields and its policy (docs/network.md): how
+// process/start.networkProxy decodes (serde's words, as the reference answers them), how a
+// host is judged (deny globs, then local and private addresses, then the allow globs), which
+// methods `limited` mode lets through, and the words a refusal carries.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// networkProxyParams is process/start.networkProxy (docs/network.md §1).
+type networkProxyParams struct {
+	Proxy         proxyConfig         `json:"proxy"`
+	AuditMetadata *proxyAuditMetadata `json:"auditMetadata"`
+	EnvironmentID *string             `json:"environmentId"`
+	ExecutionID   *string             `json:"executionId"`
+	// PolicyDecisionTimeoutMs, when present, puts undecided hosts and review domains to
+	// the client (network/policyRequest); without it they are refused.
+	PolicyDecisionTimeoutMs *uint64 `json:"policyDecisionTimeoutMs"`
+}
+
+func (p *networkProxyParams) UnmarshalJSON(raw []byte) error {
+	type plain networkProxyParams
+	if err := decodeParams(raw, "RemoteNetworkProxyLaunchConfig", (*plain)(p)); err != nil {
+		return err
+	}
+	return p.Proxy.validate()
+}
+
+// proxyConfig is networkProxy.proxy. Its field order is the reference's: a missing field is
+// named in this order.
+type proxyConfig struct {
+	Enabled                        bool                      `json:"enabled"`
+	EnableSocks5                   bool                      `json:"enableSocks5"`
+	EnableSocks5UDP                bool                      `json:"enableSocks5Udp"`
+	AllowUpstreamProxy             bool                      `json:"allowUpstreamProxy"`
+	DangerouslyAllowAllUnixSockets bool                      `json:"dangerouslyAllowAllUnixSockets"`
+	Mode                           networkMode               `json:"mode"`
+	Domains                        map[string]domainPerm     `json:"domains,omitempty"`
+	UnixSockets                    map[string]unixSocketPerm `json:"unixSockets,omitempty"`
+	AllowLocalBinding              bool                      `json:"allowLocalBinding"`
+	ReviewDomains                  []string                  `json:"reviewDomains,omitempty"`
+	CredentialMasking              *bool                     `json:"credentialMasking"`
+	// CredentialProviders are decoded and kept; masking is not offered yet (docs/network.md).
+	CredentialProviders map[string]credentialProvider `json:"credentialProviders,omitempty"`
+	TransparentTCP      *bool                         `json:"transparentTcp"`
+}
+
+func (c *proxyConfig) UnmarshalJSON(raw []byte) error {
+	type plain proxyConfig
+	return decodeParams(raw, "RemoteNetworkProxyConfig", (*plain)(c))
+}
+
+// validate refuses the patterns the reference refuses when it builds its policy.
+func (c *proxyConfig) validate() error {
+	for pattern, perm := range c.Domains {
+		p := strings.TrimSpace(pattern)
+		switch {
+		case p == "":
+			return errInvalidParams("invalid network proxy config: domain pattern is empty")
+		case strings.HasPrefix(p, "[") && !strings.HasSuffix(p, "]") ||
+			strings.HasPrefix(p, "[") && !isBracketedHost(p):
+			return errInvalidParams("invalid network proxy config: brackets are only supported for IPv6 literals or [*]: %s", pattern)
+		case perm == domainDeny && isGlobalWildcard(p):
+			return errInvalidParams("invalid network proxy config: invalid value for network.denied_domains: %s (allowed exact hosts or scoped wildcards like *.example.com or **.example.com)", pattern)
+		}
+	}
+	i := 0
+	for path := range c.UnixSockets {
+		if !filepath.IsAbs(path) || strings.IndexByte(path, 0) >= 0 {
+			return errInvalidParams("invalid network proxy config: invalid network.allow_unix_sockets[%d]: expected a NUL-free absolute path for Linux, got %q", i, path)
+		}
+		i++
+	}
+	return nil
+}
+
+func isBracketedHost(p string) bool {
+	inner := p[1 : len(p)-1]
+	if inner == "*" {
+		return true
+	}
+	if ip, _, _ := strings.Cut(inner, "%"); ip != "" {
+		a, err := netip.ParseAddr(ip)
+		return err == nil && a.Is6()
+	}
+	return false
+}
+
+// isGlobalWildcard reports whether a pattern matches every host ("*", "**.", "[*]").
+func isGlobalWildcard(p string) bool {
+	return p == "*" || p == "[*]" || p == "**" || p == "**.*" || p == "*.*"
+}
+
+// proxyAuditMetadata is networkProxy.auditMetadata: kept for the process's records.
+type proxyAuditMetadata struct {
+	ConversationID *string `json:"conversationId"`
+	AppVersion     *string `json:"appVersion"`
+	UserAccountID  *string `json:"userAccountId"`
+	AuthMode       *string `json:"authMode"`
+	Originator     *string `json:"originator"`
+	UserEmail      *string `json:"userEmail"`
+	TerminalType   *string `json:"terminalType"`
+	Model          *string `json:"model"`
+	Slug           *string `json:"slug"`
+}
+
+func (m *proxyAuditMetadata) UnmarshalJSON(raw []byte) error {
+	type plain proxyAuditMetadata
+	return decodeParams(raw, "NetworkProxyAuditMetadata", (*plain)(m))
+}
+
+// credentialProvider is one entry of proxy.credentialProviders (kept, not yet used).
+type credentialProvider struct {
+	Env              *string        `json:"env"`
+	Patterns         []string       `json:"patterns,omitempty"`
+	URLPrefixes      []string       `json:"url_prefixes,omitempty"`
+	URLPrefixFromEnv *string        `json:"url_prefix_from_env"`
+	Auth             []credAuthKind `json:"auth,omitempty"`
+	Header           *string        `json:"header"`
+	Prefix           *string        `json:"prefix"`
+}
+
+func (p *credentialProvider) UnmarshalJSON(raw []byte) error {
+	type plain credentialProvider
+	return decodeParams(raw, "CredentialProvider", (*plain)(p))
+}
+
+type credAuthKind string
+
+func (k *credAuthKind) UnmarshalJSON(raw []byte) error {
+	s, err := decodeVariant(raw, "bearer", "token", "basic", "header")
+	*k = credAuthKind(s)
+	return err
+}
+
+// managedNetworkParams is process/start.managedNetwork: what the sandbox side of a managed
+// network needs (docs/network.md §4; the sandbox plumbing is not part of this component).
+type managedNetworkParams struct {
+	LoopbackPorts     []uint16 `json:"loopbackPorts,omitempty"`
+	AllowLocalBinding *bool    `json:"allowLocalBinding"`
+	TransparentTCP    *bool    `json:"transparentTcp"`
+}
+
+func (m *managedNetworkParams) UnmarshalJSON(raw []byte) error {
+	type plain managedNetworkParams
+	return decodeParams(raw, "ManagedNetworkSandboxContext", (*plain)(m))
+}
+
+// networkMode is proxy.mode: "limited" lets only reading methods through, "full" all.
+type networkMode string
+
+const (
+	modeLimited networkMode = "limited"
+	modeFull    networkMode = "full"
+)
+
+func (m *networkMode) UnmarshalJSON(raw []byte) error {
+	s, err := decodeVariant(raw, string(modeLimited), string(modeFull))
+	*m = networkMode(s)
+	return err
+}
+
+func (*networkMode) decodesNull() {}
+
+// allowsMethod reports whether the mode lets an HTTP method through. CONNECT and SOCKS are
+// never allowed in limited mode: what they carry cannot be inspected.
+func (m networkMode) allowsMethod(method string) bool {
+	if m == modeFull {
+		return true
+	}
+	switch method {
+	case "GET", "HEAD", "OPTIONS":
+		return true
+	}
+	return false
+}
+
+// domainPerm is one value of proxy.domains.
+type domainPerm string
+
+const (
+	domainNone  domainPerm = "none"
+	domainAllow domainPerm = "allow"
+	domainDeny  domainPerm = "deny"
+)
+
+func (d *domainPerm) UnmarshalJSON(raw []byte) error {
+	s, err := decodeStringOrMapVariant(raw, "none", "allow", "deny")
+	*d = domainPerm(s)
+	return err
+}
+
+// unixSocketPerm is one value of proxy.unixSockets.
+type unixSocketPerm string
+
+func (u *unixSocketPerm) UnmarshalJSON(raw []byte) error {
+	s, err := decodeStringOrMapVariant(raw, "allow", "deny")
+	*u = unixSocketPerm(s)
+	return err
+}
+
+// decodeStringOrMapVariant decodes a serde enum written as a string, with serde's words for a
+// value of another type (an enum could also be written as a map).
+func decodeStringOrMapVariant(raw []byte, variants ...string) (string, error) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '"' {
+		kind := jsonKind(t)
+		if kind == "number" {
+			if _, err := strconv.ParseInt(string(t), 10, 64); err == nil {
+				kind = "integer `" + string(t) + "`"
+			}
+		}
+		if kind == "map" {
+			return "", errInvalidParams("invalid type: map, expected a string")
+		}
+		return "", errInvalidParams("invalid type: %s, expected string or map", kind)
+	}
+	return decodeVariant(raw, variants...)
+}
+
+// Reasons, sources and scopes of a decision, in the reference's words (docs/network.md §3).
+const (
+	reasonAllow            = "allow"
+	reasonDenied           = "denied"
+	reasonNotAllowed       = "not_allowed"
+	reasonNotAllowedLocal  = "not_allowed_local"
+	reasonMethodNotAllowed = "method_not_allowed"
+	reasonMITMRequired     = "mitm_required"
+	reasonPolicyDenied     = "policy_denied"
+
+	sourceBaseline  = "baseline_policy"
+	sourceModeGuard = "mode_guard"
+	sourceDecider   = "decider"
+
+	scopeDomain    = "domain"
+	scopeNonDomain = "non_domain"
+)
+
+// blockedMessage is the human text of a refusal, and blockedHeader its x-proxy-error value.
+func blockedMessage(reason, source string) string {
+	switch {
+	case reason == reasonNotAllowed:
+		return "Domain not in allowlist."
+	case reason == reasonDenied:
+		return "Domain denied by the sandbox policy."
+	case reason == reasonNotAllowedLocal:
+		return "Sandbox policy blocks local/private network addresses."
+	case reason == reasonMethodNotAllowed:
+		return "Method not allowed in limited mode."
+	case reason == reasonMITMRequired:
+		return "CONNECT blocked in limited mode."
+	}
+	return "Request blocked by network policy."
+}
+
+func blockedHeader(reason string) string {
+	switch reason {
+	case reasonNotAllowed, reasonNotAllowedLocal:
+		return "blocked-by-allowlist"
+	case reasonDenied:
+		return "blocked-by-denylist"
+	case reasonMethodNotAllowed:
+		return "blocked-by-method-policy"
+	case reasonMITMRequired:
+		return "blocked-by-mitm-required"
+	}
+	return "blocked-by-policy"
+}
+
+// netPolicy is a proxy config compiled for matching.
+type netPolicy struct {
+	mode              networkMode
+	allow, deny       []string // normalized glob patterns
+	explicitAllow     []string // allow entries without wildcards, normalized (local rules)
+	review            []string // review-domain globs
+	allowListEmpty    bool     // no allow entry at all: every host is not_allowed
+	allowLocalBinding bool
+}
+
+// compilePolicy expands the config's domain patterns into globs.
+func compilePolicy(c *proxyConfig) *netPolicy {
+	p := &netPolicy{mode: c.Mode, allowLocalBinding: c.AllowLocalBinding, allowListEmpty: true}
+	for pattern, perm := range c.Domains {
+		switch perm {
+		case domainAllow:
+			p.allowListEmpty = false
+			p.allow = append(p.allow, expandPattern(pattern)...)
+			if t := strings.TrimSpace(pattern); !strings.ContainsAny(t, "*?") {
+				p.explicitAllow = append(p.explicitAllow, normalizeHost(t))
+			}
+		case domainDeny:
+			p.deny = append(p.deny, expandPattern(pattern)...)
+		}
+	}
+	for _, r := range c.ReviewDomains {
+		p.review = append(p.review, expandPattern(r)...)
+	}
+	return p
+}
+
+// expandPattern turns a domain pattern into the globs it stands for: "*.d" any subdomain of d,
+// "**.d" d and its subdomains, anything else the host (with * and ? as globs).
+func expandPattern(pattern string) []string {
+	p := strings.TrimSpace(pattern)
+	if p == "*" {
+		return []string{"*"}
+	}
+	switch {
+	case strings.HasPrefix(p, "**."):
+		d := normalizeHost(p[3:])
+		return []string{d, "?*." + d}
+	case strings.HasPrefix(p, "*."):
+		return []string{"?*." + normalizeHost(p[2:])}
+	}
+	return []string{normalizeHost(p)}
+}
+
+// normalizeHost lowercases a host, strips brackets, a port after a single colon and trailing
+// dots, so that patterns and requests compare alike.
+func normalizeHost(h string) string {
+	h = strings.TrimSpace(h)
+	if strings.HasPrefix(h, "[") {
+		if end := strings.IndexByte(h, ']'); end > 0 {
+			h = h[1:end]
+		}
+	} else if strings.Count(h, ":") == 1 {
+		h, _, _ = strings.Cut(h, ":")
+	}
+	h = strings.TrimRight(strings.ToLower(h), ".")
+	if ip, scope, ok := strings.Cut(h, "%25"); ok {
+		h = ip + "%" + scope
+	}
+	return h
+}
+
+// hostGlobMatch matches host against a glob where * is any run of bytes (dots included) and ? one
+// byte; both are ASCII-lowercased already.
+func hostGlobMatch(pattern, host string) bool {
+	px, hx := 0, 0
+	nextPx, nextHx := -1, -1
+	for px < len(pattern) || hx < len(host) {
+		if px < len(pattern) {
+			switch c := pattern[px]; c {
+			case '*':
+				nextPx, nextHx = px, hx+1
+				px++
+				continue
+			case '?':
+				if hx < len(host) {
+					px++
+					hx++
+					continue
+				}
+			default:
+				if hx < len(host) && host[hx] == c {
+					px++
+					hx++
+					continue
+				}
+			}
+		}
+		if nextPx >= 0 && nextHx <= len(host) {
+			px, hx = nextPx, nextHx
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+func matchAny(globs []string, host string) bool {
+	for _, g := range globs {
+		if hostGlobMatch(g, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// isLoopbackProxyHost reports whether host is "localhost" or a loopback literal.
+func isLoopbackProxyHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, _, _ := strings.Cut(host, "%")
+	a, err := netip.ParseAddr(ip)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// nonPublicPrefixes are the IPv4 blocks that are not the public internet beyond what
+// netip.Addr classifies (docs/network.md §3: the documentation blocks count as local).
+var nonPublicPrefixes = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("198.51.100.0/24"),
+	netip.MustParsePrefix("203.0.113.0/24"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+}
+
+// isNonPublicIP reports whether a is loopback, private, link-local, unspecified, multicast,
+// broadcast or one of nonPublicPrefixes (an IPv4-mapped or -compatible IPv6 address is
+// judged as its IPv4 address).
+func isNonPublicIP(a netip.Addr) bool {
+	a = a.WithZone("")
+	if a.Is6() {
+		b := a.As16()
+		if a.Is4In6() || (b == [16]byte{12: b[12], 13: b[13], 14: b[14], 15: b[15]} && !a.IsUnspecified() && !a.IsLoopback()) {
+			return isNonPublicIP(netip.AddrFrom4([4]byte(b[12:])))
+		}
+		return a.IsLoopback() || a.IsUnspecified() || a.IsMulticast() || a.IsPrivate() || a.IsLinkLocalUnicast()
+	}
+	if a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsUnspecified() || a.IsMulticast() ||
+		a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return true
+	}
+	for _, p := range nonPublicPrefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveFunc resolves a host name to its addresses.
+type resolveFunc func(ctx context.Context, host string) ([]netip.Addr, error)
+
+// hostVerdict is the baseline policy's verdict on a host: "" when allowed, else a reason.
+// Its order is the reference's (docs/network.md §3): a deny entry always wins; then, unless
+// allowLocalBinding, a local literal needs an exact allow entry; a review domain counts as not
+// allowed (the caller may put it to the client); an allowed name must resolve to public
+// addresses only (a failed lookup counts as local); then the allow list decides.
+func (p *netPolicy) hostVerdict(ctx context.Context, rawHost string, resolve resolveFunc) string {
+	host := normalizeHost(rawHost)
+	if host == "" {
+		return reasonNotAllowed
+	}
+	if matchAny(p.deny, host) {
+		return reasonDenied
+	}
+	ipText, _, _ := strings.Cut(host, "%")
+	a, ipErr := netip.ParseAddr(ipText)
+	literal := ipErr == nil
+	if !p.allowLocalBinding && (isLoopbackProxyHost(host) || literal && isNonPublicIP(a)) &&
+		!containsString(p.explicitAllow, host) {
+		return reasonNotAllowedLocal
+	}
+	if p.allowListEmpty || !matchAny(p.allow, host) || matchAny(p.review, host) {
+		return reasonNotAllowed
+	}
+	if !p.allowLocalBinding && !literal && !isLoopbackProxyHost(host) {
+		addrs, err := resolve(ctx, host)
+		if err != nil || len(addrs) == 0 {
+			return reasonNotAllowedLocal
+		}
+		for _, a := range addrs {
+			if isNonPublicIP(a) {
+				return reasonNotAllowedLocal
+			}
+		}
+	}
+	return ""
+}
+
+// needsReview reports whether host matches a review domain: such a host is always put to the
+// client, even when the allow list has it.
+func (p *netPolicy) needsReview(rawHost string) bool {
+	return matchAny(p.review, normalizeHost(rawHost))
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// systemResolve is the resolver a proxy uses when its hooks give none.
+func systemResolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", host, err)
+	}
+	return addrs, nil
+}
