@@ -8,20 +8,23 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // networkProxyParams is process/start.networkProxy (docs/network.md §1).
 type networkProxyParams struct {
-	Proxy         proxyConfig         `json:"proxy"`
-	AuditMetadata *proxyAuditMetadata `json:"auditMetadata"`
-	EnvironmentID *string             `json:"environmentId"`
-	ExecutionID   *string             `json:"executionId"`
+	Proxy         proxyConfig        `json:"proxy"`
+	AuditMetadata proxyAuditMetadata `json:"auditMetadata,omitempty"`
+	EnvironmentID *string            `json:"environmentId"`
+	ExecutionID   *string            `json:"executionId"`
 	// PolicyDecisionTimeoutMs, when present, puts undecided hosts and review domains to
 	// the client (network/policyRequest); without it they are refused.
 	PolicyDecisionTimeoutMs *uint64 `json:"policyDecisionTimeoutMs"`
@@ -47,16 +50,41 @@ type proxyConfig struct {
 	Domains                        map[string]domainPerm     `json:"domains,omitempty"`
 	UnixSockets                    map[string]unixSocketPerm `json:"unixSockets,omitempty"`
 	AllowLocalBinding              bool                      `json:"allowLocalBinding"`
-	ReviewDomains                  []string                  `json:"reviewDomains,omitempty"`
-	CredentialMasking              *bool                     `json:"credentialMasking"`
+	ReviewDomains                  defaultStrings            `json:"reviewDomains,omitempty"`
+	CredentialMasking              defaultBool               `json:"credentialMasking,omitempty"`
 	// CredentialProviders are decoded and kept; masking is not offered yet (docs/network.md).
-	CredentialProviders map[string]credentialProvider `json:"credentialProviders,omitempty"`
-	TransparentTCP      *bool                         `json:"transparentTcp"`
+	CredentialProviders credentialProviders `json:"credentialProviders,omitempty"`
+	TransparentTCP      defaultBool         `json:"transparentTcp,omitempty"`
 }
 
 func (c *proxyConfig) UnmarshalJSON(raw []byte) error {
 	type plain proxyConfig
 	return decodeParams(raw, "RemoteNetworkProxyConfig", (*plain)(c))
+}
+
+func (*proxyConfig) decodesNull() {}
+
+// defaultBool is a boolean that may be absent (false) but not null, as serde's
+// #[serde(default)] bool.
+type defaultBool bool
+
+func (b *defaultBool) UnmarshalJSON(raw []byte) error {
+	switch t := string(bytes.TrimSpace(raw)); t {
+	case "true", "false":
+		*b = t == "true"
+		return nil
+	}
+	return errInvalidParams("invalid type: %s, expected a boolean", jsonKind(raw))
+}
+
+// defaultStrings is a list that may be absent (empty) but not null.
+type defaultStrings []string
+
+func (s *defaultStrings) UnmarshalJSON(raw []byte) error {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '[' {
+		return errInvalidParams("invalid type: %s, expected a sequence", jsonKind(t))
+	}
+	return decodeField(reflect.ValueOf((*[]string)(s)).Elem(), "", raw)
 }
 
 // validate refuses the patterns the reference refuses when it builds its policy.
@@ -69,6 +97,8 @@ func (c *proxyConfig) validate() error {
 		case strings.HasPrefix(p, "[") && !strings.HasSuffix(p, "]") ||
 			strings.HasPrefix(p, "[") && !isBracketedHost(p):
 			return errInvalidParams("invalid network proxy config: brackets are only supported for IPv6 literals or [*]: %s", pattern)
+		case strings.Contains(strings.TrimPrefix(p, "**."), "**"):
+			return errInvalidParams("invalid network proxy config: unsupported repeated wildcard: %s", pattern)
 		case perm == domainDeny && isGlobalWildcard(p):
 			return errInvalidParams("invalid network proxy config: invalid value for network.denied_domains: %s (allowed exact hosts or scoped wildcards like *.example.com or **.example.com)", pattern)
 		}
@@ -97,7 +127,7 @@ func isBracketedHost(p string) bool {
 
 // isGlobalWildcard reports whether a pattern matches every host ("*", "**.", "[*]").
 func isGlobalWildcard(p string) bool {
-	return p == "*" || p == "[*]" || p == "**" || p == "**.*" || p == "*.*"
+	return p == "*" || p == "[*]" || p == "**.*" || p == "*.*"
 }
 
 // proxyAuditMetadata is networkProxy.auditMetadata: kept for the process's records.
@@ -113,41 +143,174 @@ type proxyAuditMetadata struct {
 	Slug           *string `json:"slug"`
 }
 
+func (*proxyAuditMetadata) decodesNull() {}
+
 func (m *proxyAuditMetadata) UnmarshalJSON(raw []byte) error {
 	type plain proxyAuditMetadata
 	return decodeParams(raw, "NetworkProxyAuditMetadata", (*plain)(m))
 }
 
-// credentialProvider is one entry of proxy.credentialProviders (kept, not yet used).
+// credentialProviders is proxy.credentialProviders: kept, not yet used (masking is a later
+// step). The reference reads it strictly (unknown fields refused) and names numbers by value.
+type credentialProviders map[string]credentialProvider
+
+func (c *credentialProviders) UnmarshalJSON(raw []byte) error {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '{' {
+		return errInvalidParams("invalid type: %s, expected a map", serdeKind(t))
+	}
+	m := credentialProviders{}
+	var ferr error
+	if !scanObject(t, func(name string, val []byte) bool {
+		var p credentialProvider
+		ferr = p.decode(val)
+		m[name] = p
+		return ferr == nil
+	}) && ferr == nil {
+		ferr = errInvalidParams("invalid JSON in params: %s", jsonSyntaxError(t))
+	}
+	*c = m
+	return ferr
+}
+
+// credentialProvider is one entry of proxy.credentialProviders.
 type credentialProvider struct {
-	Env              *string        `json:"env"`
-	Patterns         []string       `json:"patterns,omitempty"`
-	URLPrefixes      []string       `json:"url_prefixes,omitempty"`
-	URLPrefixFromEnv *string        `json:"url_prefix_from_env"`
-	Auth             []credAuthKind `json:"auth,omitempty"`
-	Header           *string        `json:"header"`
-	Prefix           *string        `json:"prefix"`
+	Env              []string
+	Patterns         []string
+	URLPrefixes      []string
+	URLPrefixFromEnv string
+	Auth             []string // "bearer", "token", "basic" or "header"
+	Header           string
+	Prefix           string
 }
 
-func (p *credentialProvider) UnmarshalJSON(raw []byte) error {
-	type plain credentialProvider
-	return decodeParams(raw, "CredentialProvider", (*plain)(p))
+// credentialProviderFields are its keys, in the reference's order (its error names them).
+var credentialProviderFields = []string{"env", "patterns", "url_prefixes", "url_prefix_from_env", "auth", "header", "prefix"}
+
+func (p *credentialProvider) decode(raw []byte) error {
+	if len(raw) == 0 || raw[0] != '{' {
+		return errInvalidParams("invalid type: %s, expected struct CredentialProviderConfig", serdeKind(raw))
+	}
+	var ferr error
+	ok := scanObject(raw, func(key string, val []byte) bool {
+		switch key {
+		case "env":
+			p.Env, ferr = decodeStrictStrings(val, nil)
+		case "patterns":
+			p.Patterns, ferr = decodeStrictStrings(val, nil)
+		case "url_prefixes":
+			p.URLPrefixes, ferr = decodeStrictStrings(val, nil)
+		case "auth":
+			p.Auth, ferr = decodeStrictStrings(val, []string{"bearer", "token", "basic", "header"})
+		case "url_prefix_from_env":
+			p.URLPrefixFromEnv, ferr = decodeStrictString(val)
+		case "header":
+			p.Header, ferr = decodeStrictString(val)
+		case "prefix":
+			p.Prefix, ferr = decodeStrictString(val)
+		default:
+			ferr = errInvalidParams("unknown field `%s`, expected one of `%s`", key, strings.Join(credentialProviderFields, "`, `"))
+		}
+		return ferr == nil
+	})
+	if ferr == nil && !ok {
+		ferr = errInvalidParams("invalid JSON in params: %s", jsonSyntaxError(raw))
+	}
+	return ferr
 }
 
-type credAuthKind string
+// decodeStrictString decodes an optional string (null: empty).
+func decodeStrictString(val []byte) (string, error) {
+	if string(val) == "null" {
+		return "", nil
+	}
+	var s string
+	if val[0] != '"' || json.Unmarshal(val, &s) != nil {
+		return "", errInvalidParams("invalid type: %s, expected a string", serdeKind(val))
+	}
+	return s, nil
+}
 
-func (k *credAuthKind) UnmarshalJSON(raw []byte) error {
-	s, err := decodeVariant(raw, "bearer", "token", "basic", "header")
-	*k = credAuthKind(s)
-	return err
+// decodeStrictStrings decodes a list of strings (each one of variants, when given).
+func decodeStrictStrings(val []byte, variants []string) ([]string, error) {
+	if val[0] != '[' {
+		return nil, errInvalidParams("invalid type: %s, expected a sequence", serdeKind(val))
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(val, &items); err != nil {
+		return nil, errInvalidParams("invalid JSON in params: %s", jsonSyntaxError(val))
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		s, err := decodeStrictString(bytes.TrimSpace(it))
+		if err == nil && string(bytes.TrimSpace(it)) == "null" {
+			err = errInvalidParams("invalid type: null, expected a string")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if variants != nil && !slices.Contains(variants, s) {
+			return nil, errUnknownVariant(s, variants...)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// serdeKind is jsonKind with numbers named by value, as serde_json names them when it reads
+// a value it has already parsed ("integer `1`", "floating point `1.5`").
+func serdeKind(raw []byte) string {
+	t := bytes.TrimSpace(raw)
+	k := jsonKind(t)
+	if k != "number" {
+		return k
+	}
+	if _, err := strconv.ParseInt(string(t), 10, 64); err == nil {
+		return "integer `" + string(t) + "`"
+	}
+	if _, err := strconv.ParseUint(string(t), 10, 64); err == nil {
+		return "integer `" + string(t) + "`"
+	}
+	if f, err := strconv.ParseFloat(string(t), 64); err == nil {
+		return "floating point `" + strconv.FormatFloat(f, 'f', -1, 64) + "`"
+	}
+	return k
 }
 
 // managedNetworkParams is process/start.managedNetwork: what the sandbox side of a managed
 // network needs (docs/network.md §4; the sandbox plumbing is not part of this component).
 type managedNetworkParams struct {
-	LoopbackPorts     []uint16 `json:"loopbackPorts,omitempty"`
-	AllowLocalBinding *bool    `json:"allowLocalBinding"`
-	TransparentTCP    *bool    `json:"transparentTcp"`
+	LoopbackPorts     loopbackPorts `json:"loopbackPorts,omitempty"`
+	AllowLocalBinding defaultBool   `json:"allowLocalBinding,omitempty"`
+	TransparentTCP    defaultBool   `json:"transparentTcp,omitempty"`
+}
+
+// loopbackPorts is managedNetwork.loopbackPorts: a list of u16 that may be absent, not null.
+type loopbackPorts []uint16
+
+func (l *loopbackPorts) UnmarshalJSON(raw []byte) error {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '[' {
+		return errInvalidParams("invalid type: %s, expected a sequence", jsonKind(t))
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(t, &items); err != nil {
+		return errInvalidParams("invalid JSON in params: %s", jsonSyntaxError(t))
+	}
+	ports := make(loopbackPorts, 0, len(items))
+	for _, it := range items {
+		it = bytes.TrimSpace(it)
+		if k := jsonKind(it); k != "number" {
+			return errInvalidParams("invalid type: %s, expected u16", k)
+		}
+		n, err := strconv.ParseUint(string(it), 10, 16)
+		if err != nil {
+			return errInvalidParams("invalid number")
+		}
+		ports = append(ports, uint16(n))
+	}
+	*l = ports
+	return nil
 }
 
 func (m *managedNetworkParams) UnmarshalJSON(raw []byte) error {
@@ -164,7 +327,7 @@ const (
 )
 
 func (m *networkMode) UnmarshalJSON(raw []byte) error {
-	s, err := decodeVariant(raw, string(modeLimited), string(modeFull))
+	s, err := decodeStringOrMapVariant(raw, string(modeLimited), string(modeFull))
 	*m = networkMode(s)
 	return err
 }
@@ -208,23 +371,34 @@ func (u *unixSocketPerm) UnmarshalJSON(raw []byte) error {
 	return err
 }
 
-// decodeStringOrMapVariant decodes a serde enum written as a string, with serde's words for a
-// value of another type (an enum could also be written as a map).
+// decodeStringOrMapVariant decodes a serde unit enum, written as a string or as a map with
+// one key (the variant) whose value is null, with serde's words for anything else.
 func decodeStringOrMapVariant(raw []byte, variants ...string) (string, error) {
 	t := bytes.TrimSpace(raw)
-	if len(t) == 0 || t[0] != '"' {
-		kind := jsonKind(t)
-		if kind == "number" {
-			if _, err := strconv.ParseInt(string(t), 10, 64); err == nil {
-				kind = "integer `" + string(t) + "`"
-			}
+	switch {
+	case len(t) > 0 && t[0] == '"':
+		return decodeVariant(t, variants...)
+	case len(t) > 0 && t[0] == '{':
+		var keys []string
+		var val []byte
+		if !scanObject(t, func(k string, v []byte) bool {
+			keys, val = append(keys, k), v
+			return true
+		}) {
+			return "", errInvalidParams("invalid JSON in params: %s", jsonSyntaxError(t))
 		}
-		if kind == "map" {
-			return "", errInvalidParams("invalid type: map, expected a string")
+		if len(keys) != 1 {
+			return "", errInvalidParams("invalid value: map, expected map with a single key")
 		}
-		return "", errInvalidParams("invalid type: %s, expected string or map", kind)
+		if !slices.Contains(variants, keys[0]) {
+			return "", errUnknownVariant(keys[0], variants...)
+		}
+		if string(val) != "null" {
+			return "", errInvalidParams("invalid type: %s, expected unit", jsonKind(val))
+		}
+		return keys[0], nil
 	}
-	return decodeVariant(raw, variants...)
+	return "", errInvalidParams("invalid type: %s, expected string or map", serdeKind(t))
 }
 
 // Reasons, sources and scopes of a decision, in the reference's words (docs/network.md §3).
@@ -471,12 +645,6 @@ func (p *netPolicy) hostVerdict(ctx context.Context, rawHost string, resolve res
 		}
 	}
 	return ""
-}
-
-// needsReview reports whether host matches a review domain: such a host is always put to the
-// client, even when the allow list has it.
-func (p *netPolicy) needsReview(rawHost string) bool {
-	return matchAny(p.review, normalizeHost(rawHost))
 }
 
 func containsString(list []string, s string) bool {
