@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -223,85 +224,120 @@ func (p *netProxy) serveSocks(c net.Conn) {
 }
 
 // serveUDPAssociate relays the client's datagrams (RFC 1928 §7) to the destinations the
-// policy allows, and their answers back, for as long as the control connection c lasts.
+// policy allows, and their answers back, for as long as the control connection c lasts. The
+// client talks to a socket on 127.0.0.1; destinations are reached from a second, unbound
+// one, whose datagrams are passed back only from destinations judged allowed.
 func (p *netProxy) serveUDPAssociate(c net.Conn, client string) {
 	if p.policy.mode == modeLimited {
 		p.decide(p.ctx, netRequest{protocol: protoSocksUDP, client: client})
 		socksReply(c, socksNotAllowed, nil)
 		return
 	}
-	relay, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	in, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		socksReply(c, socksGeneralFailure, nil)
 		return
 	}
-	if !p.track(relay) {
+	if !p.track(in) {
 		return
 	}
-	defer p.untrackClose(relay)
-	if socksReply(c, socksSucceeded, relay.LocalAddr().(*net.UDPAddr)) != nil {
+	defer p.untrackClose(in)
+	out, err := net.ListenUDP("udp", nil)
+	if err != nil {
+		socksReply(c, socksGeneralFailure, nil)
 		return
 	}
-	p.wg.Add(1)
+	if !p.track(out) {
+		return
+	}
+	defer p.untrackClose(out)
+	if socksReply(c, socksSucceeded, in.LocalAddr().(*net.UDPAddr)) != nil {
+		return
+	}
+	var mu sync.Mutex
+	allowed := map[netip.AddrPort]bool{} // destinations judged allowed, by address
+	var clientAddr netip.AddrPort        // the client's socket, from its first datagram
+	var wg sync.WaitGroup
+	wg.Add(2)
 	go func() { // the association ends with its control connection
-		defer p.wg.Done()
+		defer wg.Done()
 		io.Copy(io.Discard, c)
-		relay.Close()
+		in.Close()
+		out.Close()
 	}()
-	allowed := map[netip.AddrPort]bool{}  // destinations judged allowed, by address
+	go func() { // answers back to the client
+		defer wg.Done()
+		defer in.Close()
+		buf := make([]byte, socksMaxUDPDatagram)
+		for {
+			out.SetReadDeadline(time.Now().Add(netProxyIdleTimeout))
+			n, from, err := out.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+			mu.Lock()
+			ok, to := allowed[from], clientAddr
+			mu.Unlock()
+			if !ok || !to.IsValid() {
+				continue
+			}
+			hdr := []byte{0, 0, 0, 1}
+			if a := from.Addr(); a.Is4() {
+				b := a.As4()
+				hdr = append(hdr, b[:]...)
+			} else {
+				b := a.As16()
+				hdr[3] = 4
+				hdr = append(hdr, b[:]...)
+			}
+			hdr = binary.BigEndian.AppendUint16(hdr, from.Port())
+			in.WriteToUDPAddrPort(append(hdr, buf[:n]...), to)
+		}
+	}()
 	judged := map[string]netip.AddrPort{} // host:port judged once per association; invalid: refused
-	var clientAddr *net.UDPAddr
 	buf := make([]byte, socksMaxUDPDatagram+300)
 	for {
-		relay.SetReadDeadline(time.Now().Add(netProxyIdleTimeout))
-		n, from, err := relay.ReadFromUDPAddrPort(buf)
+		in.SetReadDeadline(time.Now().Add(netProxyIdleTimeout))
+		n, from, err := in.ReadFromUDPAddrPort(buf)
 		if err != nil {
-			return
+			break
 		}
-		if clientAddr != nil && from == clientAddr.AddrPort() || clientAddr == nil && from.Addr().IsLoopback() {
-			if clientAddr == nil {
-				clientAddr = net.UDPAddrFromAddrPort(from)
-			}
-			// RSV RSV FRAG ATYP ADDR PORT DATA; fragments are dropped.
-			if n < 4 || buf[0] != 0 || buf[1] != 0 || buf[2] != 0 {
-				continue
-			}
-			host, port, m, err := parseSocksAddr(buf[3:n])
-			if err != nil || m == 0 {
-				continue
-			}
-			key := net.JoinHostPort(host, strconv.Itoa(int(port)))
-			dst, seen := judged[key]
-			if !seen {
-				if len(judged) >= netProxyMaxConns {
-					continue
-				}
-				dst, _ = p.udpTarget(netRequest{protocol: protoSocksUDP, host: normalizeHost(host), port: port, client: client})
-				judged[key] = dst
-			}
-			if !dst.IsValid() {
-				continue
-			}
-			allowed[dst] = true
-			relay.WriteToUDPAddrPort(buf[3+m:n], dst)
+		mu.Lock()
+		if !clientAddr.IsValid() && from.Addr().IsLoopback() {
+			clientAddr = from
+		}
+		mine := from == clientAddr
+		mu.Unlock()
+		// RSV RSV FRAG ATYP ADDR PORT DATA; fragments are dropped.
+		if !mine || n < 4 || buf[0] != 0 || buf[1] != 0 || buf[2] != 0 {
 			continue
 		}
-		if clientAddr == nil || !allowed[from] {
+		host, port, m, err := parseSocksAddr(buf[3:n])
+		if err != nil || m == 0 {
 			continue
 		}
-		// An answer from an allowed destination: wrap it for the client.
-		hdr := []byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0}
-		if a := from.Addr().Unmap(); a.Is4() {
-			b := a.As4()
-			copy(hdr[4:8], b[:])
-		} else {
-			b := a.As16()
-			hdr = append([]byte{0, 0, 0, 4}, b[:]...)
-			hdr = append(hdr, 0, 0)
+		key := net.JoinHostPort(host, strconv.Itoa(int(port)))
+		dst, seen := judged[key]
+		if !seen {
+			if len(judged) >= netProxyMaxConns {
+				continue
+			}
+			dst, _ = p.udpTarget(netRequest{protocol: protoSocksUDP, host: normalizeHost(host), port: port, client: client})
+			judged[key] = dst
+			if dst.IsValid() {
+				mu.Lock()
+				allowed[dst] = true
+				mu.Unlock()
+			}
 		}
-		binary.BigEndian.PutUint16(hdr[len(hdr)-2:], from.Port())
-		relay.WriteToUDP(append(hdr, buf[:n]...), clientAddr)
+		if dst.IsValid() {
+			out.WriteToUDPAddrPort(buf[3+m:n], dst)
+		}
 	}
+	c.Close()
+	out.Close()
+	wg.Wait()
 }
 
 // udpTarget judges a datagram's destination and resolves it.
