@@ -5,10 +5,16 @@ package main
 // test makes, with test hosts on documentation addresses only.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -163,5 +169,198 @@ func TestNetProxyPolicyTable(t *testing.T) {
 				t.Errorf("asked the client: %v, want %v", asked, want)
 			}
 		})
+	}
+}
+
+// loopbackEcho is a test host on 127.0.0.1 that echoes what it reads; close waits for its
+// connections, which it closes itself.
+type loopbackEcho struct {
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func startLoopbackEcho(t testing.TB) *loopbackEcho {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &loopbackEcho{ln: ln}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			e.mu.Lock()
+			e.conns = append(e.conns, c)
+			e.mu.Unlock()
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				// Not io.Copy: its splice keeps a pipe pair cached, which the
+				// descriptor count would see.
+				buf := make([]byte, 4096)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						c.Write(buf[:n])
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return e
+}
+
+func (e *loopbackEcho) port() int { return e.ln.Addr().(*net.TCPAddr).Port }
+
+func (e *loopbackEcho) close() {
+	e.ln.Close()
+	e.mu.Lock()
+	for _, c := range e.conns {
+		c.Close()
+	}
+	e.mu.Unlock()
+	e.wg.Wait()
+}
+
+// proxyGoroutines lists the stacks of goroutines running the proxy's code.
+func proxyGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "main.(*netProxy)") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// TestNetProxyCloseLeavesNothing closes a proxy in the middle of everything it does (a head
+// half read, an open tunnel, a SOCKS handshake half done, a UDP association, a question to
+// the client) and checks that close ends every connection, goroutine and descriptor.
+func TestNetProxyCloseLeavesNothing(t *testing.T) {
+	echo := startLoopbackEcho(t)
+	defer echo.close()
+	fdsBefore := openFDs()
+	if fdsBefore < 0 {
+		t.Skip("cannot count file descriptors (no /proc/self/fd)")
+	}
+	asked := make(chan struct{})
+	ms := uint64(60000)
+	p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, `{"domains":{"127.0.0.1":"allow"}}`, &ms)}, netProxyHooks{
+		resolve: staticResolver(nil),
+		ask: func(ctx context.Context, req policyRequestParams) (json.RawMessage, error) {
+			close(asked)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clients []net.Conn
+	dial := func(addr string) net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+		return c
+	}
+	// A head half read.
+	io.WriteString(dial(p.httpAddr()), "GET http://127.0.0.1/ HTTP/1.1\r\nHost: x\r\n")
+	// An open tunnel, checked to carry bytes.
+	tun := dial(p.httpAddr())
+	fmt.Fprintf(tun, "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n", echo.port())
+	tr := bufio.NewReader(tun)
+	if line, _ := tr.ReadString('\n'); line != "HTTP/1.1 200 OK\r\n" {
+		t.Fatalf("CONNECT: %q", line)
+	}
+	tr.ReadString('\n')
+	io.WriteString(tun, "x")
+	if b, _ := tr.ReadByte(); b != 'x' {
+		t.Fatal("the tunnel does not carry bytes")
+	}
+	// A SOCKS handshake half done, and a UDP association.
+	dial(p.socksAddr()).Write([]byte{5})
+	udp := dial(p.socksAddr())
+	udp.Write([]byte{5, 1, 0, 5, 3, 0, 1, 0, 0, 0, 0, 0, 0})
+	if rep := make([]byte, 12); !readFull(udp, rep) || rep[3] != 0 {
+		t.Fatalf("UDP ASSOCIATE: % x", rep)
+	}
+	// A question to the client.
+	io.WriteString(dial(p.httpAddr()), "GET http://unk.example/ HTTP/1.1\r\n\r\n")
+	<-asked
+
+	done := make(chan struct{})
+	go func() { p.close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("close did not return; the proxy's goroutines:\n%s", strings.Join(proxyGoroutines(), "\n\n"))
+	}
+	if g := proxyGoroutines(); len(g) != 0 {
+		t.Fatalf("%d of the proxy's goroutines outlive close:\n%s", len(g), strings.Join(g, "\n\n"))
+	}
+	for i, c := range clients {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Errorf("client connection %d still open after close", i)
+			}
+		}
+		c.Close()
+	}
+	echo.close() // its connections, and its listener, which the baseline counted
+	if fds := openFDs(); fds != fdsBefore-1 {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		var links []string
+		for _, e := range ents {
+			l, _ := os.Readlink("/proc/self/fd/" + e.Name())
+			links = append(links, e.Name()+"→"+l)
+		}
+		t.Errorf("%d file descriptors open after close, %d before (with the test host's listener): %s", fds, fdsBefore, strings.Join(links, " "))
+	}
+	p.close() // a second close is harmless
+}
+
+// TestNetProxyIdleMemory reports (and bounds) what an idle process's proxy costs: heap and
+// goroutine stacks of 64 proxies with HTTP and SOCKS5 listeners, divided by 64.
+func TestNetProxyIdleMemory(t *testing.T) {
+	const n = 64
+	params := netProxyParamsFor(t, `{"domains":{"x.example":"allow"}}`, nil)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ps := make([]*netProxy, n)
+	for i := range ps {
+		p, err := startNetProxy(netProxyConfig{processID: "p", params: params}, netProxyHooks{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps[i] = p
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	for _, p := range ps {
+		p.close()
+	}
+	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	stack := int64(after.StackInuse) - int64(before.StackInuse)
+	per := (heap + stack) / n
+	t.Logf("idle proxy: %d bytes each (heap %d, stacks %d)", per, heap/n, stack/n)
+	if per > 64<<10 {
+		t.Errorf("an idle proxy costs %d bytes, more than 64 KiB", per)
 	}
 }
