@@ -38,8 +38,12 @@ const (
 	// netProxyDecisionSlack is added to policyDecisionTimeoutMs: the client's own timeout
 	// should answer first (the reference's slack).
 	netProxyDecisionSlack = 5 * time.Second
-	// netProxyCopyBuffer is the buffer of one direction of a relayed connection.
+	// netProxyCopyBuffer is the buffer of one direction of a relayed connection that is not
+	// TCP to TCP.
 	netProxyCopyBuffer = 64 << 10
+	// netProxySpliceChunk is how much one splice call may move before the idle deadline is
+	// renewed.
+	netProxySpliceChunk = 4 << 20
 )
 
 // netProxyConfig is what a process's proxy is started with.
@@ -496,7 +500,25 @@ func (p *netProxy) relay(client, up net.Conn, oneExchange bool) {
 }
 
 // copyIdle copies src to dst, each read bounded by netProxyIdleTimeout; nil at src's end.
+// Between two TCP sockets the bytes move by splice(2) (net.TCPConn.ReadFrom), a chunk of
+// netProxySpliceChunk at a time so that the idle deadline is renewed as they flow.
 func copyIdle(dst, src net.Conn) error {
+	if d, ok := dst.(*net.TCPConn); ok {
+		if s, ok := src.(*net.TCPConn); ok {
+			lr := &io.LimitedReader{R: s}
+			for {
+				s.SetReadDeadline(time.Now().Add(netProxyIdleTimeout))
+				lr.N = netProxySpliceChunk
+				n, err := d.ReadFrom(lr)
+				if err != nil {
+					return err
+				}
+				if n < netProxySpliceChunk {
+					return nil
+				}
+			}
+		}
+	}
 	buf := make([]byte, netProxyCopyBuffer)
 	for {
 		src.SetReadDeadline(time.Now().Add(netProxyIdleTimeout))
