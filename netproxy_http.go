@@ -141,6 +141,20 @@ func parseIPHost(host string) (netip.Addr, error) {
 	return netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
 }
 
+// absoluteTarget parses the absolute-form target of a forwarded request ("http://host[:port]/…";
+// no user info) into the host (normalized), the port and the URL.
+func absoluteTarget(target string) (string, uint16, *url.URL, error) {
+	u, err := url.Parse(target)
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil {
+		return "", 0, nil, errBadHead
+	}
+	host, port, err := splitHostPort(u.Host, 80)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	return normalizeHost(host), port, u, nil
+}
+
 // serveHTTP serves one client connection of the HTTP proxy: one request, then the end.
 func (p *netProxy) serveHTTP(c net.Conn) {
 	c.SetReadDeadline(time.Now().Add(netProxyHeadTimeout))
@@ -162,17 +176,12 @@ func (p *netProxy) serveHTTP(c net.Conn) {
 		p.serveConnect(c, &head, rest)
 		return
 	}
-	u, err := url.Parse(head.target)
-	if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil {
-		writeStatus(c, "400 Bad Request")
-		return
-	}
-	host, port, err := splitHostPort(u.Host, 80)
+	host, port, u, err := absoluteTarget(head.target)
 	if err != nil {
 		writeStatus(c, "400 Bad Request")
 		return
 	}
-	r := netRequest{protocol: protoHTTP, host: normalizeHost(host), port: port, method: head.method, client: c.RemoteAddr().String()}
+	r := netRequest{protocol: protoHTTP, host: host, port: port, method: head.method, client: c.RemoteAddr().String()}
 	if v := p.decide(p.ctx, r); !v.allowed {
 		writeBlockedJSON(c, r, v)
 		return
