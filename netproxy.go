@@ -337,14 +337,10 @@ func (v netVerdict) message() string {
 }
 
 // decide judges a request as the reference does (docs/network.md §3) and sends its
-// notifications. A loopback destination with local binding allowed passes unjudged and
-// unreported; SOCKS in limited mode is refused before the host is looked at; otherwise the
-// host policy decides, the client where the policy leaves it undecided and the process gave
-// a decision timeout, and then the mode guard.
+// notifications. SOCKS in limited mode is refused before the host is looked at; otherwise
+// the host policy decides, the client where the policy leaves it undecided and the process
+// gave a decision timeout, and then the mode guard.
 func (p *netProxy) decide(ctx context.Context, r netRequest) netVerdict {
-	if p.policy.allowLocalBinding && isLoopbackProxyHost(normalizeHost(r.host)) {
-		return netVerdict{allowed: true}
-	}
 	socks := r.protocol == protoSocksTCP || r.protocol == protoSocksUDP
 	if socks && p.policy.mode == modeLimited {
 		return p.refuse(r, scopeNonDomain, "deny", reasonMethodNotAllowed, sourceModeGuard, false)

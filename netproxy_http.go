@@ -181,6 +181,13 @@ func (p *netProxy) serveHTTP(c net.Conn) {
 		writeStatus(c, "400 Bad Request")
 		return
 	}
+	if hh, ok := head.header("Host"); ok {
+		if h, hp, err := splitHostPort(hh, 80); err != nil || normalizeHost(h) != host || hp != port {
+			// The host judged must be the host the request reaches.
+			writeText(c, "400 Bad Request", "", "Host header does not match request target")
+			return
+		}
+	}
 	r := netRequest{protocol: protoHTTP, host: host, port: port, method: head.method, client: c.RemoteAddr().String()}
 	if v := p.decide(p.ctx, r); !v.allowed {
 		writeBlockedJSON(c, r, v)

@@ -58,6 +58,20 @@ func inNetProxyNamespace(t *testing.T) bool {
 				t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
 			}
 		}
+		// The kernel makes an address on lo routable a moment after ip(8) returns (IPv6:
+		// "network is unreachable" until then), with no event to wait on: poll, briefly.
+		for _, a := range []netip.Addr{nsHost4a, nsHost4b, nsHost6} {
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 9)))
+				if err == nil {
+					c.Close()
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s is not routable in the namespace: %v", a, err)
+				}
+			}
+		}
 		return true
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
@@ -151,6 +165,16 @@ func startTestProxy(t *testing.T, over string, timeoutMs *uint64, hooks netProxy
 		hooks.resolve = nsDNS()
 	}
 	hooks.decided = log.add
+	if hooks.dial == nil { // the system's, with its failures in the test's log
+		d := &net.Dialer{}
+		hooks.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				t.Logf("dial %s %s: %v", network, addr, err)
+			}
+			return c, err
+		}
+	}
 	p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, over, timeoutMs)}, hooks)
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +358,8 @@ func TestNetProxySockets(t *testing.T) {
 
 	t.Run("a bad request line gets 400", func(t *testing.T) {
 		p, _ := startTestProxy(t, `{"domains":{"web.example":"allow"}}`, nil, netProxyHooks{})
-		for _, head := range []string{"GARBAGE\r\n\r\n", "GET /relative HTTP/1.1\r\nHost: x\r\n\r\n", "GET http://web.example/ HTTP/9\r\n\r\n", "CONNECT web.example HTTP/1.1\r\n\r\n"} {
+		for _, head := range []string{"GARBAGE\r\n\r\n", "GET /relative HTTP/1.1\r\nHost: x\r\n\r\n", "GET http://web.example/ HTTP/9\r\n\r\n", "CONNECT web.example HTTP/1.1\r\n\r\n",
+			"GET http://web.example:" + w.port(w.http) + "/ HTTP/1.1\r\nHost: priv.example:" + w.port(w.http) + "\r\n\r\n"} {
 			c, err := net.Dial("tcp", p.httpAddr())
 			if err != nil {
 				t.Fatal(err)

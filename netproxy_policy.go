@@ -431,7 +431,7 @@ func blockedMessage(reason, source string) string {
 	case reason == reasonMethodNotAllowed:
 		return "Method not allowed in limited mode."
 	case reason == reasonMITMRequired:
-		return "CONNECT blocked in limited mode."
+		return "MITM required for limited HTTPS."
 	}
 	return "Request blocked by network policy."
 }
