@@ -49,28 +49,34 @@ func inNetProxyNamespace(t *testing.T) bool {
 	t.Helper()
 	if os.Getenv(netProxyNSEnv) == "1" {
 		for _, args := range [][]string{
-			{"link", "set", "lo", "up"},
 			{"addr", "add", nsHost4a.String() + "/32", "dev", "lo"},
 			{"addr", "add", nsHost4b.String() + "/32", "dev", "lo"},
 			{"-6", "addr", "add", nsHost6.String() + "/128", "dev", "lo", "nodad"},
+			{"link", "set", "lo", "up"},
 		} {
 			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 				t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
 			}
 		}
-		// The kernel makes an address on lo routable a moment after ip(8) returns (IPv6:
-		// "network is unreachable" until then), with no event to wait on: poll, briefly.
+		// An address on a freshly raised lo can lose a first SYN (an IPv6 connect then fails
+		// a second later, "network is unreachable"); there is no event to wait on, so
+		// poll until a connection to each address goes through, within a deadline.
 		for _, a := range []netip.Addr{nsHost4a, nsHost4b, nsHost6} {
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-				c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 9)))
+			ln, err := net.Listen("tcp", netip.AddrPortFrom(a, 0).String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(20 * time.Second); ; {
+				c, err := net.DialTimeout("tcp", ln.Addr().String(), 100*time.Millisecond)
 				if err == nil {
 					c.Close()
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("%s is not routable in the namespace: %v", a, err)
+					t.Fatalf("%s is not reachable in the namespace: %v", a, err)
 				}
 			}
+			ln.Close()
 		}
 		return true
 	}
@@ -356,6 +362,25 @@ func TestNetProxySockets(t *testing.T) {
 		}
 	})
 
+	t.Run("through the server's upstream proxy", func(t *testing.T) {
+		up, tunnels := startConnectProxy(t, nsHost4b)
+		log := &decisionLog{}
+		params := netProxyParamsFor(t, `{"domains":{"web.example":"allow"},"allowUpstreamProxy":true}`, nil)
+		p, err := startNetProxy(netProxyConfig{processID: "p1", params: params, upstreamHTTPS: "http://" + up}, netProxyHooks{resolve: nsDNS(), decided: log.add})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.close()
+		for _, u := range []string{webHTTP, webHTTPS} {
+			if code, body, err := get(t, proxyClient(p, w), "GET", u); err != nil || code != 200 || body != "hello GET /hello" {
+				t.Fatalf("GET %s: %d %q %v", u, code, body, err)
+			}
+		}
+		if n := tunnels.Load(); n != 2 {
+			t.Fatalf("the upstream proxy carried %d tunnels, want 2", n)
+		}
+	})
+
 	t.Run("a bad request line gets 400", func(t *testing.T) {
 		p, _ := startTestProxy(t, `{"domains":{"web.example":"allow"}}`, nil, netProxyHooks{})
 		for _, head := range []string{"GARBAGE\r\n\r\n", "GET /relative HTTP/1.1\r\nHost: x\r\n\r\n", "GET http://web.example/ HTTP/9\r\n\r\n", "CONNECT web.example HTTP/1.1\r\n\r\n",
@@ -419,4 +444,58 @@ func socksUDPRoundTrip(t *testing.T, socks, host string, port uint16, msg string
 func readFull(r io.Reader, b []byte) bool {
 	_, err := io.ReadFull(r, b)
 	return err == nil
+}
+
+// startConnectProxy runs a minimal CONNECT proxy on addr (the server's upstream proxy in the
+// tests) and counts the tunnels it opens.
+func startConnectProxy(t *testing.T, addr netip.Addr) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				r := bufio.NewReader(c)
+				line, _ := r.ReadString('\n')
+				f := strings.Fields(line)
+				for {
+					if l, err := r.ReadString('\n'); err != nil || l == "\r\n" {
+						break
+					}
+				}
+				if len(f) < 2 || f[0] != "CONNECT" {
+					return
+				}
+				host, port, _ := net.SplitHostPort(f[1])
+				if addrs, err := nsDNS()(context.Background(), host); err == nil {
+					host = addrs[0].String() // the upstream's DNS knows the test hosts too
+				}
+				d, err := net.Dial("tcp", net.JoinHostPort(host, port))
+				if err != nil {
+					io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
+					return
+				}
+				defer d.Close()
+				n.Add(1)
+				io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+				go func() { io.Copy(d, r); d.(*net.TCPConn).CloseWrite() }()
+				io.Copy(c, d)
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln.Addr().String(), &n
 }

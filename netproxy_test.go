@@ -372,3 +372,39 @@ func TestNetProxyIdleMemory(t *testing.T) {
 		t.Errorf("an idle proxy costs %d bytes, more than 64 KiB", per)
 	}
 }
+
+// TestNetProxyPendingDecisionsBounded puts more questions to a silent client than the bound:
+// netProxyMaxPendingDecisions wait, the rest are refused at once, and all end with the proxy.
+func TestNetProxyPendingDecisionsBounded(t *testing.T) {
+	ms := uint64(60000)
+	var waiting sync.WaitGroup
+	waiting.Add(netProxyMaxPendingDecisions)
+	p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, `{"domains":{"x.example":"allow"}}`, &ms)}, netProxyHooks{
+		resolve: staticResolver(nil),
+		ask: func(ctx context.Context, req policyRequestParams) (json.RawMessage, error) {
+			waiting.Done()
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := netRequest{protocol: protoHTTP, host: "unk.example", port: 80, method: "GET"}
+	verdicts := make(chan netVerdict, netProxyMaxPendingDecisions)
+	for range netProxyMaxPendingDecisions {
+		go func() { verdicts <- p.decide(p.ctx, r) }()
+	}
+	waiting.Wait() // every slot is taken by a question the client leaves unanswered
+	for i := range 10 {
+		if v := p.decide(p.ctx, r); v.allowed || v.reason != reasonNotAllowed || v.source != sourceDecider {
+			t.Fatalf("question %d beyond the bound: %+v, want refused at once", i, v)
+		}
+	}
+	p.close()
+	for range netProxyMaxPendingDecisions {
+		if v := <-verdicts; v.allowed || v.reason != reasonNotAllowed {
+			t.Fatalf("a pending question ended as %+v at close, want refused", v)
+		}
+	}
+}
