@@ -441,11 +441,6 @@ func socksUDPRoundTrip(t *testing.T, socks, host string, port uint16, msg string
 	return string(buf[3+m : n])
 }
 
-func readFull(r io.Reader, b []byte) bool {
-	_, err := io.ReadFull(r, b)
-	return err == nil
-}
-
 // startConnectProxy runs a minimal CONNECT proxy on addr (the server's upstream proxy in the
 // tests) and counts the tunnels it opens.
 func startConnectProxy(t *testing.T, addr netip.Addr) (string, *atomic.Int64) {

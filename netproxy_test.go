@@ -408,3 +408,8 @@ func TestNetProxyPendingDecisionsBounded(t *testing.T) {
 		}
 	}
 }
+
+func readFull(r io.Reader, b []byte) bool {
+	_, err := io.ReadFull(r, b)
+	return err == nil
+}
