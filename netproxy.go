@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -327,6 +328,7 @@ type netVerdict struct {
 	decision string // "deny" or "ask" when refused
 	reason   string
 	source   string
+	addrs    []netip.Addr // the addresses the policy checked, to connect to; nil: resolve
 }
 
 func (v netVerdict) message() string {
@@ -345,7 +347,7 @@ func (p *netProxy) decide(ctx context.Context, r netRequest) netVerdict {
 	if socks && p.policy.mode == modeLimited {
 		return p.refuse(r, scopeNonDomain, "deny", reasonMethodNotAllowed, sourceModeGuard, false)
 	}
-	reason := p.policy.hostVerdict(ctx, r.host, p.hooks.resolve)
+	reason, addrs := p.policy.hostVerdict(ctx, r.host, p.hooks.resolve)
 	switch {
 	case reason == "":
 		p.notify(r, scopeDomain, "allow", reasonAllow, sourceBaseline, false)
@@ -365,7 +367,7 @@ func (p *netProxy) decide(ctx context.Context, r netRequest) netVerdict {
 		}
 		return p.refuse(r, scopeNonDomain, "deny", reason, sourceModeGuard, false)
 	}
-	return netVerdict{allowed: true}
+	return netVerdict{allowed: true, addrs: addrs}
 }
 
 func (p *netProxy) refuse(r netRequest, scope, decision, reason, source string, override bool) netVerdict {
@@ -426,19 +428,23 @@ func (p *netProxy) askClient(ctx context.Context, r netRequest) netVerdict {
 	return deny
 }
 
-// dialTarget connects to an allowed destination, through the server's upstream proxy when
-// the process allows it and the server has one (useHTTPS: the HTTPS_PROXY one).
-func (p *netProxy) dialTarget(ctx context.Context, host string, port uint16) (net.Conn, error) {
+// dialTarget connects to an allowed destination: to the addresses the policy checked when
+// it resolved the host, else to what the host resolves to now; through the server's
+// upstream proxy instead when the process allows it and the server has one.
+func (p *netProxy) dialTarget(ctx context.Context, host string, port uint16, checked []netip.Addr) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, netProxyDialTimeout)
 	defer cancel()
 	addr := net.JoinHostPort(normalizeHost(host), strconv.Itoa(int(port)))
 	if up := p.upstream(); up != "" {
 		return dialViaUpstream(ctx, p.hooks.dial, up, addr)
 	}
-	if _, err := parseIPHost(host); err != nil && p.hooks.resolve != nil {
-		addrs, err := p.hooks.resolve(ctx, normalizeHost(host))
-		if err != nil {
-			return nil, err
+	if _, err := parseIPHost(host); err != nil {
+		addrs := checked
+		if addrs == nil {
+			var err error
+			if addrs, err = p.hooks.resolve(ctx, normalizeHost(host)); err != nil {
+				return nil, err
+			}
 		}
 		var last error
 		for _, a := range addrs {

@@ -189,11 +189,12 @@ func (p *netProxy) serveHTTP(c net.Conn) {
 		}
 	}
 	r := netRequest{protocol: protoHTTP, host: host, port: port, method: head.method, client: c.RemoteAddr().String()}
-	if v := p.decide(p.ctx, r); !v.allowed {
+	v := p.decide(p.ctx, r)
+	if !v.allowed {
 		writeBlockedJSON(c, r, v)
 		return
 	}
-	up, err := p.dialTarget(p.ctx, r.host, port)
+	up, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
 	if err != nil {
 		writeText(c, "502 Bad Gateway", "", "upstream failure")
 		return
@@ -249,11 +250,12 @@ func (p *netProxy) serveConnect(c net.Conn, head *httpHead, rest []byte) {
 		return
 	}
 	r := netRequest{protocol: protoHTTPSConnect, host: normalizeHost(host), port: port, method: "CONNECT", client: c.RemoteAddr().String()}
-	if v := p.decide(p.ctx, r); !v.allowed {
+	v := p.decide(p.ctx, r)
+	if !v.allowed {
 		writeText(c, "403 Forbidden", blockedHeader(v.reason), v.message())
 		return
 	}
-	up, err := p.dialTarget(p.ctx, r.host, port)
+	up, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
 	if err != nil {
 		writeText(c, "502 Bad Gateway", "", "upstream failure")
 		return

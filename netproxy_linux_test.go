@@ -262,6 +262,30 @@ func TestNetProxySockets(t *testing.T) {
 		}
 	})
 
+	t.Run("the checked addresses are the ones reached", func(t *testing.T) {
+		// A name that answers a public address to the policy's lookup and a private one to
+		// any later lookup (DNS rebinding) must reach the public one.
+		var lookups atomic.Int64
+		rebind := func(ctx context.Context, host string) ([]netip.Addr, error) {
+			if lookups.Add(1) == 1 {
+				return []netip.Addr{nsHost6}, nil
+			}
+			return []netip.Addr{nsHost4a}, nil
+		}
+		p, _ := startTestProxy(t, `{"domains":{"rebind.example":"allow"}}`, nil, netProxyHooks{resolve: rebind})
+		beforeWeb, beforePriv := w.hits.Load(), priv.hits.Load()
+		// A connection to the rebound address would reach 192.0.2.10 (the private host, or
+		// nothing on this port): the request must reach the public host, after one lookup.
+		code, body, err := get(t, proxyClient(p, w), "GET", "http://rebind.example:"+w.port(w.http)+"/r")
+		if err != nil || code != 200 || body != "hello GET /r" {
+			t.Fatalf("GET: %d %q %v", code, body, err)
+		}
+		if w.hits.Load()-beforeWeb != 1 || priv.hits.Load() != beforePriv || lookups.Load() != 1 {
+			t.Fatalf("public host %d, private host %d requests, %d lookups: want 1, 0, 1",
+				w.hits.Load()-beforeWeb, priv.hits.Load()-beforePriv, lookups.Load())
+		}
+	})
+
 	t.Run("limited mode refuses POST and CONNECT", func(t *testing.T) {
 		p, _ := startTestProxy(t, `{"domains":{"web.example":"allow"},"mode":"limited"}`, nil, netProxyHooks{})
 		c := proxyClient(p, w)

@@ -610,41 +610,44 @@ func isNonPublicIP(a netip.Addr) bool {
 // resolveFunc resolves a host name to its addresses.
 type resolveFunc func(ctx context.Context, host string) ([]netip.Addr, error)
 
-// hostVerdict is the baseline policy's verdict on a host: "" when allowed, else a reason.
+// hostVerdict is the baseline policy's verdict on a host: "" when allowed, else a reason,
+// and the addresses it checked when it resolved the host (the ones to connect to: a second
+// lookup could answer otherwise).
 // Its order is the reference's (docs/network.md §3): a deny entry always wins; then, unless
 // allowLocalBinding, a local literal needs an exact allow entry; a review domain counts as not
 // allowed (the caller may put it to the client); an allowed name must resolve to public
 // addresses only (a failed lookup counts as local); then the allow list decides.
-func (p *netPolicy) hostVerdict(ctx context.Context, rawHost string, resolve resolveFunc) string {
+func (p *netPolicy) hostVerdict(ctx context.Context, rawHost string, resolve resolveFunc) (string, []netip.Addr) {
 	host := normalizeHost(rawHost)
 	if host == "" {
-		return reasonNotAllowed
+		return reasonNotAllowed, nil
 	}
 	if matchAny(p.deny, host) {
-		return reasonDenied
+		return reasonDenied, nil
 	}
 	ipText, _, _ := strings.Cut(host, "%")
 	a, ipErr := netip.ParseAddr(ipText)
 	literal := ipErr == nil
 	if !p.allowLocalBinding && (isLoopbackProxyHost(host) || literal && isNonPublicIP(a)) &&
 		!containsString(p.explicitAllow, host) {
-		return reasonNotAllowedLocal
+		return reasonNotAllowedLocal, nil
 	}
 	if p.allowListEmpty || !matchAny(p.allow, host) || matchAny(p.review, host) {
-		return reasonNotAllowed
+		return reasonNotAllowed, nil
 	}
 	if !p.allowLocalBinding && !literal && !isLoopbackProxyHost(host) {
 		addrs, err := resolve(ctx, host)
 		if err != nil || len(addrs) == 0 {
-			return reasonNotAllowedLocal
+			return reasonNotAllowedLocal, nil
 		}
 		for _, a := range addrs {
 			if isNonPublicIP(a) {
-				return reasonNotAllowedLocal
+				return reasonNotAllowedLocal, nil
 			}
 		}
+		return "", addrs
 	}
-	return ""
+	return "", nil
 }
 
 func containsString(list []string, s string) bool {

@@ -194,11 +194,12 @@ func (p *netProxy) serveSocks(c net.Conn) {
 	switch {
 	case req.cmd == socksCmdConnect:
 		r := netRequest{protocol: protoSocksTCP, host: normalizeHost(req.host), port: req.port, client: client}
-		if v := p.decide(p.ctx, r); !v.allowed {
+		v := p.decide(p.ctx, r)
+		if !v.allowed {
 			socksReply(c, socksNotAllowed, nil)
 			return
 		}
-		up, err := p.dialTarget(p.ctx, r.host, req.port)
+		up, err := p.dialTarget(p.ctx, r.host, req.port, v.addrs)
 		if err != nil {
 			socksReply(c, socksHostUnreachable, nil)
 			return
@@ -342,11 +343,15 @@ func (p *netProxy) serveUDPAssociate(c net.Conn, client string) {
 
 // udpTarget judges a datagram's destination and resolves it.
 func (p *netProxy) udpTarget(r netRequest) (netip.AddrPort, bool) {
-	if v := p.decide(p.ctx, r); !v.allowed {
+	v := p.decide(p.ctx, r)
+	if !v.allowed {
 		return netip.AddrPort{}, false
 	}
 	if a, err := parseIPHost(r.host); err == nil {
 		return netip.AddrPortFrom(a.Unmap(), r.port), true
+	}
+	if len(v.addrs) > 0 {
+		return netip.AddrPortFrom(v.addrs[0].Unmap(), r.port), true
 	}
 	addrs, err := p.hooks.resolve(p.ctx, r.host)
 	if err != nil || len(addrs) == 0 {
