@@ -186,15 +186,23 @@ func (p *netProxy) goServe(ln net.Listener, serve func(net.Conn)) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
+		backoff := time.Duration(0)
 		for {
 			c, err := ln.Accept()
 			if err != nil {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					continue
+				if errors.Is(err, net.ErrClosed) || p.ctx.Err() != nil {
+					return
 				}
-				return
+				// Out of descriptors or the like: wait, then go on accepting.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(backoff):
+				case <-p.ctx.Done():
+					return
+				}
+				continue
 			}
+			backoff = 0
 			select {
 			case p.slots <- struct{}{}:
 			default:
