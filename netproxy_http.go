@@ -264,7 +264,7 @@ func (p *netProxy) serveConnect(c net.Conn, head *httpHead, rest []byte) {
 		return
 	}
 	defer p.untrackClose(up)
-	if _, err := c.Write([]byte("HTTP/1.1 200 OK\r\n\r\n")); err != nil {
+	if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\ndate: %s\r\n\r\n", httpDate()); err != nil {
 		return
 	}
 	if len(rest) > 0 {
@@ -290,8 +290,8 @@ type blockedBody struct {
 func writeBlockedJSON(c net.Conn, r netRequest, v netVerdict) {
 	body, _ := json.Marshal(blockedBody{Status: "blocked", Host: r.host, Reason: v.reason, Decision: v.decision,
 		Source: v.source, Protocol: r.protocol, Port: r.port, Message: v.message()})
-	fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\nx-proxy-error: %s\r\ncontent-length: %d\r\n\r\n%s",
-		blockedHeader(v.reason), len(body), body)
+	fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\nx-proxy-error: %s\r\ncontent-length: %d\r\ndate: %s\r\n\r\n%s",
+		blockedHeader(v.reason), len(body), httpDate(), body)
 }
 
 func writeText(c net.Conn, status, proxyError, body string) {
@@ -300,13 +300,16 @@ func writeText(c net.Conn, status, proxyError, body string) {
 	if proxyError != "" {
 		fmt.Fprintf(&b, "x-proxy-error: %s\r\n", proxyError)
 	}
-	fmt.Fprintf(&b, "content-length: %d\r\n\r\n%s", len(body), body)
+	fmt.Fprintf(&b, "content-length: %d\r\ndate: %s\r\n\r\n%s", len(body), httpDate(), body)
 	c.Write([]byte(b.String()))
 }
 
 func writeStatus(c net.Conn, status string) {
-	fmt.Fprintf(c, "HTTP/1.1 %s\r\nconnection: close\r\ncontent-length: 0\r\n\r\n", status)
+	fmt.Fprintf(c, "HTTP/1.1 %s\r\nconnection: close\r\ncontent-length: 0\r\ndate: %s\r\n\r\n", status, httpDate())
 }
+
+// httpDate is the date header's value now (RFC 9110 §5.6.7).
+func httpDate() string { return time.Now().UTC().Format("Mon, 02 Jan 2006 15:04:05 GMT") }
 
 // upstreamHostPort is the host:port of a proxy URL from the server's environment, or "".
 func upstreamHostPort(raw string) string {

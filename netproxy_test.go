@@ -297,10 +297,9 @@ func TestNetProxyCloseLeavesNothing(t *testing.T) {
 	tun := dial(p.httpAddr())
 	fmt.Fprintf(tun, "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n", echo.port())
 	tr := bufio.NewReader(tun)
-	if line, _ := tr.ReadString('\n'); line != "HTTP/1.1 200 OK\r\n" {
-		t.Fatalf("CONNECT: %q", line)
+	if err := skipHead(tr, "200"); err != nil {
+		t.Fatalf("CONNECT: %v", err)
 	}
-	tr.ReadString('\n')
 	io.WriteString(tun, "x")
 	if b, _ := tr.ReadByte(); b != 'x' {
 		t.Fatal("the tunnel does not carry bytes")
