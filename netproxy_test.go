@@ -412,3 +412,56 @@ func readFull(r io.Reader, b []byte) bool {
 	_, err := io.ReadFull(r, b)
 	return err == nil
 }
+
+// TestNetProxyEnv compares the child's variables with the reference's, read from the env of
+// a child the reference 0.171 started (H: the HTTP proxy's port, S: the SOCKS5 one's).
+func TestNetProxyEnv(t *testing.T) {
+	const httpVars = "BUNDLE_HTTPS_PROXY BUNDLE_HTTP_PROXY DOCKER_HTTPS_PROXY DOCKER_HTTP_PROXY HTTPS_PROXY HTTP_PROXY " +
+		"NPM_CONFIG_HTTPS_PROXY NPM_CONFIG_HTTP_PROXY NPM_CONFIG_PROXY PIP_PROXY WSS_PROXY WS_PROXY YARN_HTTPS_PROXY " +
+		"YARN_HTTP_PROXY http_proxy https_proxy npm_config_http_proxy npm_config_https_proxy npm_config_proxy ws_proxy wss_proxy"
+	const noProxyVars = "BUNDLE_NO_PROXY NO_PROXY NPM_CONFIG_NOPROXY no_proxy npm_config_noproxy"
+	const allVars = "ALL_PROXY FTP_PROXY all_proxy ftp_proxy"
+	for _, tc := range []struct {
+		over         string
+		all, noProxy string
+		localBinding string
+	}{
+		{`{"enableSocks5":true}`, "socks5h://127.0.0.1:S", "", "0"},
+		{`{"enableSocks5":false}`, "http://127.0.0.1:H", "", "0"},
+		{`{"enableSocks5":true,"allowLocalBinding":true}`, "socks5h://127.0.0.1:S",
+			"localhost,127.0.0.1,::1,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16", "1"},
+	} {
+		p, err := startNetProxy(netProxyConfig{params: netProxyParamsFor(t, tc.over, nil)}, netProxyHooks{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{
+			"CODEX_NETWORK_ALLOW_LOCAL_BINDING": tc.localBinding, "CODEX_NETWORK_PROXY_ACTIVE": "1",
+			"ELECTRON_GET_USE_PROXY": "true", "NODE_USE_ENV_PROXY": "1",
+		}
+		for _, k := range strings.Fields(httpVars) {
+			want[k] = "http://127.0.0.1:H"
+		}
+		for _, k := range strings.Fields(noProxyVars) {
+			want[k] = tc.noProxy
+		}
+		for _, k := range strings.Fields(allVars) {
+			want[k] = tc.all
+		}
+		got := map[string]string{}
+		for k, v := range p.env() {
+			v = strings.Replace(v, p.httpAddr(), "127.0.0.1:H", 1)
+			if s := p.socksAddr(); s != "" {
+				v = strings.Replace(v, s, "127.0.0.1:S", 1)
+			}
+			got[k] = v
+		}
+		p.close()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: env\n got %v\nwant %v", tc.over, got, want)
+		}
+	}
+	if p, err := startNetProxy(netProxyConfig{params: netProxyParamsFor(t, `{"enabled":false}`, nil)}, netProxyHooks{}); p != nil || err != nil {
+		t.Errorf("enabled false: %v %v, want no proxy", p, err)
+	}
+}
