@@ -263,9 +263,13 @@ type startParams struct {
 	Cols      *uint16           `json:"cols"`
 	// ShellSnapshot runs a login shell's script from a snapshot (proc_snapshot.go).
 	ShellSnapshot *shellSnapshotParams `json:"shellSnapshot,omitempty"`
-	// Accepted and ignored (managed networking and credential masking are Codex-side
-	// features this server does not offer): enforceManagedNetwork, managedNetwork,
-	// networkProxy, credentialProviders.
+	// NetworkProxy starts the process's managed network proxy (proc_netproxy.go,
+	// docs/network.md); ManagedNetwork is the sandbox side of it, and EnforceManagedNetwork
+	// refuses a start that would leave the child without proxy variables.
+	NetworkProxy          *networkProxyParams   `json:"networkProxy,omitempty"`
+	ManagedNetwork        *managedNetworkParams `json:"managedNetwork,omitempty"`
+	EnforceManagedNetwork defaultBool           `json:"enforceManagedNetwork,omitempty"`
+	// Accepted and ignored: credentialProviders.
 }
 
 // ptySize is the terminal size asked for, 24×80 where not given (or 0).
@@ -300,6 +304,9 @@ func (c *call) processStart(p *startParams) (startResult, error) {
 	}
 	policy, err := parseEnvPolicy(p.EnvPolicy)
 	if err != nil {
+		return startResult{}, err
+	}
+	if err := checkNetworkProxyEnabled(p.NetworkProxy); err != nil {
 		return startResult{}, err
 	}
 	if len(p.Argv) == 0 {
