@@ -325,9 +325,18 @@ func (c *call) processStart(p *startParams) (startResult, error) {
 	}
 	rows, cols := p.ptySize()
 	err = checkNoNUL(p)
+	if err == nil {
+		// Before the spec: its variables go into the child's environment. Set before spawn
+		// and read-only afterwards; launch closes it on a failure, post when it closes.
+		proc.netProxy, err = c.startProcessNetProxy(p, sandbox)
+	}
 	var spec *launchSpec
 	if err == nil {
-		spec, err = newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols)
+		var proxyEnv map[string]string
+		if proc.netProxy != nil {
+			proxyEnv = proc.netProxy.env()
+		}
+		spec, err = newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols, proxyEnv)
 	}
 	if err == nil && p.ShellSnapshot.applies(p.Argv) {
 		host := shellSnapshotEnv{sandbox: c.srv.sandbox, watchdog: table.wd}
@@ -354,6 +363,7 @@ func (c *call) launch(table *procTable, proc *process, spec *launchSpec, sandbox
 		err = proc.spawn(spec)
 	}
 	if err != nil {
+		proc.netProxy.close()
 		table.remove(proc)
 		table.finished()
 		return startResult{}, err
