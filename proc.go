@@ -5,7 +5,8 @@ package main
 //
 // Methods (family "exec"; params → result):
 //
-//	process/start      processId argv cwd env tty [pipeStdin arg0 envPolicy sandbox rows* cols*]
+//	process/start      processId argv cwd env tty [pipeStdin arg0 envPolicy sandbox rows* cols*
+//	                   shellSnapshot networkProxy managedNetwork enforceManagedNetwork]
 //	                   → {processId, sandboxType:"none"|"linuxSeccomp"|"macosSeatbelt"}
 //	process/read       processId [afterSeq maxBytes waitMs]
 //	                   → {chunks:[{seq,stream,chunk}], nextSeq, exited, exitCode, closed, failure:null, sandboxDenied}
