@@ -5,7 +5,8 @@ package main
 //
 // Methods (family "exec"; params → result):
 //
-//	process/start      processId argv cwd env tty [pipeStdin arg0 envPolicy sandbox rows* cols*]
+//	process/start      processId argv cwd env tty [pipeStdin arg0 envPolicy sandbox rows* cols*
+//	                   shellSnapshot networkProxy managedNetwork enforceManagedNetwork]
 //	                   → {processId, sandboxType:"none"|"linuxSeccomp"|"macosSeatbelt"}
 //	process/read       processId [afterSeq maxBytes waitMs]
 //	                   → {chunks:[{seq,stream,chunk}], nextSeq, exited, exitCode, closed, failure:null, sandboxDenied}
@@ -263,9 +264,13 @@ type startParams struct {
 	Cols      *uint16           `json:"cols"`
 	// ShellSnapshot runs a login shell's script from a snapshot (proc_snapshot.go).
 	ShellSnapshot *shellSnapshotParams `json:"shellSnapshot,omitempty"`
-	// Accepted and ignored (managed networking and credential masking are Codex-side
-	// features this server does not offer): enforceManagedNetwork, managedNetwork,
-	// networkProxy, credentialProviders.
+	// NetworkProxy starts the process's managed network proxy (proc_netproxy.go,
+	// docs/network.md); ManagedNetwork is the sandbox side of it, and EnforceManagedNetwork
+	// refuses a start that would leave the child without proxy variables.
+	NetworkProxy          *networkProxyParams   `json:"networkProxy,omitempty"`
+	ManagedNetwork        *managedNetworkParams `json:"managedNetwork,omitempty"`
+	EnforceManagedNetwork defaultBool           `json:"enforceManagedNetwork,omitempty"`
+	// Accepted and ignored: credentialProviders.
 }
 
 // ptySize is the terminal size asked for, 24×80 where not given (or 0).
@@ -302,6 +307,9 @@ func (c *call) processStart(p *startParams) (startResult, error) {
 	if err != nil {
 		return startResult{}, err
 	}
+	if err := checkNetworkProxyEnabled(p.NetworkProxy); err != nil {
+		return startResult{}, err
+	}
 	if len(p.Argv) == 0 {
 		return startResult{}, errInvalidParams("argv must not be empty")
 	}
@@ -318,9 +326,18 @@ func (c *call) processStart(p *startParams) (startResult, error) {
 	}
 	rows, cols := p.ptySize()
 	err = checkNoNUL(p)
+	if err == nil {
+		// Before the spec: its variables go into the child's environment. Set before spawn
+		// and read-only afterwards; launch closes it on a failure, post when it closes.
+		proc.netProxy, err = c.startProcessNetProxy(p, sandbox)
+	}
 	var spec *launchSpec
 	if err == nil {
-		spec, err = newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols)
+		var proxyEnv map[string]string
+		if proc.netProxy != nil {
+			proxyEnv = proc.netProxy.env()
+		}
+		spec, err = newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols, proxyEnv)
 	}
 	if err == nil && p.ShellSnapshot.applies(p.Argv) {
 		host := shellSnapshotEnv{sandbox: c.srv.sandbox, watchdog: table.wd}
@@ -347,6 +364,7 @@ func (c *call) launch(table *procTable, proc *process, spec *launchSpec, sandbox
 		err = proc.spawn(spec)
 	}
 	if err != nil {
+		proc.netProxy.close()
 		table.remove(proc)
 		table.finished()
 		return startResult{}, err

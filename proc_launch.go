@@ -179,7 +179,9 @@ func envPatternMatch(pat, s string) bool {
 }
 
 // newLaunchSpec resolves a process/start into what to execute (docs/protocol.md §6.1).
-func newLaunchSpec(p *startParams, cwd string, policy *envPolicyParams, info *environmentInfo, rows, cols uint16) (*launchSpec, error) {
+// proxyEnv, the managed network proxy's variables, is applied last: it wins over env, as the
+// reference's does.
+func newLaunchSpec(p *startParams, cwd string, policy *envPolicyParams, info *environmentInfo, rows, cols uint16, proxyEnv map[string]string) (*launchSpec, error) {
 	env := map[string]string{}
 	if policy != nil {
 		var prepend []string
@@ -191,6 +193,9 @@ func newLaunchSpec(p *startParams, cwd string, policy *envPolicyParams, info *en
 		env = policy.build(os.Environ(), prepend)
 	}
 	for k, v := range p.Env {
+		env[k] = v
+	}
+	for k, v := range proxyEnv {
 		env[k] = v
 	}
 	if _, ok := env["SHELL"]; p.TTY && !ok {

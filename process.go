@@ -74,6 +74,9 @@ type process struct {
 	// too, until set). Set by process/start before spawn, then read-only; the exit report
 	// and the denial heuristic key on it (isSandboxed).
 	sandboxType string
+	// netProxy is the process's managed network proxy, or nil. Set by process/start before
+	// spawn, then read-only; post closes it as the process closes (before closed is sent).
+	netProxy *netProxy
 
 	sendMu sync.Mutex // held from numbering an event to queueing it for the client: post only
 
@@ -159,6 +162,7 @@ type lifeEvent struct {
 type stepped struct {
 	notes   [2][]byte
 	exitDue bool
+	closed  bool // the event closed the process: post releases what outlives its state
 }
 
 // procState is what a process remembers; guarded by process.mu, written only by stepLocked.
@@ -203,14 +207,24 @@ func (p *process) post(ev lifeEvent) {
 	s := p.stepLocked(ev)
 	code := p.exitCode
 	p.mu.Unlock()
-	p.send(&s)
+	p.sendClosing(&s)
 	if s.exitDue {
 		denied := denialVerdict(p.sandboxType, code, p.retainedDenialKeyword)
 		p.mu.Lock()
 		s = p.stepLocked(lifeEvent{kind: evExit, denied: denied})
 		p.mu.Unlock()
-		p.send(&s)
+		p.sendClosing(&s)
 	}
+}
+
+// sendClosing sends s, first ending the process's network proxy when s closed it, so that
+// process/closed follows the end of every proxied connection and client question. The
+// proxy's close waits for its goroutines, outside mu; its notifications do not take sendMu.
+func (p *process) sendClosing(s *stepped) {
+	if s.closed {
+		p.netProxy.close()
+	}
+	p.send(s)
 }
 
 // send queues notes for the client, in order. It may wait while the client is slow: mu is free.
@@ -255,7 +269,7 @@ func (p *process) stepLocked(ev lifeEvent) (s stepped) {
 		if p.open == 0 {
 			switch p.phase {
 			case phaseExited:
-				s.notes[0] = p.closeLocked()
+				s.notes[0], s.closed = p.closeLocked(), true
 			case phaseDrainGrace, phaseDenialGrace:
 				s.exitDue = p.exitWaitOverLocked()
 			}
@@ -276,7 +290,7 @@ func (p *process) stepLocked(ev lifeEvent) (s stepped) {
 		p.phase, p.denied = phaseExited, ev.denied
 		s.notes[0] = appendExitedNotification(nil, p.idJSON, p.numberLocked(), p.exitCode, ev.denied)
 		if p.open == 0 {
-			s.notes[1] = p.closeLocked()
+			s.notes[1], s.closed = p.closeLocked(), true
 		}
 	case evPollWaits:
 		if p.wake == nil {

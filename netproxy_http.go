@@ -1,0 +1,357 @@
+package main
+
+// The HTTP side of the managed network proxy (docs/network.md §2): absolute-form requests
+// (`GET http://host/path`), forwarded one per connection, and CONNECT tunnels. The request
+// head is parsed here, bounded by netProxyMaxHeaderBytes; a head it cannot parse gets 400,
+// a refused request 403 with the reference's body, a destination that cannot be reached 502.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// httpHead is a parsed request head. The slices alias the buffer it was parsed from.
+type httpHead struct {
+	method, target, proto string
+	headers               []proxyHeaderField
+}
+
+type proxyHeaderField struct{ name, value string }
+
+var (
+	errHeadTooLarge = errors.New("request head too large")
+	errBadHead      = errors.New("malformed request head")
+)
+
+// headEnd returns the length of the head at the start of b (up to and including the blank
+// line), or -1 when b does not hold a whole head yet.
+func headEnd(b []byte) int {
+	for i := 0; i < len(b); {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		line := b[i : i+j]
+		i += j + 1
+		if len(line) == 0 || len(line) == 1 && line[0] == '\r' {
+			return i
+		}
+	}
+	return -1
+}
+
+// parseRequestHead parses a whole request head: a request line "METHOD SP target SP
+// HTTP/1.x" and header lines "name: value" (no obsolete line folding), each ending in CRLF
+// or LF. Names must be tokens; values must not hold control bytes other than tab.
+func parseRequestHead(b []byte) (httpHead, error) {
+	var h httpHead
+	lines := strings.Split(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n")
+	if len(lines) < 2 || lines[len(lines)-1] != "" || lines[len(lines)-2] != "" {
+		return h, errBadHead
+	}
+	lines = lines[:len(lines)-2]
+	if len(lines) == 0 {
+		return h, errBadHead
+	}
+	parts := strings.Split(lines[0], " ")
+	if len(parts) != 3 || !isToken(parts[0]) || parts[1] == "" || (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0") {
+		return h, errBadHead
+	}
+	for _, c := range []byte(parts[1]) {
+		if c <= ' ' || c == 0x7f {
+			return h, errBadHead
+		}
+	}
+	h.method, h.target, h.proto = parts[0], parts[1], parts[2]
+	for _, l := range lines[1:] {
+		name, value, ok := strings.Cut(l, ":")
+		if !ok || !isToken(name) {
+			return h, errBadHead
+		}
+		value = strings.Trim(value, " \t")
+		for _, c := range []byte(value) {
+			if c < ' ' && c != '\t' || c == 0x7f || c == '\r' {
+				return h, errBadHead
+			}
+		}
+		h.headers = append(h.headers, proxyHeaderField{name, value})
+	}
+	return h, nil
+}
+
+func (h *httpHead) header(name string) (string, bool) {
+	for _, f := range h.headers {
+		if strings.EqualFold(f.name, name) {
+			return f.value, true
+		}
+	}
+	return "", false
+}
+
+// readHead reads from c until buf holds a whole head, and returns the head's length and the
+// bytes read (the head and whatever followed it).
+func readHead(c net.Conn) (buf []byte, n int, err error) {
+	buf = make([]byte, 0, 2048)
+	for {
+		if len(buf) == cap(buf) {
+			if cap(buf) >= netProxyMaxHeaderBytes {
+				return buf, 0, errHeadTooLarge
+			}
+			buf = append(buf[:cap(buf)], make([]byte, min(cap(buf), netProxyMaxHeaderBytes-cap(buf)))...)[:len(buf)]
+		}
+		m, rerr := c.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if n := headEnd(buf); n >= 0 {
+			return buf, n, nil
+		}
+		if rerr != nil {
+			return buf, 0, rerr
+		}
+	}
+}
+
+// splitHostPort splits an authority "host:port" or "[v6]:port" (port required when
+// needPort, else def).
+func splitHostPort(authority string, def uint16) (string, uint16, error) {
+	host, portText, err := net.SplitHostPort(authority)
+	if err != nil {
+		if def == 0 || strings.Count(authority, ":") > 1 && !strings.HasPrefix(authority, "[") {
+			return "", 0, errBadHead
+		}
+		host, portText = strings.TrimSuffix(strings.TrimPrefix(authority, "["), "]"), strconv.Itoa(int(def))
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil || port == 0 || host == "" {
+		return "", 0, errBadHead
+	}
+	return host, uint16(port), nil
+}
+
+// parseIPHost parses host as an IP literal (brackets and zone allowed).
+func parseIPHost(host string) (netip.Addr, error) {
+	return netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+}
+
+// absoluteTarget parses the absolute-form target of a forwarded request ("http://host[:port]/…";
+// no user info) into the host (normalized), the port and the URL.
+func absoluteTarget(target string) (string, uint16, *url.URL, error) {
+	u, err := url.Parse(target)
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil {
+		return "", 0, nil, errBadHead
+	}
+	host, port, err := splitHostPort(u.Host, 80)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	return normalizeHost(host), port, u, nil
+}
+
+// serveHTTP serves one client connection of the HTTP proxy: one request, then the end.
+func (p *netProxy) serveHTTP(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(netProxyHeadTimeout))
+	buf, n, err := readHead(c)
+	if err != nil {
+		if errors.Is(err, errHeadTooLarge) {
+			writeStatus(c, "431 Request Header Fields Too Large")
+		}
+		return
+	}
+	head, err := parseRequestHead(buf[:n])
+	if err != nil {
+		writeStatus(c, "400 Bad Request")
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	rest := buf[n:]
+	if head.method == "CONNECT" {
+		p.serveConnect(c, &head, rest)
+		return
+	}
+	host, port, u, err := absoluteTarget(head.target)
+	if err != nil {
+		writeStatus(c, "400 Bad Request")
+		return
+	}
+	if hh, ok := head.header("Host"); ok {
+		if h, hp, err := splitHostPort(hh, 80); err != nil || normalizeHost(h) != host || hp != port {
+			// The host judged must be the host the request reaches.
+			writeText(c, "400 Bad Request", "", "Host header does not match request target")
+			return
+		}
+	}
+	r := netRequest{protocol: protoHTTP, host: host, port: port, method: head.method, client: c.RemoteAddr().String()}
+	v := p.decide(p.ctx, r)
+	if !v.allowed {
+		writeBlockedJSON(c, r, v)
+		return
+	}
+	up, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
+	if err != nil {
+		writeText(c, "502 Bad Gateway", "", "upstream failure")
+		return
+	}
+	if !p.track(up) {
+		return
+	}
+	defer p.untrackClose(up)
+	target := u.RequestURI()
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "%s %s %s\r\n", head.method, target, head.proto)
+	hop := hopHeaders(&head)
+	hasHost := false
+	for _, f := range head.headers {
+		if hop[strings.ToLower(f.name)] {
+			continue
+		}
+		hasHost = hasHost || strings.EqualFold(f.name, "Host")
+		fmt.Fprintf(&out, "%s: %s\r\n", f.name, f.value)
+	}
+	if !hasHost {
+		fmt.Fprintf(&out, "Host: %s\r\n", u.Host)
+	}
+	out.WriteString("Connection: close\r\n\r\n")
+	out.Write(rest)
+	if _, err := up.Write(out.Bytes()); err != nil {
+		writeText(c, "502 Bad Gateway", "", "upstream failure")
+		return
+	}
+	p.relay(c, up, true)
+}
+
+// hopHeaders are the header names (lowercase) not forwarded: the hop-by-hop ones and those
+// the Connection header names.
+func hopHeaders(h *httpHead) map[string]bool {
+	hop := map[string]bool{"connection": true, "proxy-connection": true, "keep-alive": true,
+		"proxy-authorization": true, "proxy-authenticate": true, "te": true, "trailer": true, "upgrade": true}
+	for _, f := range h.headers {
+		if strings.EqualFold(f.name, "Connection") {
+			for _, n := range strings.Split(f.value, ",") {
+				hop[strings.ToLower(strings.TrimSpace(n))] = true
+			}
+		}
+	}
+	return hop
+}
+
+// serveConnect serves a CONNECT: a refusal fails the tunnel with 403 and the refusal's text.
+func (p *netProxy) serveConnect(c net.Conn, head *httpHead, rest []byte) {
+	host, port, err := splitHostPort(head.target, 0)
+	if err != nil {
+		writeStatus(c, "400 Bad Request")
+		return
+	}
+	r := netRequest{protocol: protoHTTPSConnect, host: normalizeHost(host), port: port, method: "CONNECT", client: c.RemoteAddr().String()}
+	v := p.decide(p.ctx, r)
+	if !v.allowed {
+		writeText(c, "403 Forbidden", blockedHeader(v.reason), v.message())
+		return
+	}
+	up, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
+	if err != nil {
+		writeText(c, "502 Bad Gateway", "", "upstream failure")
+		return
+	}
+	if !p.track(up) {
+		return
+	}
+	defer p.untrackClose(up)
+	if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\ndate: %s\r\n\r\n", httpDate()); err != nil {
+		return
+	}
+	if len(rest) > 0 {
+		if _, err := up.Write(rest); err != nil {
+			return
+		}
+	}
+	p.relay(c, up, false)
+}
+
+// blockedBody is the JSON body of a refused HTTP request, in the reference's key order.
+type blockedBody struct {
+	Status   string `json:"status"`
+	Host     string `json:"host"`
+	Reason   string `json:"reason"`
+	Decision string `json:"decision"`
+	Source   string `json:"source"`
+	Protocol string `json:"protocol"`
+	Port     uint16 `json:"port"`
+	Message  string `json:"message"`
+}
+
+func writeBlockedJSON(c net.Conn, r netRequest, v netVerdict) {
+	body, _ := json.Marshal(blockedBody{Status: "blocked", Host: r.host, Reason: v.reason, Decision: v.decision,
+		Source: v.source, Protocol: r.protocol, Port: r.port, Message: v.message()})
+	fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\nx-proxy-error: %s\r\ncontent-length: %d\r\ndate: %s\r\n\r\n%s",
+		blockedHeader(v.reason), len(body), httpDate(), body)
+}
+
+func writeText(c net.Conn, status, proxyError, body string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "HTTP/1.1 %s\r\ncontent-type: text/plain\r\n", status)
+	if proxyError != "" {
+		fmt.Fprintf(&b, "x-proxy-error: %s\r\n", proxyError)
+	}
+	fmt.Fprintf(&b, "content-length: %d\r\ndate: %s\r\n\r\n%s", len(body), httpDate(), body)
+	c.Write([]byte(b.String()))
+}
+
+func writeStatus(c net.Conn, status string) {
+	fmt.Fprintf(c, "HTTP/1.1 %s\r\nconnection: close\r\ncontent-length: 0\r\ndate: %s\r\n\r\n", status, httpDate())
+}
+
+// httpDate is the date header's value now (RFC 9110 §5.6.7).
+func httpDate() string { return time.Now().UTC().Format("Mon, 02 Jan 2006 15:04:05 GMT") }
+
+// upstreamHostPort is the host:port of a proxy URL from the server's environment, or "".
+func upstreamHostPort(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return ""
+	}
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), "80")
+	}
+	return u.Host
+}
+
+// dialViaUpstream opens a tunnel to addr through the HTTP proxy at proxyAddr.
+func dialViaUpstream(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), proxyAddr, addr string) (net.Conn, error) {
+	c, err := dial(ctx, "tcp", proxyAddr)
+	if err != nil {
+		return nil, fmt.Errorf("upstream proxy %s: %w", proxyAddr, err)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		c.SetDeadline(d)
+	}
+	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("upstream proxy %s: %w", proxyAddr, err)
+	}
+	buf, n, err := readHead(c)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("upstream proxy %s: %w", proxyAddr, err)
+	}
+	status := string(buf[:n])
+	if f := strings.Fields(status); len(f) < 2 || !strings.HasPrefix(f[0], "HTTP/1.") || f[1] != "200" || n != len(buf) {
+		c.Close()
+		return nil, fmt.Errorf("upstream proxy %s refused CONNECT %s", proxyAddr, addr)
+	}
+	c.SetDeadline(time.Time{})
+	return c, nil
+}

@@ -1,0 +1,520 @@
+package main
+
+// The managed network proxy with real sockets in a network namespace the test makes
+// (docs/network.md §5): the test re-executes itself in a new network namespace, puts
+// documentation addresses (192.0.2.10, 198.51.100.10, 2001:db8::10) on its lo (the only
+// interface there; a dummy one needs a module this kernel may lack), runs its test hosts on them and answers DNS through the proxy's resolve hook. No
+// other address is ever contacted. Every verdict is read on the test host's side (did the
+// request reach it?), not only from what the proxy answered.
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	xproxy "golang.org/x/net/proxy"
+)
+
+// netProxyNSEnv marks the re-executed test inside the namespace.
+const netProxyNSEnv = "EXEC_SERVER_NETPROXY_NAMESPACE"
+
+// Test hosts: documentation addresses only.
+var (
+	nsHost4a = netip.MustParseAddr("192.0.2.10")
+	nsHost4b = netip.MustParseAddr("198.51.100.10")
+	nsHost6  = netip.MustParseAddr("2001:db8::10")
+)
+
+// inNetProxyNamespace returns true inside the test's network namespace (set up). Outside, it
+// runs the calling test again in a new one, reports its outcome and returns false.
+func inNetProxyNamespace(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(netProxyNSEnv) == "1" {
+		for _, args := range [][]string{
+			{"addr", "add", nsHost4a.String() + "/32", "dev", "lo"},
+			{"addr", "add", nsHost4b.String() + "/32", "dev", "lo"},
+			{"-6", "addr", "add", nsHost6.String() + "/128", "dev", "lo", "nodad"},
+			{"link", "set", "lo", "up"},
+		} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+		// An address on a freshly raised lo can lose a first SYN (an IPv6 connect then fails
+		// a second later, "network is unreachable"); there is no event to wait on, so
+		// poll until a connection to each address goes through, within a deadline.
+		for _, a := range []netip.Addr{nsHost4a, nsHost4b, nsHost6} {
+			ln, err := net.Listen("tcp", netip.AddrPortFrom(a, 0).String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(20 * time.Second); ; {
+				c, err := net.DialTimeout("tcp", ln.Addr().String(), 100*time.Millisecond)
+				if err == nil {
+					c.Close()
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s is not reachable in the namespace: %v", a, err)
+				}
+			}
+			ln.Close()
+		}
+		return true
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("no ip(8) to set up the test's network namespace")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), netProxyNSEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Skipf("network namespaces are unavailable here (%v)", err)
+	}
+	t.Logf("in a new network namespace:\n%s", strings.TrimSpace(string(out)))
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("the test in the network namespace failed: %v", err)
+	}
+	return false
+}
+
+// nsWeb is a test host: an HTTP and an HTTPS server on one address, counting the requests
+// that reach it.
+type nsWeb struct {
+	http, https *httptest.Server
+	hits        atomic.Int64
+}
+
+func startNSWeb(t *testing.T, addr netip.Addr) *nsWeb {
+	t.Helper()
+	w := &nsWeb{}
+	h := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.hits.Add(1)
+		io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(rw, "hello %s %s", r.Method, r.URL.Path)
+	})
+	listen := func() net.Listener {
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ln
+	}
+	w.http = &httptest.Server{Listener: listen(), Config: &http.Server{Handler: h}}
+	w.http.Start()
+	w.https = &httptest.Server{Listener: listen(), Config: &http.Server{Handler: h}}
+	w.https.StartTLS()
+	t.Cleanup(func() { w.http.Close(); w.https.Close() })
+	return w
+}
+
+func (w *nsWeb) port(s *httptest.Server) string {
+	return fmt.Sprint(s.Listener.Addr().(*net.TCPAddr).Port)
+}
+
+// nsDNS is the test's DNS: names of the test hosts.
+func nsDNS() resolveFunc {
+	return staticResolver(map[string][]netip.Addr{
+		"web.example":    {nsHost6},
+		"review.example": {nsHost6},
+		"priv.example":   {nsHost4a},
+		"mixed.example":  {nsHost6, nsHost4b},
+	})
+}
+
+// proxyClient is an HTTP client that goes through the proxy and trusts the test hosts.
+func proxyClient(p *netProxy, w *nsWeb) *http.Client {
+	pu, _ := url.Parse("http://" + p.httpAddr())
+	tr := w.https.Client().Transport.(*http.Transport).Clone()
+	tr.Proxy = http.ProxyURL(pu)
+	tr.TLSClientConfig = &tls.Config{RootCAs: tr.TLSClientConfig.RootCAs, ServerName: "example.com"}
+	return &http.Client{Transport: tr, Timeout: 20 * time.Second}
+}
+
+// decisionLog collects a proxy's notifications.
+type decisionLog struct {
+	mu sync.Mutex
+	ds []policyDecision
+}
+
+func (l *decisionLog) add(d policyDecision) { l.mu.Lock(); l.ds = append(l.ds, d); l.mu.Unlock() }
+func (l *decisionLog) all() []policyDecision {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]policyDecision(nil), l.ds...)
+}
+
+func startTestProxy(t *testing.T, over string, timeoutMs *uint64, hooks netProxyHooks) (*netProxy, *decisionLog) {
+	t.Helper()
+	log := &decisionLog{}
+	if hooks.resolve == nil {
+		hooks.resolve = nsDNS()
+	}
+	hooks.decided = log.add
+	if hooks.dial == nil { // the system's, with its failures in the test's log
+		d := &net.Dialer{}
+		hooks.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				t.Logf("dial %s %s: %v", network, addr, err)
+			}
+			return c, err
+		}
+	}
+	p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, over, timeoutMs)}, hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	return p, log
+}
+
+func get(t *testing.T, c *http.Client, method, u string) (int, string, error) {
+	t.Helper()
+	req, _ := http.NewRequest(method, u, strings.NewReader(""))
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// TestNetProxySockets drives the proxy with real clients and test hosts.
+func TestNetProxySockets(t *testing.T) {
+	if !inNetProxyNamespace(t) {
+		return
+	}
+	w := startNSWeb(t, nsHost6)
+	priv := startNSWeb(t, nsHost4a)
+	webHTTP := "http://web.example:" + w.port(w.http) + "/hello"
+	webHTTPS := "https://web.example:" + w.port(w.https) + "/hello"
+
+	t.Run("allowed over HTTP and CONNECT", func(t *testing.T) {
+		p, log := startTestProxy(t, `{"domains":{"web.example":"allow"}}`, nil, netProxyHooks{})
+		c := proxyClient(p, w)
+		before := w.hits.Load()
+		for _, u := range []string{webHTTP, webHTTPS} {
+			code, body, err := get(t, c, "GET", u)
+			if err != nil || code != 200 || body != "hello GET /hello" {
+				t.Fatalf("GET %s: %d %q %v", u, code, body, err)
+			}
+		}
+		if n := w.hits.Load() - before; n != 2 {
+			t.Fatalf("the test host saw %d requests, want 2", n)
+		}
+		ds := log.all()
+		if len(ds) != 2 || ds[0].Decision != "allow" || ds[0].Protocol != protoHTTP || ds[1].Protocol != protoHTTPSConnect || ds[1].Method != "CONNECT" {
+			t.Fatalf("decisions %+v", ds)
+		}
+	})
+
+	t.Run("denied gets the 403 body", func(t *testing.T) {
+		p, _ := startTestProxy(t, `{"domains":{"web.example":"deny","*.example":"allow"}}`, nil, netProxyHooks{})
+		before := w.hits.Load()
+		code, body, err := get(t, proxyClient(p, w), "GET", webHTTP)
+		want := `{"status":"blocked","host":"web.example","reason":"denied","decision":"deny","source":"baseline_policy","protocol":"http","port":` +
+			w.port(w.http) + `,"message":"Domain denied by the sandbox policy."}`
+		if err != nil || code != 403 || body != want {
+			t.Fatalf("got %d %q %v, want 403 %s", code, body, err, want)
+		}
+		_, _, err = get(t, proxyClient(p, w), "GET", webHTTPS)
+		if err == nil || !strings.Contains(err.Error(), "Forbidden") {
+			t.Fatalf("CONNECT to a denied host: %v, want the tunnel to fail with 403", err)
+		}
+		if n := w.hits.Load() - before; n != 0 {
+			t.Fatalf("the denied host saw %d requests", n)
+		}
+	})
+
+	t.Run("private address refused after resolution", func(t *testing.T) {
+		p, _ := startTestProxy(t, `{"domains":{"priv.example":"allow","mixed.example":"allow"}}`, nil, netProxyHooks{})
+		before := priv.hits.Load()
+		for _, host := range []string{"priv.example:" + priv.port(priv.http), "mixed.example:" + w.port(w.http)} {
+			code, body, err := get(t, proxyClient(p, w), "GET", "http://"+host+"/")
+			if err != nil || code != 403 || !strings.Contains(body, `"reason":"not_allowed_local"`) {
+				t.Fatalf("%s: %d %q %v", host, code, body, err)
+			}
+		}
+		if n := priv.hits.Load() - before; n != 0 {
+			t.Fatalf("the private host saw %d requests", n)
+		}
+	})
+
+	t.Run("the checked addresses are the ones reached", func(t *testing.T) {
+		// A name that answers a public address to the policy's lookup and a private one to
+		// any later lookup (DNS rebinding) must reach the public one.
+		var lookups atomic.Int64
+		rebind := func(ctx context.Context, host string) ([]netip.Addr, error) {
+			if lookups.Add(1) == 1 {
+				return []netip.Addr{nsHost6}, nil
+			}
+			return []netip.Addr{nsHost4a}, nil
+		}
+		p, _ := startTestProxy(t, `{"domains":{"rebind.example":"allow"}}`, nil, netProxyHooks{resolve: rebind})
+		beforeWeb, beforePriv := w.hits.Load(), priv.hits.Load()
+		// A connection to the rebound address would reach 192.0.2.10 (the private host, or
+		// nothing on this port): the request must reach the public host, after one lookup.
+		code, body, err := get(t, proxyClient(p, w), "GET", "http://rebind.example:"+w.port(w.http)+"/r")
+		if err != nil || code != 200 || body != "hello GET /r" {
+			t.Fatalf("GET: %d %q %v", code, body, err)
+		}
+		if w.hits.Load()-beforeWeb != 1 || priv.hits.Load() != beforePriv || lookups.Load() != 1 {
+			t.Fatalf("public host %d, private host %d requests, %d lookups: want 1, 0, 1",
+				w.hits.Load()-beforeWeb, priv.hits.Load()-beforePriv, lookups.Load())
+		}
+	})
+
+	t.Run("limited mode refuses POST and CONNECT", func(t *testing.T) {
+		p, _ := startTestProxy(t, `{"domains":{"web.example":"allow"},"mode":"limited"}`, nil, netProxyHooks{})
+		c := proxyClient(p, w)
+		before := w.hits.Load()
+		code, body, err := get(t, c, "POST", webHTTP)
+		if err != nil || code != 403 || !strings.Contains(body, `"reason":"method_not_allowed","decision":"deny","source":"mode_guard"`) {
+			t.Fatalf("POST: %d %q %v", code, body, err)
+		}
+		if _, _, err := get(t, c, "GET", webHTTPS); err == nil {
+			t.Fatal("CONNECT in limited mode succeeded")
+		}
+		if code, _, err := get(t, c, "GET", webHTTP); err != nil || code != 200 {
+			t.Fatalf("GET in limited mode: %d %v", code, err)
+		}
+		if n := w.hits.Load() - before; n != 1 {
+			t.Fatalf("the test host saw %d requests, want only the GET", n)
+		}
+	})
+
+	t.Run("review domain goes to the client", func(t *testing.T) {
+		ms := uint64(1000)
+		for _, tc := range []struct {
+			answer string
+			code   int
+			reason string
+		}{
+			{`{"decision":{"type":"allow"}}`, 200, ""},
+			{`{"decision":{"type":"deny","reason":"nope"}}`, 403, `"reason":"nope","decision":"deny","source":"decider"`},
+			{"", 403, `"reason":"not_allowed","decision":"deny","source":"decider"`}, // no answer
+		} {
+			var asked atomic.Int64
+			p, _ := startTestProxy(t, `{"domains":{"review.example":"allow"},"reviewDomains":["review.example"]}`, &ms, netProxyHooks{
+				ask: func(ctx context.Context, req policyRequestParams) (json.RawMessage, error) {
+					asked.Add(1)
+					if req.ProcessID != "p1" || req.Request.Host != "review.example" || req.Request.Protocol != protoHTTP {
+						t.Errorf("policy request %+v", req)
+					}
+					if tc.answer == "" {
+						<-ctx.Done()
+						return nil, ctx.Err()
+					}
+					return json.RawMessage(tc.answer), nil
+				},
+			})
+			p.timeout = 100 * time.Millisecond
+			code, body, err := get(t, proxyClient(p, w), "GET", "http://review.example:"+w.port(w.http)+"/r")
+			if err != nil || code != tc.code || !strings.Contains(body, tc.reason) || asked.Load() != 1 {
+				t.Fatalf("answer %s: %d %q %v, asked %d", tc.answer, code, body, err, asked.Load())
+			}
+		}
+	})
+
+	t.Run("SOCKS5 CONNECT and UDP", func(t *testing.T) {
+		p, log := startTestProxy(t, `{"domains":{"web.example":"allow"}}`, nil, netProxyHooks{})
+		d, err := xproxy.SOCKS5("tcp", p.socksAddr(), nil, xproxy.Direct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &http.Transport{Dial: d.Dial}
+		resp, err := (&http.Client{Transport: tr}).Get(webHTTP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if string(b) != "hello GET /hello" {
+			t.Fatalf("through SOCKS5: %q", b)
+		}
+		if _, err := d.Dial("tcp", "priv.example:80"); err == nil {
+			t.Fatal("SOCKS5 CONNECT to a host not allowed succeeded")
+		}
+		echo, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(nsHost6, 0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer echo.Close()
+		go func() {
+			buf := make([]byte, 2048)
+			for {
+				n, from, err := echo.ReadFromUDPAddrPort(buf)
+				if err != nil {
+					return
+				}
+				echo.WriteToUDPAddrPort(append([]byte("echo "), buf[:n]...), from)
+			}
+		}()
+		got := socksUDPRoundTrip(t, p.socksAddr(), "web.example", uint16(echo.LocalAddr().(*net.UDPAddr).Port), "ping")
+		if got != "echo ping" {
+			t.Fatalf("UDP through SOCKS5: %q", got)
+		}
+		var protos []string
+		for _, d := range log.all() {
+			protos = append(protos, d.Protocol+"/"+d.Decision)
+		}
+		if strings.Join(protos, " ") != "socks5_tcp/allow socks5_tcp/deny socks5_udp/allow" {
+			t.Fatalf("decisions %v", protos)
+		}
+	})
+
+	t.Run("through the server's upstream proxy", func(t *testing.T) {
+		up, tunnels := startConnectProxy(t, nsHost4b)
+		log := &decisionLog{}
+		params := netProxyParamsFor(t, `{"domains":{"web.example":"allow"},"allowUpstreamProxy":true}`, nil)
+		p, err := startNetProxy(netProxyConfig{processID: "p1", params: params, upstreamHTTPS: "http://" + up}, netProxyHooks{resolve: nsDNS(), decided: log.add})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.close()
+		for _, u := range []string{webHTTP, webHTTPS} {
+			if code, body, err := get(t, proxyClient(p, w), "GET", u); err != nil || code != 200 || body != "hello GET /hello" {
+				t.Fatalf("GET %s: %d %q %v", u, code, body, err)
+			}
+		}
+		if n := tunnels.Load(); n != 2 {
+			t.Fatalf("the upstream proxy carried %d tunnels, want 2", n)
+		}
+	})
+
+	t.Run("a bad request line gets 400", func(t *testing.T) {
+		p, _ := startTestProxy(t, `{"domains":{"web.example":"allow"}}`, nil, netProxyHooks{})
+		for _, head := range []string{"GARBAGE\r\n\r\n", "GET /relative HTTP/1.1\r\nHost: x\r\n\r\n", "GET http://web.example/ HTTP/9\r\n\r\n", "CONNECT web.example HTTP/1.1\r\n\r\n",
+			"GET http://web.example:" + w.port(w.http) + "/ HTTP/1.1\r\nHost: priv.example:" + w.port(w.http) + "\r\n\r\n"} {
+			c, err := net.Dial("tcp", p.httpAddr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.WriteString(c, head)
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if line != "HTTP/1.1 400 Bad Request\r\n" {
+				t.Fatalf("%q: %q", head, line)
+			}
+		}
+	})
+}
+
+// socksUDPRoundTrip sends one datagram to host:port through a SOCKS5 UDP association and
+// returns the answer.
+func socksUDPRoundTrip(t *testing.T, socks, host string, port uint16, msg string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", socks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "\x05\x01\x00")
+	r := bufio.NewReader(c)
+	if b := make([]byte, 2); !(readFull(r, b) && b[1] == 0) {
+		t.Fatal("SOCKS5 greeting refused")
+	}
+	c.Write([]byte{5, 3, 0, 1, 0, 0, 0, 0, 0, 0})
+	rep := make([]byte, 10)
+	if !readFull(r, rep) || rep[1] != 0 {
+		t.Fatalf("UDP ASSOCIATE refused: % x", rep)
+	}
+	relay := netip.AddrPortFrom(netip.AddrFrom4([4]byte(rep[4:8])), binary.BigEndian.Uint16(rep[8:]))
+	u, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(relay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	dg := append([]byte{0, 0, 0, 3, byte(len(host))}, host...)
+	dg = binary.BigEndian.AppendUint16(dg, port)
+	u.Write(append(dg, msg...))
+	u.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 2048)
+	n, err := u.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, m, err := parseSocksAddr(buf[3:n])
+	if err != nil || m == 0 {
+		t.Fatalf("answer datagram % x", buf[:n])
+	}
+	return string(buf[3+m : n])
+}
+
+// startConnectProxy runs a minimal CONNECT proxy on addr (the server's upstream proxy in the
+// tests) and counts the tunnels it opens.
+func startConnectProxy(t *testing.T, addr netip.Addr) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				r := bufio.NewReader(c)
+				line, _ := r.ReadString('\n')
+				f := strings.Fields(line)
+				for {
+					if l, err := r.ReadString('\n'); err != nil || l == "\r\n" {
+						break
+					}
+				}
+				if len(f) < 2 || f[0] != "CONNECT" {
+					return
+				}
+				host, port, _ := net.SplitHostPort(f[1])
+				if addrs, err := nsDNS()(context.Background(), host); err == nil {
+					host = addrs[0].String() // the upstream's DNS knows the test hosts too
+				}
+				d, err := net.Dial("tcp", net.JoinHostPort(host, port))
+				if err != nil {
+					io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
+					return
+				}
+				defer d.Close()
+				n.Add(1)
+				io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+				go func() { io.Copy(d, r); d.(*net.TCPConn).CloseWrite() }()
+				io.Copy(c, d)
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln.Addr().String(), &n
+}

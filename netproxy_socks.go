@@ -1,0 +1,361 @@
+package main
+
+// The SOCKS5 side of the managed network proxy (docs/network.md §2): RFC 1928 with no
+// authentication, CONNECT, and UDP ASSOCIATE when the process enables SOCKS5 UDP. Every
+// destination is judged by the same policy as the HTTP side (protocol socks5_tcp or
+// socks5_udp); limited mode refuses SOCKS altogether, as the reference does.
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// SOCKS5 reply codes (RFC 1928 §6).
+const (
+	socksSucceeded        = 0x00
+	socksGeneralFailure   = 0x01
+	socksNotAllowed       = 0x02
+	socksHostUnreachable  = 0x04
+	socksCmdNotSupported  = 0x07
+	socksAddrNotSupported = 0x08
+)
+
+const (
+	socksCmdConnect      = 0x01
+	socksCmdUDPAssociate = 0x03
+	socksMaxUDPDatagram  = 65507
+)
+
+var errSocks = errors.New("malformed SOCKS5 message")
+
+// socksRequest is a parsed SOCKS5 request.
+type socksRequest struct {
+	cmd  byte
+	host string // a name or an IP literal
+	port uint16
+}
+
+// parseSocksGreeting checks a client greeting (VER NMETHODS METHODS) and reports whether it
+// offers "no authentication", and the greeting's length; n == 0 when b is not whole yet.
+func parseSocksGreeting(b []byte) (noAuth bool, n int, err error) {
+	if len(b) < 2 {
+		return false, 0, nil
+	}
+	if b[0] != 5 || b[1] == 0 {
+		return false, 0, errSocks
+	}
+	n = 2 + int(b[1])
+	if len(b) < n {
+		return false, 0, nil
+	}
+	for _, m := range b[2:n] {
+		if m == 0 {
+			noAuth = true
+		}
+	}
+	return noAuth, n, nil
+}
+
+// parseSocksAddr parses ATYP ADDR PORT at the start of b and returns it and its length;
+// n == 0 when b is not whole yet.
+func parseSocksAddr(b []byte) (host string, port uint16, n int, err error) {
+	if len(b) < 1 {
+		return "", 0, 0, nil
+	}
+	switch b[0] {
+	case 1:
+		n = 1 + 4
+		if len(b) < n+2 {
+			return "", 0, 0, nil
+		}
+		host = netip.AddrFrom4([4]byte(b[1:5])).String()
+	case 4:
+		n = 1 + 16
+		if len(b) < n+2 {
+			return "", 0, 0, nil
+		}
+		host = netip.AddrFrom16([16]byte(b[1:17])).String()
+	case 3:
+		if len(b) < 2 {
+			return "", 0, 0, nil
+		}
+		l := int(b[1])
+		n = 2 + l
+		if len(b) < n+2 {
+			return "", 0, 0, nil
+		}
+		host = string(b[2:n])
+		if l == 0 {
+			return "", 0, 0, errSocks
+		}
+		for _, c := range b[2:n] {
+			if c <= ' ' || c >= 0x7f {
+				return "", 0, 0, errSocks
+			}
+		}
+	default:
+		return "", 0, 0, errSocks
+	}
+	return host, binary.BigEndian.Uint16(b[n:]), n + 2, nil
+}
+
+// parseSocksRequest parses VER CMD RSV ATYP ADDR PORT; n == 0 when b is not whole yet.
+func parseSocksRequest(b []byte) (r socksRequest, n int, err error) {
+	if len(b) < 4 {
+		return r, 0, nil
+	}
+	if b[0] != 5 || b[2] != 0 {
+		return r, 0, errSocks
+	}
+	host, port, m, err := parseSocksAddr(b[3:])
+	if err != nil || m == 0 {
+		return r, 0, err
+	}
+	return socksRequest{cmd: b[1], host: host, port: port}, 3 + m, nil
+}
+
+// readSocks reads from c into buf until parse reports a whole message.
+func readSocks(c net.Conn, buf []byte, parse func([]byte) (int, error)) ([]byte, int, error) {
+	for {
+		if n, err := parse(buf); err != nil || n > 0 {
+			return buf, n, err
+		}
+		if len(buf) == cap(buf) {
+			return buf, 0, errSocks
+		}
+		m, err := c.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			if n, perr := parse(buf); perr == nil && n > 0 {
+				return buf, n, nil
+			}
+			return buf, 0, err
+		}
+	}
+}
+
+// socksReply writes a reply with bound address addr (0.0.0.0:0 when nil).
+func socksReply(c net.Conn, code byte, addr *net.UDPAddr) error {
+	b := []byte{5, code, 0, 1, 0, 0, 0, 0, 0, 0}
+	if addr != nil {
+		if ip4 := addr.IP.To4(); ip4 != nil {
+			copy(b[4:8], ip4)
+			binary.BigEndian.PutUint16(b[8:], uint16(addr.Port))
+		}
+	}
+	_, err := c.Write(b)
+	return err
+}
+
+// serveSocks serves one SOCKS5 client connection.
+func (p *netProxy) serveSocks(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(netProxyHeadTimeout))
+	buf := make([]byte, 0, 2+255+262)
+	var noAuth bool
+	buf, n, err := readSocks(c, buf, func(b []byte) (int, error) {
+		var n int
+		var err error
+		noAuth, n, err = parseSocksGreeting(b)
+		return n, err
+	})
+	if err != nil {
+		return
+	}
+	if !noAuth {
+		c.Write([]byte{5, 0xff})
+		return
+	}
+	if _, err := c.Write([]byte{5, 0}); err != nil {
+		return
+	}
+	buf = buf[:copy(buf, buf[n:])]
+	var req socksRequest
+	buf, n, err = readSocks(c, buf, func(b []byte) (int, error) {
+		var n int
+		var err error
+		req, n, err = parseSocksRequest(b)
+		return n, err
+	})
+	if err != nil {
+		if errors.Is(err, errSocks) {
+			socksReply(c, socksAddrNotSupported, nil)
+		}
+		return
+	}
+	rest := buf[n:]
+	c.SetReadDeadline(time.Time{})
+	client := c.RemoteAddr().String()
+	switch {
+	case req.cmd == socksCmdConnect:
+		r := netRequest{protocol: protoSocksTCP, host: normalizeHost(req.host), port: req.port, client: client}
+		v := p.decide(p.ctx, r)
+		if !v.allowed {
+			socksReply(c, socksNotAllowed, nil)
+			return
+		}
+		up, err := p.dialTarget(p.ctx, r.host, req.port, v.addrs)
+		if err != nil {
+			socksReply(c, socksHostUnreachable, nil)
+			return
+		}
+		if !p.track(up) {
+			return
+		}
+		defer p.untrackClose(up)
+		if socksReply(c, socksSucceeded, nil) != nil {
+			return
+		}
+		if len(rest) > 0 {
+			if _, err := up.Write(rest); err != nil {
+				return
+			}
+		}
+		p.relay(c, up, false)
+	case req.cmd == socksCmdUDPAssociate && p.udpAllowed:
+		p.serveUDPAssociate(c, client)
+	default:
+		socksReply(c, socksCmdNotSupported, nil)
+	}
+}
+
+// serveUDPAssociate relays the client's datagrams (RFC 1928 §7) to the destinations the
+// policy allows, and their answers back, for as long as the control connection c lasts. The
+// client talks to a socket on 127.0.0.1; destinations are reached from a second, unbound
+// one, whose datagrams are passed back only from destinations judged allowed.
+func (p *netProxy) serveUDPAssociate(c net.Conn, client string) {
+	if p.policy.mode == modeLimited {
+		p.decide(p.ctx, netRequest{protocol: protoSocksUDP, client: client})
+		socksReply(c, socksNotAllowed, nil)
+		return
+	}
+	in, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		socksReply(c, socksGeneralFailure, nil)
+		return
+	}
+	if !p.track(in) {
+		return
+	}
+	defer p.untrackClose(in)
+	out, err := net.ListenUDP("udp", nil)
+	if err != nil {
+		socksReply(c, socksGeneralFailure, nil)
+		return
+	}
+	if !p.track(out) {
+		return
+	}
+	defer p.untrackClose(out)
+	if socksReply(c, socksSucceeded, in.LocalAddr().(*net.UDPAddr)) != nil {
+		return
+	}
+	var mu sync.Mutex
+	allowed := map[netip.AddrPort]bool{} // destinations judged allowed, by address
+	var clientAddr netip.AddrPort        // the client's socket, from its first datagram
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // the association ends with its control connection
+		defer wg.Done()
+		io.Copy(io.Discard, c)
+		in.Close()
+		out.Close()
+	}()
+	go func() { // answers back to the client
+		defer wg.Done()
+		defer in.Close()
+		buf := make([]byte, socksMaxUDPDatagram)
+		for {
+			out.SetReadDeadline(time.Now().Add(netProxyIdleTimeout))
+			n, from, err := out.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+			mu.Lock()
+			ok, to := allowed[from], clientAddr
+			mu.Unlock()
+			if !ok || !to.IsValid() {
+				continue
+			}
+			hdr := []byte{0, 0, 0, 1}
+			if a := from.Addr(); a.Is4() {
+				b := a.As4()
+				hdr = append(hdr, b[:]...)
+			} else {
+				b := a.As16()
+				hdr[3] = 4
+				hdr = append(hdr, b[:]...)
+			}
+			hdr = binary.BigEndian.AppendUint16(hdr, from.Port())
+			in.WriteToUDPAddrPort(append(hdr, buf[:n]...), to)
+		}
+	}()
+	judged := map[string]netip.AddrPort{} // host:port judged once per association; invalid: refused
+	buf := make([]byte, socksMaxUDPDatagram+300)
+	for {
+		in.SetReadDeadline(time.Now().Add(netProxyIdleTimeout))
+		n, from, err := in.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			break
+		}
+		mu.Lock()
+		if !clientAddr.IsValid() && from.Addr().IsLoopback() {
+			clientAddr = from
+		}
+		mine := from == clientAddr
+		mu.Unlock()
+		// RSV RSV FRAG ATYP ADDR PORT DATA; fragments are dropped.
+		if !mine || n < 4 || buf[0] != 0 || buf[1] != 0 || buf[2] != 0 {
+			continue
+		}
+		host, port, m, err := parseSocksAddr(buf[3:n])
+		if err != nil || m == 0 {
+			continue
+		}
+		key := net.JoinHostPort(host, strconv.Itoa(int(port)))
+		dst, seen := judged[key]
+		if !seen {
+			if len(judged) >= netProxyMaxConns {
+				continue
+			}
+			dst, _ = p.udpTarget(netRequest{protocol: protoSocksUDP, host: normalizeHost(host), port: port, client: client})
+			judged[key] = dst
+			if dst.IsValid() {
+				mu.Lock()
+				allowed[dst] = true
+				mu.Unlock()
+			}
+		}
+		if dst.IsValid() {
+			out.WriteToUDPAddrPort(buf[3+m:n], dst)
+		}
+	}
+	c.Close()
+	out.Close()
+	wg.Wait()
+}
+
+// udpTarget judges a datagram's destination and resolves it.
+func (p *netProxy) udpTarget(r netRequest) (netip.AddrPort, bool) {
+	v := p.decide(p.ctx, r)
+	if !v.allowed {
+		return netip.AddrPort{}, false
+	}
+	if a, err := parseIPHost(r.host); err == nil {
+		return netip.AddrPortFrom(a.Unmap(), r.port), true
+	}
+	if len(v.addrs) > 0 {
+		return netip.AddrPortFrom(v.addrs[0].Unmap(), r.port), true
+	}
+	addrs, err := p.hooks.resolve(p.ctx, r.host)
+	if err != nil || len(addrs) == 0 {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(addrs[0].Unmap(), r.port), true
+}
