@@ -30,9 +30,45 @@ func init() {
 	if isSandboxStage() {
 		return
 	}
-	if mode := os.Getenv(nbProbeEnv); mode != "" && len(os.Args) >= 2 {
+	if mode := os.Getenv(nbProbeEnv); mode == "command" {
+		os.Exit(nbCommand(os.Args[1:]))
+	} else if mode != "" && len(os.Args) >= 2 {
 		os.Exit(nbProbe(mode, os.Args[1:]))
 	}
+}
+
+// nbCommand is the command under a real namespace stage with a bridge: it sends
+// "via-bridge" to $HTTP_PROXY, tries each direct address, then sends what it saw as
+// "report:..." through the bridge again. The host judges by what arrives.
+func nbCommand(direct []string) int {
+	proxy := strings.TrimPrefix(os.Getenv("HTTP_PROXY"), "http://")
+	send := func(msg string) error {
+		c, err := net.DialTimeout("tcp", proxy, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.Write([]byte(msg))
+		c.(*net.TCPConn).CloseWrite()
+		_, err = io.ReadAll(c)
+		return err
+	}
+	report := "report: proxy=" + proxy
+	if err := send("via-bridge"); err != nil {
+		report += " bridge=" + err.Error()
+	}
+	for _, addr := range direct {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			report += fmt.Sprintf(" | %s: %v", addr, err)
+			continue
+		}
+		c.Write([]byte("direct"))
+		c.Close()
+		report += " | " + addr + ": connected"
+	}
+	send(report)
+	return 0
 }
 
 // nbProbe runs in the new namespaces: lo up, the bridge listener made and sent, the filter,
@@ -216,6 +252,70 @@ func TestNetBridgeNamespace(t *testing.T) {
 			t.Errorf("host received %q under seccompNetwork, want nothing", got)
 		}
 	})
+}
+
+// TestNetBridgeStage: the same through the real namespace stage (sandboxStage.bridgeTo): the
+// command, with a read-only file system and no network, finds $HTTP_PROXY rewritten to the
+// listener in its namespace and reaches the host's listener through it, and only so.
+func TestNetBridgeStage(t *testing.T) {
+	requireUserNamespaces(t)
+	sbx, err := newSandboxer("isolate", "namespaces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.close()
+	h := newNBHost(t)
+	hostAddr := h.ln.Addr().(*net.TCPAddr)
+	proxy := fmt.Sprintf("127.0.0.1:%d", hostAddr.Port)
+	direct := []string{proxy, fmt.Sprintf("[::1]:%d", hostAddr.Port)}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+				direct = append(direct, fmt.Sprintf("%s:%d", ipn.IP, hostAddr.Port))
+			}
+		}
+	}
+	p, err := sandboxCommandProfile(true, false, nil, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := testBinary(t)
+	spec := &launchSpec{path: bin, argv: append([]string{bin}, direct...), dir: "/",
+		env: []string{nbProbeEnv + "=command", "HTTP_PROXY=http://" + proxy, "GORACE=" + sbGORACE}}
+	if _, err := sbx.confine(spec, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.stage.bridgeTo(proxy); err != nil {
+		t.Fatal(err)
+	}
+	child, exit, err := startChild(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range child.outs {
+		go io.Copy(io.Discard, o.f)
+	}
+	exit.wait(child.proc.Pid) // a non-blocking pidfd: Wait alone would not wait
+	ps, err := child.proc.Wait()
+	exit.close()
+	child.stage.exited()
+	for _, o := range child.outs {
+		o.f.Close()
+	}
+	got := h.stop()
+	t.Logf("host received %q", got)
+	if err != nil || ps.ExitCode() != 0 {
+		t.Fatalf("command: %v %v", ps, err)
+	}
+	if len(got) != 2 || got[0] != "via-bridge" || !strings.HasPrefix(got[1], "report:") {
+		t.Fatalf("host received %q, want via-bridge then the report", got)
+	}
+	if strings.Contains(got[1], "proxy="+proxy+" ") {
+		t.Errorf("HTTP_PROXY was not rewritten to the namespace's listener: %s", got[1])
+	}
+	if strings.Contains(got[1], "connected") {
+		t.Errorf("a direct connection succeeded: %s", got[1])
+	}
 }
 
 // TestBridgeRewriteEnv: only the values naming the host proxy change.
