@@ -191,7 +191,7 @@ func nbRun(t *testing.T, mode string) (string, []string) {
 	defer ours.Close()
 	var out bytes.Buffer
 	cmd := exec.Command(testBinary(t), direct...)
-	cmd.Env = append(os.Environ(), nbProbeEnv+"="+mode)
+	cmd.Env = append(os.Environ(), nbProbeEnv+"="+mode, "GORACE="+sbGORACE)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.ExtraFiles = []*os.File{theirs}
 	uid, gid := os.Getuid(), os.Getgid()
