@@ -72,6 +72,9 @@ func stageArgv(network bool) []string {
 const (
 	stageConfigFD = 3
 	stageStatusFD = 4
+	// stageBridgeFD is the unix socket on which a stage with Bridge sends its listeners
+	// (docs/network.md §4).
+	stageBridgeFD = 5
 )
 
 // maxStageConfig bounds the configuration the stage reads.
@@ -125,6 +128,9 @@ type stageConfig struct {
 	// ended by a NUL, as bytes, not strings: JSON would replace what is not UTF-8, which
 	// execve passes as it is. nil: the stage's own.
 	Env []byte `json:"env,omitempty"`
+	// Bridge names the proxy listeners on the server's loopback ("127.0.0.1:P") that the
+	// command reaches through a listener in its network namespace (docs/network.md §4).
+	Bridge []string `json:"bridge,omitempty"`
 }
 
 // sandboxer is a server's sandbox: the mechanism this host offers (probed once) and the
@@ -343,6 +349,26 @@ type sandboxStage struct {
 	config    *os.File // our end of fd 3
 	status    *os.File // our end of fd 4
 	payload   []byte
+	bridge    *os.File     // our end of fd 5, with Bridge (docs/network.md §4)
+	bridges   []*netBridge // serving the listeners the stage sent, until exited
+}
+
+// bridgeTo makes the command reach the proxy listeners addrs (on the server's loopback)
+// through listeners in its network namespace, under seccompProxyRouted (docs/network.md
+// §4). Only a namespace stage with a pid namespace of its own can: anywhere else it fails
+// closed.
+func (st *sandboxStage) bridgeTo(addrs ...string) error {
+	switch {
+	case st == nil || !st.cfg.Profile.restrictsNetwork():
+		return nil // the command has the network: the proxy is on its loopback
+	case !st.cfg.Namespaces || !st.cfg.PidNS:
+		return errors.New("sandbox: the managed network proxy needs the namespace sandbox with a pid namespace under a restricted network")
+	case len(addrs) == 0 || len(addrs) > netBridgeMaxListeners:
+		return fmt.Errorf("sandbox: %d proxy listeners to bridge", len(addrs))
+	}
+	st.cfg.Bridge = addrs
+	st.cfg.Seccomp = seccompProxyRouted | st.cfg.Seccomp&seccompNoMetadata
+	return nil
 }
 
 // prepare adds the stage's descriptors and namespaces to attr. A nil stage changes nothing.
@@ -370,6 +396,16 @@ func (st *sandboxStage) prepare(attr *os.ProcAttr, spec *launchSpec) error {
 		attr.Files = append(attr.Files, nil)
 	}
 	attr.Files = append(attr.Files[:stageConfigFD], cr, sw)
+	if len(st.cfg.Bridge) > 0 {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("sandbox: bridge socket: %w", err)
+		}
+		st.bridge = os.NewFile(uintptr(fds[0]), "bridge")
+		theirs := os.NewFile(uintptr(fds[1]), "bridge")
+		st.childEnds = append(st.childEnds, theirs)
+		attr.Files = append(attr.Files, theirs)
+	}
 	sys := attr.Sys
 	if st.cfg.Namespaces {
 		stageNamespaces(sys, st.cfg.PidNS, st.cfg.Profile.restrictsNetwork())
@@ -439,6 +475,10 @@ func (st *sandboxStage) closeOurEnds() {
 	if st.status != nil {
 		st.status.Close()
 	}
+	if st.bridge != nil {
+		st.bridge.Close()
+		st.bridge = nil
+	}
 	st.exited()
 }
 
@@ -448,14 +488,51 @@ func (st *sandboxStage) await() error {
 		return nil
 	}
 	defer st.status.Close()
+	bridgeErr := st.serveBridges()
 	msg, err := io.ReadAll(io.LimitReader(st.status, 4096))
 	switch {
 	case err != nil:
 		return errInternal("sandbox: read the stage's status: %v", err)
+	case len(msg) == 0 && bridgeErr != nil:
+		return errInternal("%v", bridgeErr)
 	case len(msg) == 0:
 		return nil
 	}
 	return errInternal("%s", strings.TrimSpace(string(msg)))
+}
+
+// serveBridges receives the listeners a stage with Bridge made in its namespace and serves
+// each towards its proxy listener (docs/network.md §4). The stage sends them before it
+// starts the command, or fails and closes the socket.
+func (st *sandboxStage) serveBridges() error {
+	if st.bridge == nil {
+		return nil
+	}
+	defer func() {
+		st.bridge.Close()
+		st.bridge = nil
+	}()
+	lns, err := receiveBridgeListeners(st.bridge)
+	if err != nil {
+		return err
+	}
+	if len(lns) != len(st.cfg.Bridge) {
+		for _, f := range lns {
+			f.Close()
+		}
+		return fmt.Errorf("sandbox: %d bridge listeners for %d proxies", len(lns), len(st.cfg.Bridge))
+	}
+	for i, f := range lns {
+		b, err := startNetBridge(f, st.cfg.Bridge[i])
+		if err != nil {
+			for _, f := range lns[i+1:] {
+				f.Close()
+			}
+			return err
+		}
+		st.bridges = append(st.bridges, b)
+	}
+	return nil
 }
 
 // exited gives back what confine took for the stage, once it is gone.
@@ -463,6 +540,12 @@ func (st *sandboxStage) exited() {
 	if st != nil && st.release != nil {
 		st.release()
 		st.release = nil
+	}
+	if st != nil {
+		for _, b := range st.bridges {
+			b.close()
+		}
+		st.bridges = nil
 	}
 }
 
@@ -565,6 +648,12 @@ func runSandboxStage() {
 			}
 		}
 	}
+	var bridged [][2]string // host proxy address, namespace listener address
+	if len(cfg.Bridge) > 0 {
+		if bridged, err = stageBridge(&cfg); err != nil {
+			fail(fmt.Errorf("sandbox: %w", err))
+		}
+	}
 	if err := os.Chdir(cfg.Dir); err != nil {
 		fail(err)
 	}
@@ -597,6 +686,9 @@ func runSandboxStage() {
 		for i, kv := range attr.Env {
 			attr.Env[i] = kv[:len(kv)-1]
 		}
+	}
+	for _, b := range bridged {
+		attr.Env = bridgeRewriteEnv(attr.Env, b[0], b[1])
 	}
 	if limit != nil {
 		// The command inherits the cap as its soft limit (capProcesses): the filter keeps the
@@ -1090,6 +1182,35 @@ func stageErrorText(err error) string {
 		return spawnErrorText(errno)
 	}
 	return err.Error()
+}
+
+// stageBridge makes one listener per proxy in the stage's network namespace, sends them to
+// the server on stageBridgeFD and closes its copies (docs/network.md §4). It returns, for
+// each, the proxy's address and the listener's, for the command's environment.
+func stageBridge(cfg *stageConfig) ([][2]string, error) {
+	if !cfg.Namespaces || !cfg.PidNS || !cfg.Profile.restrictsNetwork() || cfg.Seccomp.base() != seccompProxyRouted {
+		return nil, errors.New("a bridge outside a namespace stage with a restricted network")
+	}
+	var lns []*os.File
+	defer func() {
+		for _, f := range lns {
+			f.Close()
+		}
+	}()
+	var pairs [][2]string
+	for _, addr := range cfg.Bridge {
+		f, port, err := bridgeListen()
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, f)
+		pairs = append(pairs, [2]string{addr, bridgePortText(port)})
+	}
+	if err := sendBridgeListeners(stageBridgeFD, lns); err != nil {
+		return nil, err
+	}
+	unix.Close(stageBridgeFD)
+	return pairs, nil
 }
 
 // loopbackUp brings up lo in the new network namespace, so that servers the command starts

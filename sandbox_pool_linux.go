@@ -85,7 +85,7 @@ type stagePool struct {
 // warmable reports whether a stage of cfg is the kind kept warm.
 func (cfg *stageConfig) warmable() bool {
 	return cfg.Namespaces && cfg.PidNS && !cfg.Landlock && cfg.Profile.restrictsNetwork() &&
-		!cfg.Probe && !cfg.Foreground && cfg.Anchor == 0
+		!cfg.Probe && !cfg.Foreground && cfg.Anchor == 0 && len(cfg.Bridge) == 0
 }
 
 // warmStageWait bounds a start's wait for the warm stage being forked.

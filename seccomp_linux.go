@@ -73,6 +73,11 @@ const (
 	// seccompVsock: network allowed, but AF_VSOCK sockets and io_uring denied (file system
 	// restricted, network enabled).
 	seccompVsock
+	// seccompProxyRouted: the command runs in a network namespace of its own, whose only
+	// listeners are the bridges to the proxy (docs/network.md §4). IP sockets, connect, bind
+	// and listen are allowed, for they reach only that namespace's lo; every other family
+	// but unix stream and seqpacket, io_uring, ptrace and the terminal ioctls stay denied.
+	seccompProxyRouted
 
 	// seccompNoMetadata, added to either mode, also denies every call that changes a file's
 	// mode, owner, times, extended attributes or inode flags (seccompRuleMetadata, and the
@@ -113,6 +118,7 @@ type seccompRule uint8
 
 const (
 	seccompRuleNetwork  seccompRule = iota + 1 // EPERM under seccompNetwork
+	seccompRuleProcess                         // EPERM under seccompNetwork and seccompProxyRouted
 	seccompRuleAlways                          // EPERM under seccompNetwork and seccompVsock
 	seccompRuleDomain                          // socket, socketpair: decided by the domain (and type)
 	seccompRuleRequest                         // ioctl: decided by the request (seccompDeniedRequests)
@@ -177,9 +183,9 @@ func seccompSyscalls() []seccompSyscall {
 		{"recvmmsg", 299, 243, seccompRuleNetwork},
 		{"getsockopt", 55, 209, seccompRuleNetwork},
 		{"setsockopt", 54, 208, seccompRuleNetwork},
-		{"ptrace", 101, 117, seccompRuleNetwork},
-		{"process_vm_readv", 310, 270, seccompRuleNetwork},
-		{"process_vm_writev", 311, 271, seccompRuleNetwork},
+		{"ptrace", 101, 117, seccompRuleProcess},
+		{"process_vm_readv", 310, 270, seccompRuleProcess},
+		{"process_vm_writev", 311, 271, seccompRuleProcess},
 		{"io_uring_setup", 425, 425, seccompRuleAlways},
 		{"io_uring_enter", 426, 426, seccompRuleAlways},
 		{"io_uring_register", 427, 427, seccompRuleAlways},
@@ -244,14 +250,14 @@ func seccompNativeArch() (uint32, error) {
 
 // seccompProgram is the filter for mode on the architecture whose AUDIT_ARCH_* value is arch.
 // It is built for any supported arch on any host, so that both programs can be checked
-// anywhere. Only seccompNetwork and seccompVsock have a program.
+// anywhere. Only seccompNetwork, seccompVsock and seccompProxyRouted have a program.
 func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 	if arch != unix.AUDIT_ARCH_X86_64 && arch != unix.AUDIT_ARCH_AARCH64 {
 		return nil, fmt.Errorf("seccomp: no syscall table for audit arch %#x", arch)
 	}
 	metadata := mode&seccompNoMetadata != 0
 	mode = mode.base()
-	if mode != seccompNetwork && mode != seccompVsock {
+	if mode != seccompNetwork && mode != seccompVsock && mode != seccompProxyRouted {
 		return nil, fmt.Errorf("seccomp: mode %d has no filter", mode)
 	}
 	var a bpfAssembler
@@ -274,6 +280,7 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 		case s.rule == seccompRuleSelf:
 			a.jump(unix.BPF_JEQ, s.number(arch), toSelf, toNext)
 		case s.rule == seccompRuleAlways, s.rule == seccompRuleNetwork && mode == seccompNetwork,
+			s.rule == seccompRuleProcess && mode != seccompVsock,
 			s.rule == seccompRuleMetadata && metadata:
 			a.jump(unix.BPF_JEQ, s.number(arch), toDeny, toNext)
 		}
@@ -287,7 +294,13 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 	}
 	a.mark(toDomain)
 	a.load(seccompDataArg0Low)
-	if mode == seccompNetwork {
+	switch mode {
+	case seccompProxyRouted:
+		// IP sockets reach only the namespace's lo (docs/network.md §4).
+		a.jump(unix.BPF_JEQ, unix.AF_INET, toAllow, toNext)
+		a.jump(unix.BPF_JEQ, unix.AF_INET6, toAllow, toNext)
+		fallthrough
+	case seccompNetwork:
 		a.jump(unix.BPF_JEQ, unix.AF_UNIX, toType, toDeny)
 		// Only connection-oriented unix sockets: a datagram one (SOCK_RAW is one too, for
 		// AF_UNIX) sends to any socket by path with sendmsg, connected or not.
@@ -296,7 +309,7 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 		a.and(seccompSockTypeMask)
 		a.jump(unix.BPF_JEQ, unix.SOCK_STREAM, toAllow, toNext)
 		a.jump(unix.BPF_JEQ, unix.SOCK_SEQPACKET, toAllow, toDeny)
-	} else {
+	default:
 		a.jump(unix.BPF_JEQ, unix.AF_VSOCK, toDeny, toAllow)
 	}
 	a.mark(toRequest)

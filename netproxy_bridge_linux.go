@@ -1,0 +1,305 @@
+package main
+
+// The bridge from a sandbox's network namespace to the per-process proxy (docs/network.md
+// §4). A command whose network is restricted lives in a namespace where only lo exists, so
+// it cannot reach the proxy on the server's 127.0.0.1. The stage binds a listener on
+// 127.0.0.1:0 inside that namespace (bridgeListen), hands the listening descriptor to the
+// server over a unix socket (sendBridgeListeners, receiveBridgeListeners) and points the
+// command's proxy variables at it (bridgeRewriteEnv); the server accepts on it and splices
+// each connection to the proxy (netBridge). A listening socket keeps the namespace it was
+// made in, so no process has to stay behind in the namespace for the bridge to work.
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// netBridgeMaxListeners is how many listeners one stage hands over: the HTTP proxy's and
+	// the SOCKS5 proxy's.
+	netBridgeMaxListeners = 2
+	// netBridgeBacklog is the listen(2) backlog of a bridge listener.
+	netBridgeBacklog = 128
+	// netBridgeAcceptRetry is how long an accept that failed for want of descriptors or
+	// memory waits before it tries again.
+	netBridgeAcceptRetry = 50 * time.Millisecond
+)
+
+// bridgeListen binds a TCP listener on 127.0.0.1:0 in the calling process's network
+// namespace (the stage's, once lo is up) and returns it with its port. The descriptor is
+// close-on-exec: the command never inherits it.
+func bridgeListen() (*os.File, uint16, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("netbridge: socket: %w", err)
+	}
+	sa := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return nil, 0, fmt.Errorf("netbridge: bind 127.0.0.1:0: %w", err)
+	}
+	if err := unix.Listen(fd, netBridgeBacklog); err != nil {
+		unix.Close(fd)
+		return nil, 0, fmt.Errorf("netbridge: listen: %w", err)
+	}
+	got, err := unix.Getsockname(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, 0, fmt.Errorf("netbridge: getsockname: %w", err)
+	}
+	in4, ok := got.(*unix.SockaddrInet4)
+	if !ok {
+		unix.Close(fd)
+		return nil, 0, fmt.Errorf("netbridge: listener bound to %T", got)
+	}
+	return os.NewFile(uintptr(fd), "netbridge"), uint16(in4.Port), nil
+}
+
+// sendBridgeListeners sends the listening descriptors lns to the server over the unix
+// socket sock, in one message (SCM_RIGHTS); the data byte is their count.
+func sendBridgeListeners(sock int, lns []*os.File) error {
+	if len(lns) == 0 || len(lns) > netBridgeMaxListeners {
+		return fmt.Errorf("netbridge: %d listeners to send", len(lns))
+	}
+	fds := make([]int, len(lns))
+	for i, f := range lns {
+		fds[i] = int(f.Fd())
+	}
+	if err := unix.Sendmsg(sock, []byte{byte(len(lns))}, unix.UnixRights(fds...), nil, 0); err != nil {
+		return fmt.Errorf("netbridge: send the listeners: %w", err)
+	}
+	return nil
+}
+
+// receiveBridgeListeners receives what sendBridgeListeners sent on sock. Every descriptor
+// received is either returned or closed, and each must be a listening TCP socket: a stage
+// cannot hand the server anything else to serve.
+func receiveBridgeListeners(sock *os.File) ([]*os.File, error) {
+	conn, err := sock.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("netbridge: %w", err)
+	}
+	data := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4*netBridgeMaxListeners))
+	var n, oobn int
+	var rerr error
+	if err := conn.Read(func(fd uintptr) bool {
+		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), data, oob, unix.MSG_CMSG_CLOEXEC)
+		return rerr != unix.EAGAIN
+	}); err != nil {
+		return nil, fmt.Errorf("netbridge: receive the listeners: %w", err)
+	}
+	if rerr != nil {
+		return nil, fmt.Errorf("netbridge: receive the listeners: %w", rerr)
+	}
+	var fds []int
+	if oobn > 0 {
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return nil, fmt.Errorf("netbridge: parse the listeners: %w", err)
+		}
+		for i := range msgs {
+			got, err := unix.ParseUnixRights(&msgs[i])
+			if err == nil {
+				fds = append(fds, got...)
+			}
+		}
+	}
+	files := make([]*os.File, 0, len(fds))
+	for _, fd := range fds {
+		files = append(files, os.NewFile(uintptr(fd), "netbridge"))
+	}
+	fail := func(err error) ([]*os.File, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, err
+	}
+	if n != 1 || int(data[0]) != len(files) || len(files) == 0 || len(files) > netBridgeMaxListeners {
+		return fail(fmt.Errorf("netbridge: expected %d listeners, got %d", data[0], len(files)))
+	}
+	for _, f := range files {
+		if err := isListeningTCP(int(f.Fd())); err != nil {
+			return fail(err)
+		}
+	}
+	return files, nil
+}
+
+// isListeningTCP checks that fd is a listening TCP socket.
+func isListeningTCP(fd int) error {
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil {
+		return fmt.Errorf("netbridge: not a socket: %w", err)
+	}
+	proto, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+	if err != nil {
+		return fmt.Errorf("netbridge: socket protocol: %w", err)
+	}
+	listening, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN)
+	if err != nil {
+		return fmt.Errorf("netbridge: socket state: %w", err)
+	}
+	if typ != unix.SOCK_STREAM || proto != unix.IPPROTO_TCP || listening != 1 {
+		return errors.New("netbridge: a descriptor received is not a listening TCP socket")
+	}
+	return nil
+}
+
+// bridgeRewriteEnv points env's proxy variables at the bridge: every value naming the host
+// proxy's address from ("127.0.0.1:H", after a scheme or alone) names to instead
+// ("127.0.0.1:B"). Other variables are left as they are.
+func bridgeRewriteEnv(env []string, from, to string) []string {
+	out := make([]string, len(env))
+	for i, kv := range env {
+		out[i] = kv
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		rest := v
+		if _, after, found := strings.Cut(v, "://"); found {
+			rest = after
+		}
+		if strings.TrimSuffix(rest, "/") == from {
+			out[i] = k + "=" + v[:len(v)-len(rest)] + to + rest[len(from):]
+		}
+	}
+	return out
+}
+
+// netBridge serves one listener handed over by a stage: each connection the command makes to
+// it is spliced to target, the proxy's address on the server's loopback.
+type netBridge struct {
+	ln     net.Listener
+	target string
+	slots  chan struct{} // one per open connection (netProxyMaxConns)
+	done   chan struct{} // closed by close
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup // the accept loop and every connection's goroutines
+}
+
+// startNetBridge serves f (which it takes over) towards target until close.
+func startNetBridge(f *os.File, target string) (*netBridge, error) {
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("netbridge: %w", err)
+	}
+	b := &netBridge{ln: ln, target: target, slots: make(chan struct{}, netProxyMaxConns),
+		done: make(chan struct{}), conns: make(map[net.Conn]struct{})}
+	b.wg.Add(1)
+	go b.serve()
+	return b, nil
+}
+
+// serve accepts until the listener is closed.
+func (b *netBridge) serve() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			t := time.NewTimer(netBridgeAcceptRetry)
+			select {
+			case <-b.done:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		select {
+		case b.slots <- struct{}{}:
+		default:
+			c.Close() // over netProxyMaxConns
+			continue
+		}
+		if !b.track(c) {
+			<-b.slots
+			c.Close()
+			return
+		}
+		b.wg.Add(1)
+		go b.carry(c)
+	}
+}
+
+// track registers c so that close ends it; false once the bridge is closed.
+func (b *netBridge) track(c net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.conns[c] = struct{}{}
+	return true
+}
+
+// untrack closes c and forgets it.
+func (b *netBridge) untrack(c net.Conn) {
+	b.mu.Lock()
+	delete(b.conns, c)
+	b.mu.Unlock()
+	c.Close()
+}
+
+// carry splices client to a new connection to the target, both ways, until both ends are done.
+func (b *netBridge) carry(client net.Conn) {
+	defer b.wg.Done()
+	defer func() { <-b.slots }()
+	defer b.untrack(client)
+	up, err := net.DialTimeout("tcp", b.target, netProxyDialTimeout)
+	if err != nil {
+		return
+	}
+	if !b.track(up) {
+		up.Close()
+		return
+	}
+	defer b.untrack(up)
+	half := make(chan struct{})
+	go func() {
+		defer close(half)
+		copyIdle(up, client)
+		closeWrite(up)
+	}()
+	copyIdle(client, up)
+	closeWrite(client)
+	<-half
+}
+
+// close stops the listener, ends every connection and returns once every goroutine of the
+// bridge has ended.
+func (b *netBridge) close() {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.done)
+		for c := range b.conns {
+			c.Close()
+		}
+	}
+	b.mu.Unlock()
+	b.ln.Close()
+	b.wg.Wait()
+}
+
+// addr is the listener's address, in the namespace it was made in.
+func (b *netBridge) addr() string { return b.ln.Addr().String() }
+
+// bridgePortText is port as the proxy variables write it.
+func bridgePortText(port uint16) string { return "127.0.0.1:" + strconv.Itoa(int(port)) }
