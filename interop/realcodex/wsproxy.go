@@ -146,14 +146,17 @@ func (p *wsProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(status)
 		return
 	}
+	// The pair is registered under the same lock as the upgrade answer is written, so a
+	// DropAll that follows the client's seeing 101 finds it.
+	p.mu.Lock()
 	c, err := upgrader.Upgrade(w, req, nil)
 	if err != nil {
+		p.mu.Unlock()
 		up.Close()
 		return
 	}
 	c.SetReadLimit(-1)
 	up.SetReadLimit(-1)
-	p.mu.Lock()
 	p.conns++
 	n := p.conns
 	p.upgrades = append(p.upgrades, fmt.Sprintf("GET %s %v", req.URL.RequestURI(), hdr))
