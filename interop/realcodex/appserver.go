@@ -52,7 +52,13 @@ type appServer struct {
 
 // startAppServer runs `codex app-server` with env added to a minimal environment.
 func startAppServer(log *eventLog, name, codex string, env []string, stderrPath string) (*appServer, error) {
-	cmd := exec.Command(codex, "app-server")
+	return startAppServerArgv(log, name, []string{codex, "app-server"}, env, stderrPath)
+}
+
+// startAppServerArgv runs argv, the app-server or a wrapper that ends by exec'ing it, with
+// env added to a minimal environment.
+func startAppServerArgv(log *eventLog, name string, argv, env []string, stderrPath string) (*appServer, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(baseEnv(), env...)
 	cmd.SysProcAttr = childAttr()
 	stdin, err := cmd.StdinPipe()

@@ -41,6 +41,10 @@ type mockModel struct {
 	outputs   []string // tool output of script step i, as the agent reported it
 	bodies    []string // every request body, for the checks that look for what reached the model
 	turn      int      // script number, part of each call id so turns do not mix
+	// reviewer, if set, answers the requests of the harness's automatic approval reviewer
+	// (guardian): it gets the request body and returns the final message's text.
+	reviewer func(body []byte) string
+	reviews  []string // every reviewer request's body, in order
 }
 
 func startMockModel(log *eventLog) (*mockModel, error) {
@@ -61,6 +65,21 @@ func (m *mockModel) SetScript(s []toolCall) {
 	m.script = s
 	m.outputs = nil
 	m.turn++
+}
+
+// SetReviewer makes the mock answer the automatic approval reviewer's requests (those that
+// ask for the guardian's output schema) with f's text, apart from the script.
+func (m *mockModel) SetReviewer(f func(body []byte) string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reviewer = f
+}
+
+// Reviews returns the body of every request the reviewer answered.
+func (m *mockModel) Reviews() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.reviews...)
 }
 
 // CallID is the call id of step k of the current script.
@@ -125,7 +144,15 @@ type responsesRequest struct {
 		CallID string          `json:"call_id"`
 		Output json.RawMessage `json:"output"`
 	} `json:"input"`
+	Text *struct {
+		Format struct {
+			Name string `json:"name"`
+		} `json:"format"`
+	} `json:"text"`
 }
+
+// reviewerSchema is the name of the output schema the harness's approval reviewer asks for.
+const reviewerSchema = "codex_output_schema"
 
 // responses answers one model request. The number of tool outputs already in the input
 // says which script step comes next; after the last one the model says "done".
@@ -140,6 +167,19 @@ func (m *mockModel) responses(w http.ResponseWriter, body []byte) {
 	}
 	m.mu.Lock()
 	prefix := fmt.Sprintf("call-realcodex-%d-", m.turn)
+	reviewer := m.reviewer
+	if reviewer != nil && r.Text != nil && r.Text.Format.Name == reviewerSchema {
+		m.reviews = append(m.reviews, string(body))
+		m.bodies = append(m.bodies, string(body))
+		m.mu.Unlock()
+		text := reviewer(body)
+		m.log.Printf("model: reviewer request answered %s", text)
+		m.stream(w, "review", []map[string]any{{"type": "response.output_item.done", "item": map[string]any{
+			"type": "message", "role": "assistant", "id": "msg-review",
+			"content": []any{map[string]any{"type": "output_text", "text": text}},
+		}}})
+		return
+	}
 	m.mu.Unlock()
 	var outputs []string
 	for _, in := range r.Input {
@@ -164,10 +204,7 @@ func (m *mockModel) responses(w http.ResponseWriter, body []byte) {
 		m.log.Printf("model: step %d output %q", i, clip(o, 600))
 	}
 
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	respID := fmt.Sprintf("resp-%d", n)
-	events := []map[string]any{{"type": "response.created", "response": map[string]any{"id": respID}}}
+	var events []map[string]any
 	if k := len(outputs); k < len(script) {
 		args := script[k].Args(outputs)
 		m.log.Printf("model: step %d calls %s %q", k, script[k].Name, args)
@@ -188,6 +225,16 @@ func (m *mockModel) responses(w http.ResponseWriter, body []byte) {
 			"content": []any{map[string]any{"type": "output_text", "text": "done"}},
 		}})
 	}
+	m.stream(w, fmt.Sprint(n), events)
+}
+
+// stream writes one response: response.created, items, response.completed.
+func (m *mockModel) stream(w http.ResponseWriter, id string, items []map[string]any) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	respID := "resp-" + id
+	events := []map[string]any{{"type": "response.created", "response": map[string]any{"id": respID}}}
+	events = append(events, items...)
 	events = append(events, map[string]any{"type": "response.completed", "response": map[string]any{
 		"id": respID,
 		"usage": map[string]any{
