@@ -29,6 +29,7 @@ type config struct {
 	modes   []string // sandbox modes to run the checks under, in order (-s)
 	base    bool     // run the base scenario in the local and remote checks (-scenarios)
 	caps    bool     // run the capability scenario (capscenario.go) in them (-scenarios)
+	net     bool     // run the network scenario (netscenario.go) in them (-scenarios)
 }
 
 const allChecks = "local-ref,local-ours,diff,remote-ref,remote-ours,credentials,forward"
@@ -54,7 +55,8 @@ func main() {
 	flag.BoolVar(&cfg.agent, "agent", true, "also run an agent turn against the loopback mock model")
 	flag.BoolVar(&cfg.verbose, "v", false, "copy the event log to stderr")
 	flag.StringVar(&modes, "s", modeFull, "sandbox mode(s) of the thread, comma-separated: danger-full-access, workspace-write, read-only, or all; every check runs under each")
-	flag.StringVar(&scenarios, "scenarios", "base,caps", "comma-separated scenarios of the local and remote checks: base (the commands, PTY, image, breaks, sandbox steps) and caps (skills, remote MCP, shell snapshots; 0.171 only)")
+	flag.StringVar(&scenarios, "scenarios", "base,caps,net", "comma-separated scenarios of the local and remote checks: base (the commands, PTY, image, breaks, sandbox steps), "+
+		"caps (skills, remote MCP, shell snapshots; 0.171 only) and net (the managed network proxy: allow, deny and review domains; 0.171 only)")
 	flag.Parse()
 	if cfg.codex == "" || cfg.ours == "" {
 		flag.Usage()
@@ -70,8 +72,10 @@ func main() {
 			cfg.base = true
 		case "caps":
 			cfg.caps = true
+		case "net":
+			cfg.net = true
 		default:
-			fatal(fmt.Errorf("unknown scenario %q (want base, caps)", sc))
+			fatal(fmt.Errorf("unknown scenario %q (want base, caps, net)", sc))
 		}
 	}
 	cfg.checks = map[string]bool{}
@@ -250,6 +254,9 @@ func run(cfg config) int {
 			if cfg.checks["local-"+target] && cfg.caps && ctx.Err() == nil {
 				report(m.label("local/"+target), runCaps(ctx, cfg, log, m, target, "local"))
 			}
+			if cfg.checks["local-"+target] && cfg.net && ctx.Err() == nil {
+				report(m.label("local/"+target), runNet(ctx, cfg, log, m, target, "local"))
+			}
 		}
 		if cfg.checks["diff"] && cfg.base {
 			report(m.label("diff"), diffLocal(cfg, log, m, local["ref"], local["ours"]))
@@ -260,6 +267,9 @@ func run(cfg config) int {
 			}
 			if cfg.checks["remote-"+target] && cfg.caps && ctx.Err() == nil {
 				report(m.label("remote/"+target), runCaps(ctx, cfg, log, m, target, "remote"))
+			}
+			if cfg.checks["remote-"+target] && cfg.net && ctx.Err() == nil {
+				report(m.label("remote/"+target), runNet(ctx, cfg, log, m, target, "remote"))
 			}
 		}
 		forwards := map[string]*forwardRun{}
