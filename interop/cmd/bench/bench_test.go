@@ -63,6 +63,51 @@ func TestSmokeAgainstOwnServer(t *testing.T) {
 	}
 }
 
+// TestNetProxySmokeAgainstOwnServer builds exec-server and the root package's test binary
+// and runs a tiny `bench netproxy` against ours alone: the proxied child's HTTP_PROXY is
+// read, every row has a figure and the direct limit is measured. It checks that the bench
+// works, not how fast the proxy is.
+func TestNetProxySmokeAgainstOwnServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server and the root package's tests")
+	}
+	dir := t.TempDir()
+	root := filepath.Join("..", "..", "..")
+	bin, testBin := filepath.Join(dir, "exec-server"), filepath.Join(dir, "exec-server.test")
+	for _, args := range [][]string{
+		{"build", "-trimpath", "-ldflags=-s -w", "-o", bin, "."},
+		{"test", "-c", "-o", testBin, "."},
+	} {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = root
+		cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %v: %v\n%s", args, err, out)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	code := runNetProxy([]string{"-test", testBin, "-a", bin + " --listen ws://127.0.0.1:{PORT}",
+		"-rounds", "1", "-downloads", "1", "-latency-time", "20ms", "-idle-procs", "4", "-quiet", "0"}, &stdout, &stderr)
+	t.Logf("report:\n%s", stdout.String())
+	if code != 0 {
+		t.Fatalf("bench netproxy exited %d\nstderr:\n%s", code, stderr.String())
+	}
+	for _, title := range []string{
+		"HTTP proxy, GET of 256 MiB", "HTTP proxy, 256 MiB through CONNECT", "CONNECT + 200 + 1-byte echo",
+		"server CPU time per 256 MiB GET", "server RSS per idle proxied process",
+	} {
+		line := lineWith(stdout.String(), "| "+title)
+		if line == "" || strings.Contains(line, "| error |") {
+			t.Errorf("row %q missing or failed: %q", title, line)
+		}
+	}
+	for _, title := range []string{"HTTP proxy, GET of 256 MiB", "CONNECT + 200 + 1-byte echo"} {
+		if lim := limitCell(lineWith(stdout.String(), "| "+title)); lim == "" || lim == "–" {
+			t.Errorf("row %q has no limit figure (%q)", title, lim)
+		}
+	}
+}
+
 // limitCell returns the "limit (no server)" cell of a report row: the last but one.
 func limitCell(line string) string {
 	cells := strings.Split(strings.TrimSpace(line), "|")

@@ -80,6 +80,9 @@ func (c *call) latency(r reply) time.Duration { return r.at.Sub(c.sent) }
 // procWatch gathers the notifications of one process.
 type procWatch struct {
 	verifyZero bool // check that every output byte is 0 (for /dev/zero)
+	// output, when set, receives a copy of every output chunk, decoded; the reader drops
+	// what does not fit (bench netproxy reads one short line from it).
+	output chan []byte
 
 	// Set by the reader goroutine; read only after closed is closed.
 	bytes    int64
@@ -159,6 +162,8 @@ type client struct {
 
 	dead     chan struct{}
 	deathErr error
+
+	policyDecisions atomic.Int64 // network/policyDecision notifications received
 }
 
 // dial connects to url and starts the reader. It does not initialize.
@@ -360,6 +365,9 @@ func (c *client) notification(method, params []byte, at time.Time) error {
 	var pid, seq, chunk, code []byte
 	switch string(name) {
 	case "process/output", "process/exited", "process/closed":
+	case "network/policyDecision":
+		c.policyDecisions.Add(1)
+		return nil
 	default:
 		return nil
 	}
@@ -399,6 +407,17 @@ func (c *client) notification(method, params []byte, at time.Time) error {
 		if err != nil {
 			w.badNote = fmt.Errorf("process/output chunk: %w", err)
 			return nil
+		}
+		if w.output != nil {
+			b, err := base64.StdEncoding.AppendDecode(nil, b64)
+			if err != nil {
+				w.badNote = fmt.Errorf("process/output chunk: %w", err)
+				return nil
+			}
+			select {
+			case w.output <- b:
+			default:
+			}
 		}
 		if w.verifyZero {
 			w.scratch = w.scratch[:0]

@@ -8,6 +8,8 @@
 // Rounds alternate A, B, A, B, … and the physical limits (the same work without a server)
 // are measured once per round. The report is a markdown table on stdout; progress goes to
 // stderr. The exit status is 1 if any metric of A failed (and of B, with -strict-b).
+//
+// `bench netproxy …` measures the servers' managed network proxies instead (netproxy.go).
 package main
 
 import (
@@ -53,6 +55,9 @@ type config struct {
 func main() {
 	if os.Getenv(nullServerEnv) != "" {
 		os.Exit(serveNull())
+	}
+	if len(os.Args) > 1 && os.Args[1] == "netproxy" {
+		os.Exit(runNetProxy(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
