@@ -1,0 +1,339 @@
+package main
+
+// Tests of transparent TCP (docs/network.md §7) and of the SOCKS side's --tcp-upstream-proxy.
+// The stage test runs in the test's own network namespace (inNetProxyNamespace), whose lo
+// carries the documentation addresses the test hosts listen on; a command that ignores every
+// proxy variable connects to them by address from inside its sandbox, and the verdict is what
+// each test host received.
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ttProbeEnv makes the test binary the transparent command: argv[1..] are "host:port"
+// addresses it connects to directly, each sent "tt:<addr>"; then it reports what it saw to
+// the first address's host again, or, when that fails, on stdout.
+const ttProbeEnv = "EXEC_SERVER_TTTEST"
+
+func init() {
+	if isSandboxStage() {
+		return
+	}
+	if os.Getenv(ttProbeEnv) == "command" {
+		os.Exit(ttCommand(os.Args[1:]))
+	}
+}
+
+func ttCommand(addrs []string) int {
+	report := "report:"
+	for _, addr := range addrs {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			report += fmt.Sprintf(" | %s: dial: %v", addr, err)
+			continue
+		}
+		c.Write([]byte("tt:" + addr + "\n"))
+		reply, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		report += fmt.Sprintf(" | %s: reply %q %v", addr, reply, err)
+	}
+	if p := strings.TrimPrefix(os.Getenv("HTTP_PROXY"), "http://"); p != "" {
+		c, err := net.DialTimeout("tcp", p, 5*time.Second)
+		report += fmt.Sprintf(" | bridge: %v", err)
+		if err == nil {
+			c.Close()
+		}
+	}
+	start := time.Now()
+	_, err := net.DefaultResolver.LookupHost(context.Background(), "name.example")
+	report += fmt.Sprintf(" | dns: %v in %v", err, time.Since(start).Round(time.Millisecond))
+	fmt.Println(report)
+	return 0
+}
+
+// ttHost is a test host: it records the first line of each connection and answers "ok".
+type ttHost struct {
+	ln  net.Listener
+	mu  sync.Mutex
+	got []string
+	wg  sync.WaitGroup
+}
+
+func newTTHost(t *testing.T, a netip.Addr) *ttHost {
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(a, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &ttHost{ln: ln}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			h.wg.Add(1)
+			go func() {
+				defer h.wg.Done()
+				defer c.Close()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				h.mu.Lock()
+				h.got = append(h.got, strings.TrimSpace(line))
+				h.mu.Unlock()
+				c.Write([]byte("ok\n"))
+			}()
+		}
+	}()
+	return h
+}
+
+func (h *ttHost) addr() string { return h.ln.Addr().String() }
+
+func (h *ttHost) stop() []string {
+	h.ln.Close()
+	h.wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.got
+}
+
+// TestNetTransparentStage: a command in the real namespace stage, bridged and transparent,
+// connects by address to three test hosts without any proxy: the two the policy allows
+// (192.0.2.10 by an exact entry, 2001:db8::10) receive its line through the proxy, the one it
+// does not (198.51.100.10) receives nothing; the proxy judged each as socks5_tcp to the IP
+// literal; the bridge on the namespace's loopback still works.
+func TestNetTransparentStage(t *testing.T) {
+	if !inNetProxyNamespace(t) {
+		return
+	}
+	requireUserNamespaces(t)
+	allowed, denied, allowed6 := newTTHost(t, nsHost4a), newTTHost(t, nsHost4b), newTTHost(t, nsHost6)
+	p, log := startTestProxy(t, `{"domains":{"192.0.2.10":"allow","[2001:db8::10]":"allow"}}`, nil, netProxyHooks{})
+	sbx, err := newSandboxer("isolate", "namespaces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.close()
+	prof, err := sandboxCommandProfile(true, false, nil, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := testBinary(t)
+	spec := &launchSpec{path: bin, argv: []string{bin, allowed.addr(), denied.addr(), allowed6.addr()}, dir: "/",
+		env: []string{ttProbeEnv + "=command", "HTTP_PROXY=http://" + p.httpAddr(), "GORACE=" + sbGORACE}}
+	if _, err := sbx.confine(spec, prof); err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.stage.bridgeTo(p.httpAddr(), p.socksAddr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.stage.transparentTo(p); err != nil {
+		t.Fatal(err)
+	}
+	child, exit, err := startChild(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	var outWG sync.WaitGroup
+	var outMu sync.Mutex
+	for _, o := range child.outs {
+		outWG.Add(1)
+		go func() {
+			defer outWG.Done()
+			b, _ := io.ReadAll(o.f)
+			outMu.Lock()
+			out.Write(b)
+			outMu.Unlock()
+		}()
+	}
+	exit.wait(child.proc.Pid)
+	ps, err := child.proc.Wait()
+	exit.close()
+	child.stage.exited()
+	outWG.Wait()
+	for _, o := range child.outs {
+		o.f.Close()
+	}
+	gotA, gotD, got6 := allowed.stop(), denied.stop(), allowed6.stop()
+	t.Logf("command: %s", out.String())
+	t.Logf("hosts received: allowed %q, denied %q, allowed v6 %q", gotA, gotD, got6)
+	if err != nil || ps.ExitCode() != 0 {
+		t.Fatalf("command: %v %v", ps, err)
+	}
+	if len(gotA) != 1 || gotA[0] != "tt:"+allowed.addr() {
+		t.Errorf("the allowed host received %q, want the command's line", gotA)
+	}
+	if len(got6) != 1 || got6[0] != "tt:"+allowed6.addr() {
+		t.Errorf("the allowed IPv6 host received %q, want the command's line", got6)
+	}
+	if len(gotD) != 0 {
+		t.Errorf("the denied host received %q", gotD)
+	}
+	if !strings.Contains(out.String(), "| bridge: <nil>") {
+		t.Errorf("the bridge on the namespace's loopback no longer answers")
+	}
+	want := map[string]string{nsHost4a.String(): "allow", nsHost4b.String(): "deny", nsHost6.String(): "allow"}
+	ds := log.all()
+	for _, d := range ds {
+		if d.Protocol != protoSocksTCP || want[d.Host] != d.Decision {
+			t.Errorf("decision %+v", d)
+		}
+		delete(want, d.Host)
+	}
+	if len(want) != 0 {
+		t.Errorf("no decision for %v (decisions %+v)", want, ds)
+	}
+}
+
+// upstreamRecorder is a test CONNECT proxy: it records each request line, answers with
+// status (and, on 2xx, the banner "hello\n" at once), then echoes.
+type upstreamRecorder struct {
+	ln     net.Listener
+	status string
+	mu     sync.Mutex
+	asked  []string
+	wg     sync.WaitGroup
+}
+
+func newUpstreamRecorder(t *testing.T, status string) *upstreamRecorder {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstreamRecorder{ln: ln, status: status}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u.wg.Add(1)
+			go func() {
+				defer u.wg.Done()
+				defer c.Close()
+				br := bufio.NewReader(c)
+				line, _ := br.ReadString('\n')
+				for {
+					h, err := br.ReadString('\n')
+					if err != nil || h == "\r\n" {
+						break
+					}
+				}
+				u.mu.Lock()
+				u.asked = append(u.asked, strings.TrimSpace(line))
+				u.mu.Unlock()
+				if !strings.HasPrefix(u.status, "2") {
+					fmt.Fprintf(c, "HTTP/1.1 %s\r\nContent-Length: 0\r\n\r\n", u.status)
+					return
+				}
+				fmt.Fprintf(c, "HTTP/1.1 %s\r\n\r\nhello\n", u.status)
+				io.Copy(c, br)
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); u.wg.Wait() })
+	return u
+}
+
+func (u *upstreamRecorder) requests() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.asked...)
+}
+
+// socksConnect runs a SOCKS5 CONNECT to host:port (a name) through addr and returns the
+// connection and the reply code.
+func socksConnect(t *testing.T, addr, host string, port uint16) (net.Conn, byte) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := []byte{5, 1, 0, 5, 1, 0, 3, byte(len(host))}
+	req = binary.BigEndian.AppendUint16(append(req, host...), port)
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	reply := make([]byte, 2+10)
+	if _, err := io.ReadFull(c, reply); err != nil {
+		t.Fatalf("SOCKS reply: %v", err)
+	}
+	return c, reply[3]
+}
+
+// TestNetProxyTCPUpstream: with --tcp-upstream-proxy, an allowed SOCKS CONNECT goes through
+// that proxy as CONNECT name:port (what the client asked, not an address), the bytes the
+// upstream sends right after its 2xx reach the client, and the tunnel carries both ways; a
+// refusal by the upstream is a SOCKS general failure; a host the policy denies never reaches
+// the upstream.
+func TestNetProxyTCPUpstream(t *testing.T) {
+	resolve := staticResolver(map[string][]netip.Addr{"web.example": {nsHost6}})
+	start := func(up string) *netProxy {
+		p, err := startNetProxy(netProxyConfig{processID: "p1", tcpUpstream: up,
+			params: netProxyParamsFor(t, `{"domains":{"web.example":"allow"}}`, nil)}, netProxyHooks{resolve: resolve})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.close)
+		return p
+	}
+	t.Run("allowed", func(t *testing.T) {
+		u := newUpstreamRecorder(t, "200 Connection established")
+		p := start(u.ln.Addr().String())
+		c, code := socksConnect(t, p.socksAddr(), "web.example", 443)
+		defer c.Close()
+		if code != socksSucceeded {
+			t.Fatalf("SOCKS reply %d", code)
+		}
+		br := bufio.NewReader(c)
+		if banner, err := br.ReadString('\n'); banner != "hello\n" {
+			t.Fatalf("banner %q %v", banner, err)
+		}
+		c.Write([]byte("ping\n"))
+		if echo, err := br.ReadString('\n'); echo != "ping\n" {
+			t.Fatalf("echo %q %v", echo, err)
+		}
+		if got := u.requests(); len(got) != 1 || got[0] != "CONNECT web.example:443 HTTP/1.1" {
+			t.Fatalf("the upstream was asked %q", got)
+		}
+	})
+	t.Run("refused by the upstream", func(t *testing.T) {
+		u := newUpstreamRecorder(t, "403 Forbidden")
+		p := start(u.ln.Addr().String())
+		c, code := socksConnect(t, p.socksAddr(), "web.example", 22)
+		c.Close()
+		if code != socksGeneralFailure {
+			t.Fatalf("SOCKS reply %d, want general failure", code)
+		}
+		if got := u.requests(); len(got) != 1 || got[0] != "CONNECT web.example:22 HTTP/1.1" {
+			t.Fatalf("the upstream was asked %q", got)
+		}
+	})
+	t.Run("denied by the policy", func(t *testing.T) {
+		u := newUpstreamRecorder(t, "200 OK")
+		p := start(u.ln.Addr().String())
+		c, code := socksConnect(t, p.socksAddr(), "other.example", 443)
+		c.Close()
+		if code != socksNotAllowed {
+			t.Fatalf("SOCKS reply %d, want not allowed", code)
+		}
+		if got := u.requests(); len(got) != 0 {
+			t.Fatalf("the upstream was asked %q", got)
+		}
+	})
+}
