@@ -337,3 +337,37 @@ func TestNetProxyTCPUpstream(t *testing.T) {
 		}
 	})
 }
+
+// TestTCPUpstreamFlag: --tcp-upstream-proxy is checked as the reference checks it (each
+// reason measured on Codex 0.171.0: `codex exec-server --tcp-upstream-proxy VALUE`), and the
+// parsed flags reach the server's configuration.
+func TestTCPUpstreamFlag(t *testing.T) {
+	for _, c := range []struct{ value, want string }{
+		{"proxy.example:3128", ""},
+		{"[::1]:80", ""},
+		{"10.0.0.1:8080", ""},
+		{"nonsense", "missing port"},
+		{":80", "parse host"},
+		{"http://h:80", "parse host"},
+		{"h h:80", "parse host"},
+		{"host:0", "TCP upstream proxy port must be nonzero"},
+		{"host:99999", "parse port as u16: number too large to fit in target type"},
+		{"h:x", "parse port as u16: invalid digit found in string"},
+		{"::1:80", "missing brackets for IPv6 address with port"},
+	} {
+		var o cliOptions
+		_, err := parseFlags([]string{"--tcp-upstream-proxy", c.value, "--linux-sandbox-transparent-tcp"}, &o)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q: %v", c.value, err)
+		case c.want == "" && (string(o.netproxy.tcpUpstream) != c.value || !o.netproxy.transparentTCP):
+			t.Errorf("%q: parsed as %+v", c.value, o.netproxy)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%q: %v, want %q", c.value, err, c.want)
+		}
+	}
+	var o cliOptions
+	if _, err := parseFlags([]string{"--tcp-upstream-proxy", "a:1", "--tcp-upstream-proxy", "b:2"}, &o); err == nil || !strings.Contains(err.Error(), "cannot be used multiple times") {
+		t.Errorf("a repeated --tcp-upstream-proxy: %v", err)
+	}
+}
