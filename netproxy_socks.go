@@ -431,30 +431,53 @@ func (p *netProxy) splice(client, up net.Conn, rest, early []byte) {
 	p.relay(client, up, false)
 }
 
-// serveTransparentListener serves ln, the transparent listener of a sandbox's namespace
-// (docs/network.md §7), until the proxy's close, which also closes link (the program that
-// feeds ln).
-func (p *netProxy) serveTransparentListener(f *os.File, link io.Closer) error {
-	ln, err := net.FileListener(f)
+// serveTransparentListener serves f, the transparent listener of a sandbox's namespace, and
+// dns, its nameserver sockets (docs/network.md §7), until the proxy's close, which also
+// closes link (the program that feeds the listener). It takes every descriptor over.
+func (p *netProxy) serveTransparentListener(f *os.File, link io.Closer, dns []*os.File) error {
+	var conns []*net.UDPConn
+	var err error
+	for _, d := range dns {
+		c, cerr := net.FilePacketConn(d)
+		d.Close()
+		if u, ok := c.(*net.UDPConn); ok && cerr == nil {
+			conns = append(conns, u)
+		} else if err = cerr; c != nil {
+			c.Close()
+		}
+	}
+	ln, lerr := net.FileListener(f)
 	f.Close()
+	if err == nil {
+		err = lerr
+	}
+	if err == nil && (!p.track(link) || !p.track(ln)) {
+		err = errors.New("the proxy has ended")
+	}
 	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		link.Close()
+		for _, c := range conns {
+			c.Close()
+		}
 		return fmt.Errorf("transparent TCP: %w", err)
 	}
-	if !p.track(link) || !p.track(ln) {
-		ln.Close()
-		link.Close()
-		return errors.New("transparent TCP: the proxy has ended")
+	names := newTransparentNames()
+	for _, c := range conns {
+		p.serveTransparentDNS(c, names)
 	}
-	p.goServe(ln, p.serveTransparent)
+	p.goServe(ln, func(c net.Conn) { p.serveTransparent(c, names) })
 	return nil
 }
 
 // serveTransparent serves one connection of a sandboxed command routed to the transparent
 // listener: its local address is the destination the command connected to, judged as a
-// SOCKS5 CONNECT to that address (protocol socks5_tcp, the host an IP literal), then relayed.
-// A refused or unreachable destination resets the connection, as a refusing host would.
-func (p *netProxy) serveTransparent(c net.Conn) {
+// SOCKS5 CONNECT to that address (protocol socks5_tcp, the host an IP literal) or, for an
+// address names gave a name (netproxy_dns.go), to that name; then relayed. A refused or
+// unreachable destination resets the connection, as a refusing host would.
+func (p *netProxy) serveTransparent(c net.Conn, names *transparentNames) {
 	dst, ok := c.LocalAddr().(*net.TCPAddr)
 	if !ok {
 		return
@@ -467,6 +490,13 @@ func (p *netProxy) serveTransparent(c net.Conn) {
 		}
 	}
 	r := netRequest{protocol: protoSocksTCP, host: addr.String(), port: ap.Port(), client: c.RemoteAddr().String()}
+	if name, synthetic := names.nameOf(addr); synthetic {
+		if name == "" { // an address of the pool no query was answered with
+			reset()
+			return
+		}
+		r.host = name
+	}
 	v := p.decide(p.ctx, r)
 	if !v.allowed {
 		reset()

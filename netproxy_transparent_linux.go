@@ -53,7 +53,18 @@ func stageTransparent(sock int) error {
 		return fmt.Errorf("transparent TCP: open the network namespace: %w", err)
 	}
 	defer unix.Close(ns)
-	if err := unix.Sendmsg(sock, []byte{transparentMsg}, unix.UnixRights(ln, ns), nil, 0); err != nil {
+	fds := []int{ln, ns}
+	dns, err := transparentDNSSockets()
+	defer func() {
+		for _, fd := range dns {
+			unix.Close(fd)
+		}
+	}()
+	if err != nil {
+		return fmt.Errorf("transparent TCP: %w", err)
+	}
+	fds = append(fds, dns...)
+	if err := unix.Sendmsg(sock, []byte{transparentMsg}, unix.UnixRights(fds...), nil, 0); err != nil {
 		return fmt.Errorf("transparent TCP: send the listener: %w", err)
 	}
 	ack := make([]byte, transparentMaxRefusal)
@@ -87,6 +98,33 @@ func transparentListen() (int, error) {
 		return -1, fmt.Errorf("listen: %w", err)
 	}
 	return fd, nil
+}
+
+// transparentDNSSockets binds a UDP socket on port 53 of each nameserver address the
+// command's /etc/resolv.conf names (netproxy_dns.go): every address being local in the
+// namespace, its queries reach these sockets, which the server answers.
+func transparentDNSSockets() ([]int, error) {
+	conf, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read /etc/resolv.conf: %w", err)
+	}
+	var fds []int
+	for _, a := range resolvConfServers(string(conf)) {
+		family := unix.AF_INET
+		var sa unix.Sockaddr = &unix.SockaddrInet4{Port: 53, Addr: a.As4()}
+		if a.Is6() {
+			family, sa = unix.AF_INET6, &unix.SockaddrInet6{Port: 53, Addr: a.As16()}
+		}
+		fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fds, fmt.Errorf("nameserver socket: %w", err)
+		}
+		fds = append(fds, fd)
+		if err := unix.Bind(fd, sa); err != nil {
+			return fds, fmt.Errorf("bind the nameserver address %s:53: %w", a, err)
+		}
+	}
+	return fds, nil
 }
 
 // routeAllLocal adds "local 0.0.0.0/0 dev lo" and "local ::/0 dev lo" to the namespace's
@@ -156,23 +194,23 @@ func netlinkAddLocalRoute(fd int, family byte, ifindex, seq uint32) error {
 // receiveTransparent receives what stageTransparent sent on sock: the listener and the
 // namespace. Each descriptor is checked: a stage cannot have the server attach a program to
 // anything but a network namespace, or serve anything but a listening TCP socket.
-func receiveTransparent(sock *os.File) (ln, netns *os.File, err error) {
+func receiveTransparent(sock *os.File) (ln, netns *os.File, dns []*os.File, err error) {
 	conn, err := sock.SyscallConn()
 	if err != nil {
-		return nil, nil, fmt.Errorf("transparent TCP: %w", err)
+		return nil, nil, nil, fmt.Errorf("transparent TCP: %w", err)
 	}
 	data := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4*2))
+	oob := make([]byte, unix.CmsgSpace(4*(2+transparentDNSMaxServers)))
 	var n, oobn int
 	var rerr error
 	if err := conn.Read(func(fd uintptr) bool {
 		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), data, oob, unix.MSG_CMSG_CLOEXEC)
 		return rerr != unix.EAGAIN
 	}); err != nil {
-		return nil, nil, fmt.Errorf("transparent TCP: receive the listener: %w", err)
+		return nil, nil, nil, fmt.Errorf("transparent TCP: receive the listener: %w", err)
 	}
 	if rerr != nil {
-		return nil, nil, fmt.Errorf("transparent TCP: receive the listener: %w", rerr)
+		return nil, nil, nil, fmt.Errorf("transparent TCP: receive the listener: %w", rerr)
 	}
 	var fds []int
 	if oobn > 0 {
@@ -185,14 +223,14 @@ func receiveTransparent(sock *os.File) (ln, netns *os.File, err error) {
 			}
 		}
 	}
-	fail := func(err error) (*os.File, *os.File, error) {
+	fail := func(err error) (*os.File, *os.File, []*os.File, error) {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if n != 1 || data[0] != transparentMsg || len(fds) != 2 {
-		return fail(fmt.Errorf("transparent TCP: expected the listener and the namespace, got %d descriptors", len(fds)))
+	if n != 1 || data[0] != transparentMsg || len(fds) < 3 || len(fds) > 2+transparentDNSMaxServers {
+		return fail(fmt.Errorf("transparent TCP: expected the listener, the namespace and the nameserver sockets, got %d descriptors", len(fds)))
 	}
 	if err := isListeningTCP(fds[0]); err != nil {
 		return fail(fmt.Errorf("transparent TCP: %w", err))
@@ -201,7 +239,17 @@ func receiveTransparent(sock *os.File) (ln, netns *os.File, err error) {
 	if err := unix.Fstatfs(fds[1], &st); err != nil || st.Type != unix.NSFS_MAGIC {
 		return fail(errors.New("transparent TCP: the second descriptor is not a namespace"))
 	}
-	return os.NewFile(uintptr(fds[0]), "transparent"), os.NewFile(uintptr(fds[1]), "netns"), nil
+	for _, fd := range fds[2:] {
+		typ, err1 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+		proto, err2 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+		if err1 != nil || err2 != nil || typ != unix.SOCK_DGRAM || proto != unix.IPPROTO_UDP {
+			return fail(errors.New("transparent TCP: a nameserver descriptor is not a UDP socket"))
+		}
+	}
+	for _, fd := range fds[2:] {
+		dns = append(dns, os.NewFile(uintptr(fd), "transparent-dns"))
+	}
+	return os.NewFile(uintptr(fds[0]), "transparent"), os.NewFile(uintptr(fds[1]), "netns"), dns, nil
 }
 
 // skLookupLink is an attached sk_lookup program: closing it detaches the program.
@@ -404,7 +452,7 @@ func (st *sandboxStage) serveTransparent() error {
 }
 
 func (st *sandboxStage) routeTransparent() error {
-	ln, netns, err := receiveTransparent(st.bridge)
+	ln, netns, dns, err := receiveTransparent(st.bridge)
 	if err != nil {
 		return err
 	}
@@ -412,9 +460,12 @@ func (st *sandboxStage) routeTransparent() error {
 	link, err := attachSkLookup(netns, ln)
 	if err != nil {
 		ln.Close()
+		for _, f := range dns {
+			f.Close()
+		}
 		return err
 	}
-	if err := st.transparent.serveTransparentListener(ln, link); err != nil {
+	if err := st.transparent.serveTransparentListener(ln, link, dns); err != nil {
 		return err
 	}
 	if _, err := st.bridge.Write([]byte{transparentMsg}); err != nil {

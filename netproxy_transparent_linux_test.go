@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -56,8 +57,8 @@ func ttCommand(addrs []string) int {
 		}
 	}
 	start := time.Now()
-	_, err := net.DefaultResolver.LookupHost(context.Background(), "name.example")
-	report += fmt.Sprintf(" | dns: %v in %v", err, time.Since(start).Round(time.Millisecond))
+	addrs, err := net.DefaultResolver.LookupHost(context.Background(), "name.example")
+	report += fmt.Sprintf(" | dns: %v %v in %v", addrs, err, time.Since(start).Round(time.Millisecond))
 	fmt.Println(report)
 	return 0
 }
@@ -120,7 +121,9 @@ func TestNetTransparentStage(t *testing.T) {
 	}
 	requireUserNamespaces(t)
 	allowed, denied, allowed6 := newTTHost(t, nsHost4a), newTTHost(t, nsHost4b), newTTHost(t, nsHost6)
-	p, log := startTestProxy(t, `{"domains":{"192.0.2.10":"allow","[2001:db8::10]":"allow"}}`, nil, netProxyHooks{})
+	resolve := staticResolver(map[string][]netip.Addr{"web.example": {nsHost6}, "blocked.example": {nsHost4b}})
+	p, log := startTestProxy(t, `{"domains":{"192.0.2.10":"allow","[2001:db8::10]":"allow","web.example":"allow","blocked.example":"deny"}}`,
+		nil, netProxyHooks{resolve: resolve})
 	sbx, err := newSandboxer("isolate", "namespaces")
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +134,11 @@ func TestNetTransparentStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := testBinary(t)
-	spec := &launchSpec{path: bin, argv: []string{bin, allowed.addr(), denied.addr(), allowed6.addr()}, dir: "/",
+	byName := func(name string, h *ttHost) string {
+		return net.JoinHostPort(name, strconv.Itoa(h.ln.Addr().(*net.TCPAddr).Port))
+	}
+	argv := []string{bin, allowed.addr(), denied.addr(), allowed6.addr(), byName("web.example", allowed6), byName("blocked.example", denied)}
+	spec := &launchSpec{path: bin, argv: argv, dir: "/",
 		env: []string{ttProbeEnv + "=command", "HTTP_PROXY=http://" + p.httpAddr(), "GORACE=" + sbGORACE}}
 	if _, err := sbx.confine(spec, prof); err != nil {
 		t.Fatal(err)
@@ -176,8 +183,8 @@ func TestNetTransparentStage(t *testing.T) {
 	if len(gotA) != 1 || gotA[0] != "tt:"+allowed.addr() {
 		t.Errorf("the allowed host received %q, want the command's line", gotA)
 	}
-	if len(got6) != 1 || got6[0] != "tt:"+allowed6.addr() {
-		t.Errorf("the allowed IPv6 host received %q, want the command's line", got6)
+	if len(got6) != 2 || got6[0] != "tt:"+allowed6.addr() || got6[1] != "tt:"+byName("web.example", allowed6) {
+		t.Errorf("the allowed IPv6 host received %q, want the command's lines by address and by name", got6)
 	}
 	if len(gotD) != 0 {
 		t.Errorf("the denied host received %q", gotD)
@@ -185,7 +192,8 @@ func TestNetTransparentStage(t *testing.T) {
 	if !strings.Contains(out.String(), "| bridge: <nil>") {
 		t.Errorf("the bridge on the namespace's loopback no longer answers")
 	}
-	want := map[string]string{nsHost4a.String(): "allow", nsHost4b.String(): "deny", nsHost6.String(): "allow"}
+	want := map[string]string{nsHost4a.String(): "allow", nsHost4b.String(): "deny", nsHost6.String(): "allow",
+		"web.example": "allow", "blocked.example": "deny"}
 	ds := log.all()
 	for _, d := range ds {
 		if d.Protocol != protoSocksTCP || want[d.Host] != d.Decision {
@@ -369,5 +377,70 @@ func TestTCPUpstreamFlag(t *testing.T) {
 	var o cliOptions
 	if _, err := parseFlags([]string{"--tcp-upstream-proxy", "a:1", "--tcp-upstream-proxy", "b:2"}, &o); err == nil || !strings.Contains(err.Error(), "cannot be used multiple times") {
 		t.Errorf("a repeated --tcp-upstream-proxy: %v", err)
+	}
+}
+
+// TestTransparentDNS: the name service answers A with a pool address that maps back to the
+// name (the same one each time), AAAA with no record, other classes NOTIMP, refuses what is
+// not a plain query, and reads the nameservers of a resolv.conf.
+func TestTransparentDNS(t *testing.T) {
+	query := func(id uint16, name string, qtype, qclass uint16) []byte {
+		b := binary.BigEndian.AppendUint16(nil, id)
+		b = append(b, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0)
+		for _, l := range strings.Split(name, ".") {
+			b = append(append(b, byte(len(l))), l...)
+		}
+		b = append(b, 0)
+		b = binary.BigEndian.AppendUint16(b, qtype)
+		return binary.BigEndian.AppendUint16(b, qclass)
+	}
+	names := newTransparentNames()
+	ask := func(b []byte) (rcode byte, addrs []netip.Addr) {
+		t.Helper()
+		q, err := parseDNSQuery(b)
+		if err != nil {
+			t.Fatalf("%x: %v", b, err)
+		}
+		a := names.answer(b, q)
+		if binary.BigEndian.Uint16(a) != q.id || a[2]&0x80 == 0 {
+			t.Fatalf("answer %x", a)
+		}
+		if binary.BigEndian.Uint16(a[6:]) == 1 {
+			addrs = append(addrs, netip.AddrFrom4([4]byte(a[len(a)-4:])))
+		}
+		return a[3] & 0x0f, addrs
+	}
+	_, a1 := ask(query(1, "Web.Example", dnsTypeA, dnsClassIN))
+	_, a2 := ask(query(2, "web.example", dnsTypeA, dnsClassIN))
+	_, b1 := ask(query(3, "other.example", dnsTypeA, dnsClassIN))
+	if len(a1) != 1 || len(a2) != 1 || a1[0] != a2[0] || len(b1) != 1 || b1[0] == a1[0] || !transparentPool.Contains(a1[0]) {
+		t.Fatalf("A answers %v %v %v", a1, a2, b1)
+	}
+	if name, ok := names.nameOf(a1[0]); !ok || name != "web.example" {
+		t.Fatalf("%s maps to %q %v", a1[0], name, ok)
+	}
+	if name, ok := names.nameOf(netip.MustParseAddr("198.19.255.254")); !ok || name != "" {
+		t.Fatalf("an unassigned pool address maps to %q %v", name, ok)
+	}
+	if _, ok := names.nameOf(nsHost4a); ok {
+		t.Fatalf("%s is taken for a pool address", nsHost4a)
+	}
+	if rc, addrs := ask(query(4, "web.example", dnsTypeAAAA, dnsClassIN)); rc != 0 || len(addrs) != 0 {
+		t.Fatalf("AAAA: rcode %d %v", rc, addrs)
+	}
+	if rc, _ := ask(query(5, "web.example", dnsTypeA, 3)); rc != dnsRcodeNotImp {
+		t.Fatalf("class CH: rcode %d", rc)
+	}
+	for _, bad := range [][]byte{query(6, "a b.example", 1, 1), append(query(7, "x", 1, 1)[:2], 0x81, 0), {1, 2, 3}} {
+		if _, err := parseDNSQuery(bad); err == nil {
+			t.Errorf("%x parsed", bad)
+		}
+	}
+	got := resolvConfServers("# c\nnameserver 10.255.255.53\nnameserver fe80::1%eth0\nnameserver ::1\nnameserver 10.255.255.53\nnameserver 1.1.1.1\nnameserver 8.8.8.8\n")
+	if fmt.Sprint(got) != "[10.255.255.53 ::1 1.1.1.1]" {
+		t.Errorf("resolv.conf servers %v", got)
+	}
+	if got := resolvConfServers(""); fmt.Sprint(got) != "[127.0.0.1]" {
+		t.Errorf("no nameserver: %v", got)
 	}
 }
