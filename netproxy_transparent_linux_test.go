@@ -49,6 +49,16 @@ func ttCommand(addrs []string) int {
 		c.Close()
 		report += fmt.Sprintf(" | %s: reply %q %v", addr, reply, err)
 	}
+	if u := os.Getenv("TT_UDP"); u != "" { // a datagram, which nothing carries out
+		c, err := net.Dial("udp", u)
+		if err == nil {
+			c.Write([]byte("udp-from-sandbox"))
+			c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			_, err = c.Read(make([]byte, 16))
+			c.Close()
+		}
+		report += fmt.Sprintf(" | udp %s: %v", u, err)
+	}
 	if p := strings.TrimPrefix(os.Getenv("HTTP_PROXY"), "http://"); p != "" {
 		c, err := net.DialTimeout("tcp", p, 5*time.Second)
 		report += fmt.Sprintf(" | bridge: %v", err)
@@ -133,13 +143,18 @@ func TestNetTransparentStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	udp, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(nsHost4a, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
 	bin := testBinary(t)
 	byName := func(name string, h *ttHost) string {
 		return net.JoinHostPort(name, strconv.Itoa(h.ln.Addr().(*net.TCPAddr).Port))
 	}
 	argv := []string{bin, allowed.addr(), denied.addr(), allowed6.addr(), byName("web.example", allowed6), byName("blocked.example", denied)}
 	spec := &launchSpec{path: bin, argv: argv, dir: "/",
-		env: []string{ttProbeEnv + "=command", "HTTP_PROXY=http://" + p.httpAddr(), "GORACE=" + sbGORACE}}
+		env: []string{ttProbeEnv + "=command", "HTTP_PROXY=http://" + p.httpAddr(), "GORACE=" + sbGORACE, "TT_UDP=" + udp.LocalAddr().String()}}
 	if _, err := sbx.confine(spec, prof); err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +203,14 @@ func TestNetTransparentStage(t *testing.T) {
 	}
 	if len(gotD) != 0 {
 		t.Errorf("the denied host received %q", gotD)
+	}
+	// Datagrams on lo keep their order: if ours comes first, none came from the sandbox.
+	if _, err := udp.WriteTo([]byte("marker"), udp.LocalAddr()); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, _, err := udp.ReadFrom(buf); err != nil || string(buf[:n]) != "marker" {
+		t.Errorf("the test host's UDP socket received %q %v: a datagram left the sandbox", buf[:n], err)
 	}
 	if !strings.Contains(out.String(), "| bridge: <nil>") {
 		t.Errorf("the bridge on the namespace's loopback no longer answers")
