@@ -489,6 +489,12 @@ func (p *netProxy) serveTransparent(c net.Conn, names *transparentNames) {
 			tc.SetLinger(0)
 		}
 	}
+	if addr.IsLoopback() {
+		// The program never routes a loopback destination: this is the command connecting to
+		// the listener's own port on its loopback, not to a destination to judge.
+		reset()
+		return
+	}
 	r := netRequest{protocol: protoSocksTCP, host: addr.String(), port: ap.Port(), client: c.RemoteAddr().String()}
 	if name, synthetic := names.nameOf(addr); synthetic {
 		if name == "" { // an address of the pool no query was answered with

@@ -134,6 +134,63 @@ func TestNetTransparentStage(t *testing.T) {
 	resolve := staticResolver(map[string][]netip.Addr{"web.example": {nsHost6}, "blocked.example": {nsHost4b}})
 	p, log := startTestProxy(t, `{"domains":{"192.0.2.10":"allow","[2001:db8::10]":"allow","web.example":"allow","blocked.example":"deny"}}`,
 		nil, netProxyHooks{resolve: resolve})
+	udp, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(nsHost4a, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	byName := func(name string, h *ttHost) string {
+		return net.JoinHostPort(name, strconv.Itoa(h.ln.Addr().(*net.TCPAddr).Port))
+	}
+	out, code := runTransparent(t, p, []string{allowed.addr(), denied.addr(), allowed6.addr(), byName("web.example", allowed6), byName("blocked.example", denied)},
+		"HTTP_PROXY=http://"+p.httpAddr(), "TT_UDP="+udp.LocalAddr().String())
+	gotA, gotD, got6 := allowed.stop(), denied.stop(), allowed6.stop()
+	t.Logf("command: %s", out)
+	t.Logf("hosts received: allowed %q, denied %q, allowed v6 %q", gotA, gotD, got6)
+	if code != 0 {
+		t.Fatalf("command: exit %d", code)
+	}
+	if len(gotA) != 1 || gotA[0] != "tt:"+allowed.addr() {
+		t.Errorf("the allowed host received %q, want the command's line", gotA)
+	}
+	if len(got6) != 2 || got6[0] != "tt:"+allowed6.addr() || got6[1] != "tt:"+byName("web.example", allowed6) {
+		t.Errorf("the allowed IPv6 host received %q, want the command's lines by address and by name", got6)
+	}
+	if len(gotD) != 0 {
+		t.Errorf("the denied host received %q", gotD)
+	}
+	// Datagrams on lo keep their order: if ours comes first, none came from the sandbox.
+	if _, err := udp.WriteTo([]byte("marker"), udp.LocalAddr()); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, _, err := udp.ReadFrom(buf); err != nil || string(buf[:n]) != "marker" {
+		t.Errorf("the test host's UDP socket received %q %v: a datagram left the sandbox", buf[:n], err)
+	}
+	if !strings.Contains(out, "| bridge: <nil>") {
+		t.Errorf("the bridge on the namespace's loopback no longer answers")
+	}
+	want := map[string]string{nsHost4a.String(): "allow", nsHost4b.String(): "deny", nsHost6.String(): "allow",
+		"web.example": "allow", "blocked.example": "deny"}
+	ds := log.all()
+	for _, d := range ds {
+		if d.Protocol != protoSocksTCP || want[d.Host] != d.Decision {
+			t.Errorf("decision %+v", d)
+		}
+		delete(want, d.Host)
+	}
+	if len(want) != 0 {
+		t.Errorf("no decision for %v (decisions %+v)", want, ds)
+	}
+	p.close()
+	waitNoNetProxyGoroutines(t) // the listener, the name service and the link end with the proxy
+}
+
+// runTransparent runs the test binary as ttCommand with args under the real namespace stage,
+// read-only and without the network, bridged to p and transparent, and returns its output
+// and exit status.
+func runTransparent(t *testing.T, p *netProxy, args []string, env ...string) (string, int) {
+	t.Helper()
 	sbx, err := newSandboxer("isolate", "namespaces")
 	if err != nil {
 		t.Fatal(err)
@@ -143,18 +200,9 @@ func TestNetTransparentStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	udp, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(nsHost4a, 0)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer udp.Close()
 	bin := testBinary(t)
-	byName := func(name string, h *ttHost) string {
-		return net.JoinHostPort(name, strconv.Itoa(h.ln.Addr().(*net.TCPAddr).Port))
-	}
-	argv := []string{bin, allowed.addr(), denied.addr(), allowed6.addr(), byName("web.example", allowed6), byName("blocked.example", denied)}
-	spec := &launchSpec{path: bin, argv: argv, dir: "/",
-		env: []string{ttProbeEnv + "=command", "HTTP_PROXY=http://" + p.httpAddr(), "GORACE=" + sbGORACE, "TT_UDP=" + udp.LocalAddr().String()}}
+	spec := &launchSpec{path: bin, argv: append([]string{bin}, args...), dir: "/",
+		env: append([]string{ttProbeEnv + "=command", "GORACE=" + sbGORACE}, env...)}
 	if _, err := sbx.confine(spec, prof); err != nil {
 		t.Fatal(err)
 	}
@@ -189,43 +237,37 @@ func TestNetTransparentStage(t *testing.T) {
 	for _, o := range child.outs {
 		o.f.Close()
 	}
-	gotA, gotD, got6 := allowed.stop(), denied.stop(), allowed6.stop()
-	t.Logf("command: %s", out.String())
-	t.Logf("hosts received: allowed %q, denied %q, allowed v6 %q", gotA, gotD, got6)
-	if err != nil || ps.ExitCode() != 0 {
-		t.Fatalf("command: %v %v", ps, err)
+	if err != nil {
+		t.Fatalf("command: %v: %s", err, out.String())
 	}
-	if len(gotA) != 1 || gotA[0] != "tt:"+allowed.addr() {
-		t.Errorf("the allowed host received %q, want the command's line", gotA)
-	}
-	if len(got6) != 2 || got6[0] != "tt:"+allowed6.addr() || got6[1] != "tt:"+byName("web.example", allowed6) {
-		t.Errorf("the allowed IPv6 host received %q, want the command's lines by address and by name", got6)
-	}
-	if len(gotD) != 0 {
-		t.Errorf("the denied host received %q", gotD)
-	}
-	// Datagrams on lo keep their order: if ours comes first, none came from the sandbox.
-	if _, err := udp.WriteTo([]byte("marker"), udp.LocalAddr()); err != nil {
+	return out.String(), ps.ExitCode()
+}
+
+// TestNetTransparentUpstream: with a TCP upstream proxy, a transparent sandbox's allowed
+// connections, by name and by address, go through it as CONNECT to what was judged (the name
+// for a synthetic address), and the banner the upstream sends first reaches the command; a
+// denied one never reaches the upstream.
+func TestNetTransparentUpstream(t *testing.T) {
+	requireUserNamespaces(t)
+	u := newUpstreamRecorder(t, "200 Connection established")
+	resolve := staticResolver(map[string][]netip.Addr{"web.example": {nsHost6}})
+	p, err := startNetProxy(netProxyConfig{processID: "p1", tcpUpstream: u.ln.Addr().String(),
+		params: netProxyParamsFor(t, `{"domains":{"web.example":"allow","192.0.2.10":"allow"}}`, nil)}, netProxyHooks{resolve: resolve})
+	if err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 64)
-	if n, _, err := udp.ReadFrom(buf); err != nil || string(buf[:n]) != "marker" {
-		t.Errorf("the test host's UDP socket received %q %v: a datagram left the sandbox", buf[:n], err)
+	defer p.close()
+	out, code := runTransparent(t, p, []string{"web.example:443", "192.0.2.10:22", "other.example:80"})
+	got := u.requests()
+	t.Logf("command: %s\nthe upstream was asked %q", out, got)
+	if code != 0 {
+		t.Fatalf("command: exit %d", code)
 	}
-	if !strings.Contains(out.String(), "| bridge: <nil>") {
-		t.Errorf("the bridge on the namespace's loopback no longer answers")
+	if len(got) != 2 || got[0] != "CONNECT web.example:443 HTTP/1.1" || got[1] != "CONNECT 192.0.2.10:22 HTTP/1.1" {
+		t.Errorf("the upstream was asked %q, want the name and the address, not the other", got)
 	}
-	want := map[string]string{nsHost4a.String(): "allow", nsHost4b.String(): "deny", nsHost6.String(): "allow",
-		"web.example": "allow", "blocked.example": "deny"}
-	ds := log.all()
-	for _, d := range ds {
-		if d.Protocol != protoSocksTCP || want[d.Host] != d.Decision {
-			t.Errorf("decision %+v", d)
-		}
-		delete(want, d.Host)
-	}
-	if len(want) != 0 {
-		t.Errorf("no decision for %v (decisions %+v)", want, ds)
+	if strings.Count(out, `reply "hello\n" <nil>`) != 2 {
+		t.Errorf("the upstream's banner did not reach the command twice")
 	}
 }
 
