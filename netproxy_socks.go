@@ -440,10 +440,14 @@ func (p *netProxy) serveTransparentListener(f *os.File, link io.Closer, dns []*o
 	for _, d := range dns {
 		c, cerr := net.FilePacketConn(d)
 		d.Close()
-		if u, ok := c.(*net.UDPConn); ok && cerr == nil {
-			conns = append(conns, u)
-		} else if err = cerr; c != nil {
+		switch u, ok := c.(*net.UDPConn); {
+		case cerr != nil:
+			err = cerr
+		case !ok:
 			c.Close()
+			err = errors.New("a nameserver socket is not UDP")
+		default:
+			conns = append(conns, u)
 		}
 	}
 	ln, lerr := net.FileListener(f)

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -252,10 +253,18 @@ func receiveTransparent(sock *os.File) (ln, netns *os.File, dns []*os.File, err 
 	return os.NewFile(uintptr(fds[0]), "transparent"), os.NewFile(uintptr(fds[1]), "netns"), dns, nil
 }
 
-// skLookupLink is an attached sk_lookup program: closing it detaches the program.
-type skLookupLink struct{ fd int }
+// skLookupLink is an attached sk_lookup program: closing it detaches the program. Close may
+// be called more than once (by the proxy's close and a failed start): the descriptor is
+// closed once, never a number reused since.
+type skLookupLink struct {
+	once sync.Once
+	fd   int
+}
 
-func (l *skLookupLink) Close() error { return unix.Close(l.fd) }
+func (l *skLookupLink) Close() error {
+	l.once.Do(func() { unix.Close(l.fd) })
+	return nil
+}
 
 // bpf(2) commands and the helpers the program calls (include/uapi/linux/bpf.h).
 const (
@@ -380,13 +389,15 @@ func attachSkLookup(netns, ln *os.File) (*skLookupLink, error) {
 	}
 	defer unix.Close(mapFD)
 	key, value := uint32(0), uint32(ln.Fd())
-	// BPF_MAP_UPDATE_ELEM: map_fd, pad, key, value, flags.
+	// BPF_MAP_UPDATE_ELEM: map_fd, pad, key, value, flags. Addresses are kept as pointers
+	// (8 bytes, as the kernel's u64 on the 64-bit platforms we build for), so that the
+	// runtime keeps them right if the stack moves before the call.
 	upd := struct {
 		mapFD      uint32
 		_          uint32
-		key, value uint64
+		key, value unsafe.Pointer
 		flags      uint64
-	}{mapFD: uint32(mapFD), key: uint64(uintptr(unsafe.Pointer(&key))), value: uint64(uintptr(unsafe.Pointer(&value)))}
+	}{mapFD: uint32(mapFD), key: unsafe.Pointer(&key), value: unsafe.Pointer(&value)}
 	if _, err := bpfCall(unix.BPF_MAP_UPDATE_ELEM, unsafe.Pointer(&upd), unsafe.Sizeof(upd)); err != nil {
 		return nil, fmt.Errorf("transparent TCP: put the listener in the sockmap: %w", err)
 	}
@@ -397,23 +408,23 @@ func attachSkLookup(netns, ln *os.File) (*skLookupLink, error) {
 	// kern_version, prog_flags, prog_name[16], prog_ifindex, expected_attach_type.
 	load := struct {
 		progType, insnCnt     uint32
-		insns, license        uint64
+		insns, license        unsafe.Pointer
 		logLevel, logSize     uint32
-		logBuf                uint64
+		logBuf                unsafe.Pointer
 		kernVersion, flags    uint32
 		name                  [16]byte
 		ifindex, expectedType uint32
 	}{
 		progType: unix.BPF_PROG_TYPE_SK_LOOKUP, insnCnt: uint32(len(insns)),
-		insns:        uint64(uintptr(unsafe.Pointer(&insns[0]))),
-		license:      uint64(uintptr(unsafe.Pointer(&license[0]))),
+		insns:        unsafe.Pointer(&insns[0]),
+		license:      unsafe.Pointer(&license[0]),
 		expectedType: unix.BPF_SK_LOOKUP,
 	}
 	copy(load.name[:], "exec_transp_tcp")
 	progFD, err := bpfCall(unix.BPF_PROG_LOAD, unsafe.Pointer(&load), unsafe.Sizeof(load))
 	if err != nil {
 		// Ask for the verifier's words only when it refused.
-		load.logLevel, load.logSize, load.logBuf = 1, uint32(len(log)), uint64(uintptr(unsafe.Pointer(&log[0])))
+		load.logLevel, load.logSize, load.logBuf = 1, uint32(len(log)), unsafe.Pointer(&log[0])
 		if fd, err2 := bpfCall(unix.BPF_PROG_LOAD, unsafe.Pointer(&load), unsafe.Sizeof(load)); err2 == nil {
 			unix.Close(fd)
 		}
