@@ -40,6 +40,7 @@ type cliOptions struct {
 	remote           remoteConfig
 	limits           serverLimits
 	compat           compatOptions
+	netproxy         netProxyServerOptions
 }
 
 // compatOptions are the flags `codex exec-server` takes for the Codex configuration
@@ -125,6 +126,8 @@ func newFlagSet(o *cliOptions) *flag.FlagSet {
 	fs.StringVar(&o.pidNamespace, "linux-sandbox-pid-namespace", "isolate", "pid namespace `MODE` of a sandboxed process: isolate (one of its own) or inherit (the server's)")
 	o.shmSize = defaultShmSize
 	fs.Var(&o.shmSize, "linux-sandbox-shm-size", "`SIZE` of a sandbox's /dev/shm, in bytes or with a K, M or G suffix (memory of the host's; default 64M)")
+	fs.BoolVar(&o.netproxy.transparentTCP, "linux-sandbox-transparent-tcp", false, "route every TCP connection of a managed Linux sandbox through its proxy's SOCKS policy")
+	fs.Var(&o.netproxy.tcpUpstream, "tcp-upstream-proxy", "send the raw TCP of the managed SOCKS listener through this HTTP CONNECT proxy (`HOST:PORT`)")
 	fs.IntVar(&o.maxSandboxProcs, "linux-sandbox-max-processes", defaultSandboxMaxProcesses, "processes and threads (`N`) one sandbox may run at once, in its own user namespace")
 	fs.StringVar(&o.wsAuth, "ws-auth", "", "websocket auth `MODE`: capability-token or signed-bearer-token")
 	fs.StringVar(&o.wsTokenFile, "ws-token-file", "", "`FILE` holding the capability token")
@@ -162,6 +165,7 @@ var flagGroups = []struct {
 		"use-agent-identity-auth", "aws-sigv4", "aws-profile", "aws-region", "aws-service"}},
 	{"sandbox", []string{"managed-sandbox", "linux-sandbox-pid-namespace",
 		"linux-sandbox-shm-size", "linux-sandbox-max-processes"}},
+	{"managed network proxy", []string{"linux-sandbox-transparent-tcp", "tcp-upstream-proxy"}},
 	{"logging", []string{"log-level", "log-format"}},
 	{"compatibility with codex exec-server", []string{"concurrent-requests", "c", "config", "enable", "disable", "strict-config", "proxy-private-ips-via-upstream"}},
 	{"information", []string{"version"}},

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -117,6 +118,7 @@ func serve(o *cliOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 		maxConnections:        o.maxConnections,
 		watchdog:              true,
 		limits:                o.limits,
+		netproxy:              o.netproxy,
 	}, log)
 	srv.auth = auth
 	srv.sandbox = sbx
@@ -291,4 +293,79 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, &usageError{fmt.Sprintf("invalid --log-format %q: want text or json", format)}
+}
+
+// netProxyServerOptions are the server's settings of the managed network proxy
+// (docs/network.md §7): --linux-sandbox-transparent-tcp and --tcp-upstream-proxy.
+type netProxyServerOptions struct {
+	// transparentTCP routes every TCP connection of a sandbox with enforceManagedNetwork
+	// through its proxy's SOCKS policy, as if each process asked for transparentTcp.
+	transparentTCP bool
+	// tcpUpstream is the HTTP CONNECT proxy through which every raw TCP connection of the
+	// SOCKS side goes ("host:port"); "": none.
+	tcpUpstream tcpUpstreamFlag
+}
+
+// tcpUpstreamFlag is --tcp-upstream-proxy HOST:PORT, checked as the reference checks it: a
+// host name, an IPv4 literal or a bracketed IPv6 one, and a port from 1 to 65535, given once.
+type tcpUpstreamFlag string
+
+func (f *tcpUpstreamFlag) String() string { return string(*f) }
+
+func (f *tcpUpstreamFlag) Set(v string) error {
+	if *f != "" {
+		return errors.New("cannot be used multiple times")
+	}
+	i := strings.LastIndexByte(v, ':')
+	if i < 0 {
+		return errors.New("missing port")
+	}
+	host, port := v[:i], v[i+1:]
+	switch {
+	case strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]"):
+		if a, err := netip.ParseAddr(host[1 : len(host)-1]); err != nil || !a.Is6() {
+			return errors.New("parse host: not an IPv6 address")
+		}
+	case isIPv6Literal(host):
+		return errors.New("missing brackets for IPv6 address with port")
+	case !validProxyHostName(host):
+		return errors.New("parse host: not a host name or address")
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	switch {
+	case port == "":
+		return errors.New("parse port as u16: cannot parse integer from empty string")
+	case errors.Is(err, strconv.ErrRange):
+		return errors.New("parse port as u16: number too large to fit in target type")
+	case err != nil:
+		return errors.New("parse port as u16: invalid digit found in string")
+	case n == 0:
+		return errors.New("TCP upstream proxy port must be nonzero")
+	}
+	*f = tcpUpstreamFlag(v)
+	return nil
+}
+
+func isIPv6Literal(h string) bool {
+	a, err := netip.ParseAddr(h)
+	return err == nil && a.Is6()
+}
+
+// validProxyHostName reports whether h is a host name (letters, digits, '-', '_' and dots
+// between non-empty labels) or an IPv4 literal.
+func validProxyHostName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -54,6 +54,9 @@ type netProxyConfig struct {
 	// upstreamHTTP and upstreamHTTPS are the server's HTTP_PROXY and HTTPS_PROXY, used when
 	// proxy.allowUpstreamProxy is set (empty: connect directly).
 	upstreamHTTP, upstreamHTTPS string
+	// tcpUpstream is the server's --tcp-upstream-proxy ("host:port"): every raw TCP
+	// connection of the SOCKS side goes through it by CONNECT (docs/network.md §7); "": none.
+	tcpUpstream string
 }
 
 // netProxyHooks are what the core gives a proxy. Every field may be nil: decided drops the

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net/netip"
 	"strings"
@@ -89,6 +90,36 @@ func FuzzNetProxySocks(f *testing.F) {
 		if len(b) >= 3 { // a UDP datagram's header after RSV RSV FRAG
 			if _, _, n, err := parseSocksAddr(b[3:]); err == nil && n > len(b)-3 {
 				t.Fatalf("address of %d bytes in %d", n, len(b)-3)
+			}
+		}
+	})
+}
+
+// FuzzTransparentDNS: the transparent sandbox's name service (netproxy_dns.go) parses any
+// datagram without panicking, and answers what it accepts with a reply of the same ID and
+// question whose address, if any, is in the pool and maps back to the name asked.
+func FuzzTransparentDNS(f *testing.F) {
+	f.Add([]byte("\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03web\x07example\x00\x00\x01\x00\x01"))
+	f.Add([]byte("\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x01\x09localhost\x00\x00\x1c\x00\x01\x00\x00\x29\x04\xd0\x00\x00\x00\x00\x00\x00"))
+	f.Add([]byte("\x00\x01\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\xc0\x0c\x00\x01\x00\x01"))
+	names := newTransparentNames()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		q, err := parseDNSQuery(b)
+		if err != nil {
+			return
+		}
+		if len(q.name) > 253 || strings.Trim(q.name, "abcdefghijklmnopqrstuvwxyz0123456789-_.") != "" {
+			t.Fatalf("accepted the name %q", q.name)
+		}
+		a := names.answer(b, q)
+		back, err := parseDNSQuery(append(append([]byte{}, a[:2]...), append([]byte{0, 0}, a[4:]...)...))
+		if err != nil || back.id != q.id || back.name != q.name || back.qtype != q.qtype {
+			t.Fatalf("the answer %x does not carry the question of %x", a, b)
+		}
+		if an := binary.BigEndian.Uint16(a[6:]); an == 1 {
+			addr := netip.AddrFrom4([4]byte(a[len(a)-4:]))
+			if name, ok := names.nameOf(addr); q.name != "localhost" && (!ok || name != q.name) {
+				t.Fatalf("%q answered with %s, which maps to %q", q.name, addr, name)
 			}
 		}
 	})

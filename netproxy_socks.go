@@ -3,15 +3,21 @@ package main
 // The SOCKS5 side of the managed network proxy (docs/network.md §2): RFC 1928 with no
 // authentication, CONNECT, and UDP ASSOCIATE when the process enables SOCKS5 UDP. Every
 // destination is judged by the same policy as the HTTP side (protocol socks5_tcp or
-// socks5_udp); limited mode refuses SOCKS altogether, as the reference does.
+// socks5_udp); limited mode refuses SOCKS altogether, as the reference does. The raw TCP of
+// this side (CONNECT, and the transparent connections of a sandbox, docs/network.md §7) goes
+// through the --tcp-upstream-proxy when the server has one.
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -199,9 +205,13 @@ func (p *netProxy) serveSocks(c net.Conn) {
 			socksReply(c, socksNotAllowed, nil)
 			return
 		}
-		up, err := p.dialTarget(p.ctx, r.host, req.port, v.addrs)
+		up, early, err := p.dialRawTCP(r.host, req.port, v.addrs)
 		if err != nil {
-			socksReply(c, socksHostUnreachable, nil)
+			code := byte(socksHostUnreachable)
+			if errors.Is(err, errTCPUpstreamRefused) {
+				code = socksGeneralFailure
+			}
+			socksReply(c, code, nil)
 			return
 		}
 		if !p.track(up) {
@@ -211,12 +221,7 @@ func (p *netProxy) serveSocks(c net.Conn) {
 		if socksReply(c, socksSucceeded, nil) != nil {
 			return
 		}
-		if len(rest) > 0 {
-			if _, err := up.Write(rest); err != nil {
-				return
-			}
-		}
-		p.relay(c, up, false)
+		p.splice(c, up, rest, early)
 	case req.cmd == socksCmdUDPAssociate && p.udpAllowed:
 		p.serveUDPAssociate(c, client)
 	default:
@@ -358,4 +363,163 @@ func (p *netProxy) udpTarget(r netRequest) (netip.AddrPort, bool) {
 		return netip.AddrPort{}, false
 	}
 	return netip.AddrPortFrom(addrs[0].Unmap(), r.port), true
+}
+
+// errTCPUpstreamRefused is a --tcp-upstream-proxy that answered a CONNECT with other than 2xx.
+var errTCPUpstreamRefused = errors.New("TCP upstream refused CONNECT")
+
+// dialRawTCP connects the SOCKS side's raw TCP to an allowed destination: through the
+// server's --tcp-upstream-proxy when it has one (every such connection, whatever the
+// process's allowUpstreamProxy), else as every destination (dialTarget). early is what the
+// upstream proxy sent after its answer's head, to give the client first.
+func (p *netProxy) dialRawTCP(host string, port uint16, checked []netip.Addr) (up net.Conn, early []byte, err error) {
+	if p.cfg.tcpUpstream == "" {
+		up, err = p.dialTarget(p.ctx, host, port, checked)
+		return up, nil, err
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, netProxyDialTimeout)
+	defer cancel()
+	return dialTCPUpstream(ctx, p.hooks.dial, p.cfg.tcpUpstream, net.JoinHostPort(normalizeHost(host), strconv.Itoa(int(port))))
+}
+
+// dialTCPUpstream opens a tunnel to addr through the HTTP CONNECT proxy proxyAddr: any 2xx
+// answer opens it, and the bytes that came after the answer's head (a server that speaks
+// first) are returned with it; any other answer is errTCPUpstreamRefused.
+func dialTCPUpstream(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), proxyAddr, addr string) (net.Conn, []byte, error) {
+	c, err := dial(ctx, "tcp", proxyAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("TCP upstream %s: %w", proxyAddr, err)
+	}
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr); err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("TCP upstream %s: %w", proxyAddr, err)
+	}
+	buf, n, err := readHead(c)
+	if err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("TCP upstream %s: %w", proxyAddr, err)
+	}
+	line, _, _ := strings.Cut(string(buf[:n]), "\r\n")
+	f := strings.Fields(line)
+	if len(f) < 2 || !strings.HasPrefix(f[0], "HTTP/1.") || len(f[1]) != 3 || f[1][0] != '2' {
+		c.Close()
+		return nil, nil, fmt.Errorf("%w (%q) for %s", errTCPUpstreamRefused, line, addr)
+	}
+	if !stop() {
+		c.Close()
+		return nil, nil, ctx.Err()
+	}
+	c.SetDeadline(time.Time{})
+	return c, buf[n:], nil
+}
+
+// splice sends rest (what the client sent after its request) to up and early (what up sent
+// before the relay) to the client, then relays both ways.
+func (p *netProxy) splice(client, up net.Conn, rest, early []byte) {
+	if len(rest) > 0 {
+		if _, err := up.Write(rest); err != nil {
+			return
+		}
+	}
+	if len(early) > 0 {
+		if _, err := client.Write(early); err != nil {
+			return
+		}
+	}
+	p.relay(client, up, false)
+}
+
+// serveTransparentListener serves f, the transparent listener of a sandbox's namespace, and
+// dns, its nameserver sockets (docs/network.md §7), until the proxy's close, which also
+// closes link (the program that feeds the listener). It takes every descriptor over.
+func (p *netProxy) serveTransparentListener(f *os.File, link io.Closer, dns []*os.File) error {
+	var conns []*net.UDPConn
+	var err error
+	for _, d := range dns {
+		c, cerr := net.FilePacketConn(d)
+		d.Close()
+		switch u, ok := c.(*net.UDPConn); {
+		case cerr != nil:
+			err = cerr
+		case !ok:
+			c.Close()
+			err = errors.New("a nameserver socket is not UDP")
+		default:
+			conns = append(conns, u)
+		}
+	}
+	ln, lerr := net.FileListener(f)
+	f.Close()
+	if err == nil {
+		err = lerr
+	}
+	if err == nil && (!p.track(link) || !p.track(ln)) {
+		err = errors.New("the proxy has ended")
+	}
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		link.Close()
+		for _, c := range conns {
+			c.Close()
+		}
+		return fmt.Errorf("transparent TCP: %w", err)
+	}
+	names := newTransparentNames()
+	for _, c := range conns {
+		p.serveTransparentDNS(c, names)
+	}
+	p.goServe(ln, func(c net.Conn) { p.serveTransparent(c, names) })
+	return nil
+}
+
+// serveTransparent serves one connection of a sandboxed command routed to the transparent
+// listener: its local address is the destination the command connected to, judged as a
+// SOCKS5 CONNECT to that address (protocol socks5_tcp, the host an IP literal) or, for an
+// address names gave a name (netproxy_dns.go), to that name; then relayed. A refused or
+// unreachable destination resets the connection, as a refusing host would.
+func (p *netProxy) serveTransparent(c net.Conn, names *transparentNames) {
+	dst, ok := c.LocalAddr().(*net.TCPAddr)
+	if !ok {
+		return
+	}
+	ap := dst.AddrPort()
+	addr := ap.Addr().Unmap().WithZone("")
+	reset := func() {
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+	}
+	if addr.IsLoopback() {
+		// The program never routes a loopback destination: this is the command connecting to
+		// the listener's own port on its loopback, not to a destination to judge.
+		reset()
+		return
+	}
+	r := netRequest{protocol: protoSocksTCP, host: addr.String(), port: ap.Port(), client: c.RemoteAddr().String()}
+	if name, synthetic := names.nameOf(addr); synthetic {
+		if name == "" { // an address of the pool no query was answered with
+			reset()
+			return
+		}
+		r.host = name
+	}
+	v := p.decide(p.ctx, r)
+	if !v.allowed {
+		reset()
+		return
+	}
+	up, early, err := p.dialRawTCP(r.host, r.port, v.addrs)
+	if err != nil {
+		reset()
+		return
+	}
+	if !p.track(up) {
+		return
+	}
+	defer p.untrackClose(up)
+	p.splice(c, up, nil, early)
 }

@@ -60,6 +60,7 @@ func (c *call) startProcessNetProxy(p *startParams, sb *processSandbox) (*netPro
 		params:        p.NetworkProxy,
 		upstreamHTTP:  os.Getenv("HTTP_PROXY"),
 		upstreamHTTPS: os.Getenv("HTTPS_PROXY"),
+		tcpUpstream:   string(c.srv.cfg.netproxy.tcpUpstream),
 	}, sessionNetProxyHooks(s))
 	if err != nil {
 		return nil, errInternal("%s", err)

@@ -131,6 +131,8 @@ type stageConfig struct {
 	// Bridge names the proxy listeners on the server's loopback ("127.0.0.1:P") that the
 	// command reaches through a listener in its network namespace (docs/network.md §4).
 	Bridge []string `json:"bridge,omitempty"`
+	// Transparent: every TCP connection of the command goes to the proxy too (docs/network.md §7).
+	Transparent bool `json:"transparent,omitempty"`
 }
 
 // sandboxer is a server's sandbox: the mechanism this host offers (probed once) and the
@@ -351,6 +353,9 @@ type sandboxStage struct {
 	payload   []byte
 	bridge    *os.File     // our end of fd 5, with Bridge (docs/network.md §4)
 	bridges   []*netBridge // serving the listeners the stage sent, until exited
+
+	// transparent serves the transparent listener, with Transparent (docs/network.md §7).
+	transparent *netProxy
 }
 
 // bridgeTo makes the command reach the proxy listeners addrs (on the server's loopback)
@@ -531,6 +536,9 @@ func (st *sandboxStage) serveBridges() error {
 			return err
 		}
 		st.bridges = append(st.bridges, b)
+	}
+	if st.cfg.Transparent {
+		return st.serveTransparent()
 	}
 	return nil
 }
@@ -1208,6 +1216,11 @@ func stageBridge(cfg *stageConfig) ([][2]string, error) {
 	}
 	if err := sendBridgeListeners(stageBridgeFD, lns); err != nil {
 		return nil, err
+	}
+	if cfg.Transparent {
+		if err := stageTransparent(stageBridgeFD); err != nil {
+			return nil, err
+		}
 	}
 	unix.Close(stageBridgeFD)
 	return pairs, nil

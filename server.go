@@ -29,6 +29,7 @@ type serverConfig struct {
 	// watchdog starts a watchdog process with the first child, which kills what is left of
 	// the children if the server dies without cleaning up (watchdog.go).
 	watchdog bool
+	netproxy netProxyServerOptions // the managed network proxy's flags (docs/network.md §7)
 }
 
 // server is one exec-server: its sessions, its method table and its configuration. Every
