@@ -157,12 +157,22 @@ func (q *outQueue) push(b []byte) {
 // pushWait queues a notification, waiting while the queue is over its limit. It fails as
 // window.take does.
 func (q *outQueue) pushWait(ctx context.Context, b []byte, stall time.Duration) error {
+	return q.pushWaitThen(ctx, b, stall, nil)
+}
+
+// pushWaitThen is pushWait that also runs queued, when b went into the queue, before the
+// writer can take b out: what the client can see of b happens after it. A request to the
+// client marks its id as sent there, so that the client's answer, however quick, finds it.
+func (q *outQueue) pushWaitThen(ctx context.Context, b []byte, stall time.Duration, queued func()) error {
 	if err := q.take(ctx, stall, len(b), false); err != nil {
 		return err
 	}
 	q.mu.Lock()
 	if !q.closed {
 		q.msgs = append(q.msgs, b)
+		if queued != nil {
+			queued()
+		}
 	}
 	q.mu.Unlock()
 	q.wakeWriter()

@@ -128,7 +128,9 @@ func (o *outgoingRequests) forget(id int64) {
 }
 
 // queued records that request id went into the outgoing queue: from now on the client may
-// know it.
+// know it. It runs inside the queue's push (outQueue.pushWaitThen), before the writer can send
+// the request: marked later, a client that answers at once could be taken for one answering an
+// id it was never sent.
 func (o *outgoingRequests) queued(id int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -213,7 +215,7 @@ func (c *conn) request(ctx context.Context, method string, params json.RawMessag
 	}
 	send, cancel := context.WithCancel(c.ctx)
 	stop := context.AfterFunc(ctx, cancel)
-	err = c.out.pushWait(send, msg, c.srv.cfg.stallTimeout)
+	err = c.out.pushWaitThen(send, msg, c.srv.cfg.stallTimeout, func() { c.requests.queued(id) })
 	stop()
 	cancel()
 	if err != nil {
@@ -228,7 +230,6 @@ func (c *conn) request(ctx context.Context, method string, params json.RawMessag
 		}
 		return nil, fmt.Errorf("%s: %w", method, err)
 	}
-	c.requests.queued(id)
 	a, err := c.requests.await(ctx, id, answer)
 	switch {
 	case err != nil:

@@ -491,3 +491,36 @@ func TestServerRequestTimesOut(t *testing.T) {
 		t.Fatal("askClient outlived its timeout")
 	}
 }
+
+// TestServerRequestAnsweredAtOnce: a client that answers each request the moment it reads it
+// keeps its connection. The request's id must count as sent before the writer can send it:
+// marked after the push returned, an answer that beat the mark was taken for one to an id
+// the server never gave, and the connection was closed (TestProcessNetProxyReviewOverWebsocket
+// failed that way, a few runs in thirty under load).
+func TestServerRequestAnsweredAtOnce(t *testing.T) {
+	const asks = 400
+	ts := startTestServer(t)
+	p := wsPeer(t, ts)
+	s := serverSession(ts, p.initialize())
+	out := make(chan askResult, 1)
+	go func() {
+		for n := 1; n <= asks; n++ {
+			r, err := s.askClient(context.Background(), "test/ask", json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), 0)
+			if err != nil {
+				out <- askResult{n, r, err}
+				return
+			}
+		}
+		out <- askResult{n: asks}
+	}()
+	for n := 1; n <= asks; n++ {
+		m, ok := p.recv()
+		if !ok {
+			t.Fatalf("the connection ended after %d answers", n-1)
+		}
+		p.mustSend(`{"id":` + string(m.ID) + `,"result":{}}`)
+	}
+	if r := waitAsk(t, out); r.err != nil {
+		t.Fatalf("ask %d: %v", r.n, r.err)
+	}
+}
