@@ -23,9 +23,6 @@ import (
 )
 
 const (
-	// netBridgeMaxListeners is how many listeners one stage hands over: the HTTP proxy's and
-	// the SOCKS5 proxy's.
-	netBridgeMaxListeners = 2
 	// netBridgeBacklog is the listen(2) backlog of a bridge listener.
 	netBridgeBacklog = 128
 	// netBridgeAcceptRetry is how long an accept that failed for want of descriptors or
@@ -154,23 +151,20 @@ func isListeningTCP(fd int) error {
 	return nil
 }
 
-// bridgeRewriteEnv points env's proxy variables at the bridge: every value naming the host
-// proxy's address from ("127.0.0.1:H", after a scheme or alone) names to instead
+// bridgeRewriteEnv points env's proxy variables at the bridge: each proxy variable
+// (isProxyEnvKey) whose value names the endpoint from ("127.0.0.1:H", as planProxyRoutes
+// wrote it: after a scheme and user information, before a path, or alone) names to instead
 // ("127.0.0.1:B"). Other variables are left as they are.
 func bridgeRewriteEnv(env []string, from, to string) []string {
 	out := make([]string, len(env))
 	for i, kv := range env {
 		out[i] = kv
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
+		if !ok || !isProxyEnvKey(k) {
 			continue
 		}
-		rest := v
-		if _, after, found := strings.Cut(v, "://"); found {
-			rest = after
-		}
-		if strings.TrimSuffix(rest, "/") == from {
-			out[i] = k + "=" + v[:len(v)-len(rest)] + to + rest[len(from):]
+		if start, end, ok := proxyEndpointSpan(v); ok && v[start:end] == from {
+			out[i] = k + "=" + v[:start] + to + v[end:]
 		}
 	}
 	return out

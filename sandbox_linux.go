@@ -295,6 +295,14 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 	if p.Unenforceable != "" {
 		return "", errInvalidParams("sandbox intent cannot be enforced on this executor: %s", p.Unenforceable)
 	}
+	routed := len(spec.bridge) > 0
+	if routed {
+		// The command's network is its namespace's lo and the bridge, whatever the profile's
+		// network (docs/network.md §4).
+		q := *p
+		q.Network = false
+		p = &q
+	}
 	files, network := p.confinesFiles(), p.restrictsNetwork()
 	if !files && !network {
 		return "linuxSeccomp", nil
@@ -328,6 +336,19 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 		}
 	}
 	st := &sandboxStage{cfg: cfg, live: &s.live, pool: &s.warm}
+	if routed {
+		if !files && s.mechanism() == mechanismNamespaces {
+			// Only the network namespace is wanted: the file system stays the host's.
+			q := *p
+			q.FullRead, q.FullWrite = true, true
+			st.cfg.Profile = &q
+			st.cfg.Namespaces, st.cfg.PidNS = true, s.isolatePids
+			st.cfg.MaxProcs = s.maxProcesses()
+		}
+		if err := st.bridgeTo(spec.bridge...); err != nil {
+			return "", errInvalidParams("enforceManagedNetwork: %v", err)
+		}
+	}
 	if cfg.Namespaces {
 		if st.release, err = s.synthetic.acquire(p.Protected); err != nil {
 			return "", errInternal("sandbox: %v", err)
@@ -355,14 +376,15 @@ type sandboxStage struct {
 
 // bridgeTo makes the command reach the proxy listeners addrs (on the server's loopback)
 // through listeners in its network namespace, under seccompProxyRouted (docs/network.md
-// §4). Only a namespace stage with a pid namespace of its own can: anywhere else it fails
-// closed.
+// §4). Only a namespace stage with a pid namespace of its own, whose command has no network
+// of its own, can: anywhere else it fails closed (confine gives a routed command such a
+// stage where the host allows it).
 func (st *sandboxStage) bridgeTo(addrs ...string) error {
 	switch {
 	case st == nil || !st.cfg.Profile.restrictsNetwork():
-		return nil // the command has the network: the proxy is on its loopback
+		return errors.New("sandbox: the managed network bridge needs a stage whose command has no network of its own")
 	case !st.cfg.Namespaces || !st.cfg.PidNS:
-		return errors.New("sandbox: the managed network proxy needs the namespace sandbox with a pid namespace under a restricted network")
+		return errors.New("sandbox: the managed network bridge needs the namespace sandbox with a pid namespace of its own (not --linux-sandbox-pid-namespace inherit, not the Landlock fallback); refusing rather than run the process with a proxy it cannot reach")
 	case len(addrs) == 0 || len(addrs) > netBridgeMaxListeners:
 		return fmt.Errorf("sandbox: %d proxy listeners to bridge", len(addrs))
 	}
