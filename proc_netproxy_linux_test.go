@@ -355,6 +355,9 @@ func TestProcessNetProxyRoutedFailedStart(t *testing.T) {
 		t.Fatal("the start of a denied program succeeded")
 	}
 	t.Logf("%d %s", err.Code, err.Message)
+	if !strings.Contains(err.Message, "Permission denied") {
+		t.Fatalf("the start failed before the stage ran the program: %s", err.Message)
+	}
 	waitNoNetProxyGoroutines(t)
 	waitNoNetBridgeGoroutines(t)
 	r := tc.run(with(procStart(t, "fs", "echo", "free")))
