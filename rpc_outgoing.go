@@ -139,12 +139,14 @@ func (o *outgoingRequests) queued(id int64) {
 // earlier one of its session, pending or not: an integer from 1 to the highest one queued.
 // An id taken by a request that was never queued (its caller gave up while the queue was
 // full) is not one, unless a later request was queued: then its answer counts as late, not
-// as a violation.
+// as a violation. A pending id counts too: its request may be on the wire, and answered,
+// before its sender has marked it queued.
 func (o *outgoingRequests) gave(rawID json.RawMessage) bool {
 	id, err := strconv.ParseInt(string(rawID), 10, 64)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return err == nil && id >= 1 && id <= o.counter().sent.Load()
+	_, pending := o.pending[id]
+	return err == nil && (pending || id >= 1 && id <= o.counter().sent.Load())
 }
 
 // deliver routes a response from the client to the request it answers, and reports whether
