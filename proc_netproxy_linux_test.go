@@ -365,3 +365,23 @@ func TestProcessNetProxyRoutedFailedStart(t *testing.T) {
 		t.Errorf("the id was not freed: %q", r.stdout())
 	}
 }
+
+// TestCapabilityNetworkProxyLaunch backs networkProxyLaunch: process/start launches the
+// proxy and its child reaches it unsandboxed, under a sandbox with the network, and routed
+// through the bridge under enforceManagedNetwork; the routing refuses what cannot hold.
+func TestCapabilityNetworkProxyLaunch(t *testing.T) {
+	t.Run("fetches", TestProcessNetProxyFetches)
+	t.Run("routed", TestProcessNetProxyRouted)
+	t.Run("unrouted", TestProcessNetProxyUnrouted)
+	t.Run("loopbackPorts", TestProcessNetProxyLoopbackPorts)
+	t.Run("refusals", TestProcessNetProxyRefusals)
+	t.Run("failed start", TestProcessNetProxyRoutedFailedStart)
+}
+
+// TestCapabilityNetworkProxyReviewDomains backs networkProxyReviewDomains: a review domain
+// is put to the client as network/policyRequest, whose answer decides, and a question left
+// unanswered ends with the process.
+func TestCapabilityNetworkProxyReviewDomains(t *testing.T) {
+	t.Run("review", TestProcessNetProxyReviewOverWebsocket)
+	t.Run("end", TestProcessNetProxyEndCancelsQuestion)
+}
