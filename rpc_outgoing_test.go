@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -489,5 +490,23 @@ func TestServerRequestTimesOut(t *testing.T) {
 		}
 	case <-time.After(procWait):
 		t.Fatal("askClient outlived its timeout")
+	}
+}
+
+// TestOutgoingAnswerBeforeQueued: the client may answer a request the writer already sent
+// before its sender marked it queued; that answer is no protocol violation.
+func TestOutgoingAnswerBeforeQueued(t *testing.T) {
+	var o outgoingRequests
+	id, _, err := o.begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := json.RawMessage(strconv.FormatInt(id, 10))
+	if !o.gave(raw) {
+		t.Fatalf("an answer to pending request %d, not yet marked queued, is judged a violation", id)
+	}
+	o.forget(id)
+	if o.gave(raw) {
+		t.Errorf("an answer to request %d, forgotten and never queued, is accepted", id)
 	}
 }
