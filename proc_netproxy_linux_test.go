@@ -21,6 +21,52 @@ import (
 	"time"
 )
 
+// npLocalEnv makes the test binary the local-binding probe: it listens on 127.0.0.1:0 in its
+// network namespace, connects to itself and passes a byte, printing "local=ok" or
+// "local=<error>".
+const npLocalEnv = "EXEC_SERVER_NPLOCAL"
+
+func init() {
+	if os.Getenv(npLocalEnv) == "" || isSandboxStage() {
+		return
+	}
+	os.Exit(npLocalProbe())
+}
+
+func npLocalProbe() int {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		fmt.Printf("local=%v\n", err)
+		return 0
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		fmt.Printf("local=%v\n", err)
+		return 0
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		fmt.Printf("local=%v\n", err)
+		return 0
+	}
+	defer s.Close()
+	c.Write([]byte{'x'})
+	b := make([]byte, 1)
+	if _, err := s.Read(b); err != nil || b[0] != 'x' {
+		fmt.Printf("local=read %v\n", err)
+		return 0
+	}
+	fmt.Println("local=ok")
+	return 0
+}
+
+// npLocalScript runs the local-binding probe in the command's namespace.
+func npLocalScript(t *testing.T) string {
+	return npLocalEnv + "=1 GORACE='" + sbGORACE + "' " + testBinary(t) + "; "
+}
+
 // routedHost is a test HTTP server answering "hello <path>" on 127.0.0.1, on ::1 and on a
 // non-loopback IPv4 address of the host when there is one, each on a port of its own, and
 // recording every path it was asked for (absolute-form requests, as a proxy gets them,
@@ -162,8 +208,9 @@ func fullWriteTestSandbox(network string) map[string]any {
 // workspace-write, network restricted or enabled) runs in a network namespace whose only
 // listeners are the bridge's (its proxy variables name them), an allowed fetch through
 // $HTTP_PROXY reaches the host, a denied one gets the 403 body, every direct connection
-// (the host's 127.0.0.1, ::1 and interface addresses) fails, and once the process closed
-// neither the proxy nor the bridge has a goroutine left.
+// (the host's 127.0.0.1, ::1 and interface addresses) fails, it may listen on and connect to
+// its namespace's lo (as with the reference, allowLocalBinding or not), and once the process
+// closed neither the proxy nor the bridge has a goroutine left.
 func TestProcessNetProxyRouted(t *testing.T) {
 	requireUserNamespaces(t)
 	for _, c := range []struct {
@@ -181,7 +228,7 @@ func TestProcessNetProxyRouted(t *testing.T) {
 			tc := startTestServer(t).connect(t)
 			script := `env | grep -E '^(HTTP_PROXY|ALL_PROXY)=' | sort; ` + listeningScript +
 				curlLine(fmt.Sprintf("http://127.0.0.1:%d/ok", h.v4)) +
-				curlLine(fmt.Sprintf("http://localhost:%d/no", h.v4)) + h.directScript()
+				curlLine(fmt.Sprintf("http://localhost:%d/no", h.v4)) + h.directScript() + npLocalScript(t)
 			params := netProxyStartParams(t, "rt", script, map[string]any{
 				"domains": map[string]string{"127.0.0.1": "allow"}, "enableSocks5": true,
 			}, 0)
@@ -216,6 +263,9 @@ func TestProcessNetProxyRouted(t *testing.T) {
 			if n := strings.Count(out, "direct=000\n"); n != strings.Count(h.directScript(), "curl") {
 				t.Errorf("%d direct attempts failed to connect, want all", n)
 			}
+			if !strings.Contains(out, "local=ok\n") {
+				t.Errorf("the command cannot listen on and connect to its namespace's lo (the reference lets it)")
+			}
 			waitNoNetProxyGoroutines(t)
 			waitNoNetBridgeGoroutines(t)
 		})
@@ -225,15 +275,17 @@ func TestProcessNetProxyRouted(t *testing.T) {
 // TestProcessNetProxyUnrouted: without enforceManagedNetwork a sandbox restricting the
 // network runs its command with the proxy's variables naming the host's ports, which it
 // cannot reach (the reference's behaviour, measured): nothing listens in its namespace, the
-// fetch fails and the host receives nothing.
+// fetch fails, the host receives nothing, and no IP socket opens (managedNetwork's
+// allowLocalBinding changes none of it, as with the reference).
 func TestProcessNetProxyUnrouted(t *testing.T) {
 	requireUserNamespaces(t)
 	h := newRoutedHost(t)
 	tc := startTestServer(t).connect(t)
 	script := `env | grep -E '^HTTP_PROXY=' ; ` + listeningScript +
-		`curl -sS -m 5 -o /dev/null -w 'proxied=%{http_code}\n' ` + fmt.Sprintf("http://127.0.0.1:%d/via", h.v4) + `; ` + h.directScript()
+		`curl -sS -m 5 -o /dev/null -w 'proxied=%{http_code}\n' ` + fmt.Sprintf("http://127.0.0.1:%d/via", h.v4) + `; ` + h.directScript() + npLocalScript(t)
 	params := netProxyStartParams(t, "un", script, map[string]any{"domains": map[string]string{"127.0.0.1": "allow"}}, 0)
 	params["sandbox"] = netProxyTestSandbox("restricted")
+	params["managedNetwork"] = map[string]any{"allowLocalBinding": true}
 	r := tc.run(params)
 	out := r.stdout()
 	got := h.got()
@@ -246,6 +298,9 @@ func TestProcessNetProxyUnrouted(t *testing.T) {
 	}
 	if !strings.Contains(out, "proxied=000\n") || len(got) != 0 {
 		t.Errorf("the restricted command reached the host")
+	}
+	if !strings.Contains(out, "local=socket: operation not permitted") && !strings.Contains(out, "local=listen tcp4 127.0.0.1:0: socket: operation not permitted") {
+		t.Errorf("the restricted, unrouted command could open an IP socket (the reference denies it)")
 	}
 	waitNoNetProxyGoroutines(t)
 }
