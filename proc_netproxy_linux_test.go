@@ -440,3 +440,86 @@ func TestCapabilityNetworkProxyReviewDomains(t *testing.T) {
 	t.Run("review", TestProcessNetProxyReviewOverWebsocket)
 	t.Run("end", TestProcessNetProxyEndCancelsQuestion)
 }
+
+// countingListener counts the connections it accepted.
+type countingListener struct {
+	net.Listener
+	mu sync.Mutex
+	n  int
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.n++
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+func (l *countingListener) accepted() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// TestProcessNetProxyNoConnectBack: a sandboxed command whose proxy policy allows this host's
+// 127.0.0.1 cannot reach its own exec-server through the proxy (a CONNECT tunnel carrying a
+// websocket upgrade, a plain request), routed or on the host's network, and a routed one
+// cannot list the server's port in loopbackPorts: read on the host, the server's listener
+// accepted no connection. The proxy dials from the server, where the connect-back check
+// would not see the sandbox behind it.
+func TestProcessNetProxyNoConnectBack(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := &countingListener{Listener: ln}
+	ws := newWSServer(ts.srv)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		ws.serve(counted)
+	}()
+	defer func() {
+		ws.close()
+		<-served
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	tc := ts.connect(t)
+	upgrade := `-H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=='`
+	script := fmt.Sprintf(`curl -sS -m 5 -p -o /dev/null -w 'tunnel=%%{http_code}\n' %s http://127.0.0.1:%d/; `+
+		`curl -sS -m 5 -o /dev/null -w 'plain=%%{http_code}\n' http://127.0.0.1:%d/; `, upgrade, port, port)
+	for _, c := range []struct {
+		name    string
+		network string
+		enforce bool
+	}{{"routed", "restricted", true}, {"host network", "enabled", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			params := netProxyStartParams(t, "cb-"+c.network, script, map[string]any{"domains": map[string]string{"127.0.0.1": "allow"}}, 0)
+			params["sandbox"] = netProxyTestSandbox(c.network)
+			params["enforceManagedNetwork"] = c.enforce
+			r := tc.run(params)
+			t.Logf("child output:\n%s%s", r.stdout(), r.stderr())
+			if n := counted.accepted(); n != 0 {
+				t.Errorf("the server's listener accepted %d connections from the sandboxed command's proxy", n)
+			}
+		})
+	}
+	t.Run("loopbackPorts", func(t *testing.T) {
+		params := procStart(t, "cb-lp", "true")
+		params["env"].(map[string]string)["HTTP_PROXY"] = fmt.Sprintf("http://127.0.0.1:%d", port)
+		params["sandbox"] = netProxyTestSandbox("restricted")
+		params["enforceManagedNetwork"] = true
+		params["managedNetwork"] = map[string]any{"loopbackPorts": []int{port}}
+		e := tc.callErr("process/start", params)
+		if e == nil || e.Code != codeInvalidParams || !strings.Contains(e.Message, "own listener") {
+			t.Errorf("error %+v, want -32602 naming the server's own listener", e)
+		} else {
+			t.Logf("%d %s", e.Code, e.Message)
+		}
+	})
+}
