@@ -204,13 +204,14 @@ func fullWriteTestSandbox(network string) map[string]any {
 	}
 }
 
-// TestProcessNetProxyRouted: with enforceManagedNetwork, a sandboxed command (read-only or
-// workspace-write, network restricted or enabled) runs in a network namespace whose only
-// listeners are the bridge's (its proxy variables name them), an allowed fetch through
-// $HTTP_PROXY reaches the host, a denied one gets the 403 body, every direct connection
-// (the host's 127.0.0.1, ::1 and interface addresses) fails, it may listen on and connect to
-// its namespace's lo (as with the reference, allowLocalBinding or not), and once the process
-// closed neither the proxy nor the bridge has a goroutine left.
+// TestProcessNetProxyRouted: with enforceManagedNetwork, a sandboxed command (read-only,
+// workspace-write or full-write, network restricted or enabled) runs in a network namespace
+// whose only listeners are the bridge's (its proxy variables name them), an allowed fetch
+// through $HTTP_PROXY and one through $ALL_PROXY (SOCKS5) reach the host, a denied one gets
+// the 403 body, every direct connection (the host's 127.0.0.1, ::1 and interface addresses)
+// fails, it may listen on and connect to its namespace's lo (as with the reference,
+// allowLocalBinding or not), and once the process closed neither the proxy nor the bridge
+// has a goroutine left.
 func TestProcessNetProxyRouted(t *testing.T) {
 	requireUserNamespaces(t)
 	for _, c := range []struct {
@@ -228,7 +229,9 @@ func TestProcessNetProxyRouted(t *testing.T) {
 			tc := startTestServer(t).connect(t)
 			script := `env | grep -E '^(HTTP_PROXY|ALL_PROXY)=' | sort; ` + listeningScript +
 				curlLine(fmt.Sprintf("http://127.0.0.1:%d/ok", h.v4)) +
-				curlLine(fmt.Sprintf("http://localhost:%d/no", h.v4)) + h.directScript() + npLocalScript(t)
+				curlLine(fmt.Sprintf("http://localhost:%d/no", h.v4)) +
+				`curl -sS -m 5 --proxy "$ALL_PROXY" -w '\n=%{http_code}\n' ` + fmt.Sprintf("http://127.0.0.1:%d/socks; ", h.v4) +
+				h.directScript() + npLocalScript(t)
 			params := netProxyStartParams(t, "rt", script, map[string]any{
 				"domains": map[string]string{"127.0.0.1": "allow"}, "enableSocks5": true,
 			}, 0)
@@ -251,6 +254,9 @@ func TestProcessNetProxyRouted(t *testing.T) {
 			}
 			if !strings.Contains(out, "hello /ok\n=200\n") || !slices.Contains(got, "/ok") {
 				t.Errorf("the allowed fetch through $HTTP_PROXY did not reach the host")
+			}
+			if !strings.Contains(out, "hello /socks\n=200\n") || !slices.Contains(got, "/socks") {
+				t.Errorf("the allowed fetch through $ALL_PROXY (SOCKS5) did not reach the host")
 			}
 			if !strings.Contains(out, `"reason":"not_allowed_local"`) || !strings.Contains(out, "\n=403\n") || slices.Contains(got, "/no") {
 				t.Errorf("the denied fetch did not get the 403 body")
