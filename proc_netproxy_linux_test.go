@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -528,4 +529,37 @@ func TestProcessNetProxyNoConnectBack(t *testing.T) {
 			t.Logf("%d %s", e.Code, e.Message)
 		}
 	})
+}
+
+// TestShellSnapshotCaptureIsRouted: the login shell a routed command's shell snapshot is
+// captured from is routed as the command is: under enforceManagedNetwork with a profile that
+// has the network, the profile's direct fetch never reaches the host, its fetch through the
+// proxy does, and the command still sees the profile's export.
+func TestShellSnapshotCaptureIsRouted(t *testing.T) {
+	requireUserNamespaces(t)
+	h := newRoutedHost(t)
+	tc := startTestServer(t).connect(t)
+	bash := shellPath(t, "bash")
+	home := snapshotHome(t, "bash", fmt.Sprintf(`curl -sS -m 3 --noproxy '*' -o /dev/null http://127.0.0.1:%d/profile-direct 2>/dev/null
+curl -sS -m 3 -o /dev/null http://127.0.0.1:%d/profile-proxied 2>/dev/null
+`, h.v4, h.v4))
+	params := snapshotStart(t, "sr", "bash", bash, home, "routed", `echo "var=$SNAP_VAR"`)
+	var proxy map[string]any
+	json.Unmarshal([]byte(netProxyBaseConfig), &proxy)
+	proxy["domains"] = map[string]string{"127.0.0.1": "allow"}
+	params["networkProxy"] = map[string]any{"proxy": proxy}
+	params["sandbox"] = netProxyTestSandbox("enabled")
+	params["enforceManagedNetwork"] = true
+	r := tc.run(params)
+	got := h.got()
+	t.Logf("command: %q %q; host received %q", r.stdout(), r.stderr(), got)
+	if r.stdout() != "var=from profile\n" {
+		t.Errorf("the command did not see the snapshot's export")
+	}
+	if slices.Contains(got, "/profile-direct") {
+		t.Errorf("the capture's login shell connected to the host directly")
+	}
+	if !slices.Contains(got, "/profile-proxied") {
+		t.Errorf("the capture's login shell did not reach the host through the proxy")
+	}
 }
