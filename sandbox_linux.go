@@ -1264,7 +1264,21 @@ func (s *sandboxer) statusLines(w io.Writer) {
 		fmt.Fprintf(bw, "landlock: unavailable\n")
 	}
 	fmt.Fprintf(bw, "processes: %s\n", s.processCapText())
+	fmt.Fprintf(bw, "managed network: %s\n", s.routingText())
 	bw.Flush()
+}
+
+// routingText says whether a command can be routed through its proxy here
+// (enforceManagedNetwork, docs/network.md §4): the bridge needs the namespace sandbox with a
+// pid namespace of its own.
+func (s *sandboxer) routingText() string {
+	switch {
+	case s.mechanism() != mechanismNamespaces:
+		return "enforceManagedNetwork refused: the bridge needs the namespace sandbox (" + s.describe() + ")"
+	case !s.isolatePids:
+		return "enforceManagedNetwork refused: the bridge needs a pid namespace of its own (--linux-sandbox-pid-namespace inherit)"
+	}
+	return "enforceManagedNetwork routes the command through its proxy (a network namespace and the bridge)"
 }
 
 // processCapText says how --linux-sandbox-max-processes is enforced here (docs/sandbox.md §2,
