@@ -152,10 +152,11 @@ func isListeningTCP(fd int) error {
 }
 
 // bridgeRewriteEnv points env's proxy variables at the bridge: each proxy variable
-// (isProxyEnvKey) whose value names the endpoint from ("127.0.0.1:H", as planProxyRoutes
-// wrote it: after a scheme and user information, before a path, or alone) names to instead
-// ("127.0.0.1:B"). Other variables are left as they are.
-func bridgeRewriteEnv(env []string, from, to string) []string {
+// (isProxyEnvKey) whose value names an endpoint of to ("127.0.0.1:H", as planProxyRoutes
+// wrote it: after a scheme and user information, before a path, or alone) names to[that]
+// instead ("127.0.0.1:B"). Each value is rewritten once, from what it was: a namespace port
+// may be the number of another host endpoint. Other variables are left as they are.
+func bridgeRewriteEnv(env []string, to map[string]string) []string {
 	out := make([]string, len(env))
 	for i, kv := range env {
 		out[i] = kv
@@ -163,8 +164,10 @@ func bridgeRewriteEnv(env []string, from, to string) []string {
 		if !ok || !isProxyEnvKey(k) {
 			continue
 		}
-		if start, end, ok := proxyEndpointSpan(v); ok && v[start:end] == from {
-			out[i] = k + "=" + v[:start] + to + v[end:]
+		if start, end, ok := proxyEndpointSpan(v); ok {
+			if b, ok := to[v[start:end]]; ok {
+				out[i] = k + "=" + v[:start] + b + v[end:]
+			}
 		}
 	}
 	return out

@@ -322,10 +322,23 @@ func TestBridgeRewriteEnv(t *testing.T) {
 	env := []string{"HTTP_PROXY=http://127.0.0.1:3128", "ALL_PROXY=socks5h://127.0.0.1:3128/",
 		"PIP_PROXY=127.0.0.1:3128", "https_proxy=http://u:p@127.0.0.1:3128/x?y",
 		"OTHER=http://127.0.0.1:3128", "NO_PROXY=127.0.0.1:3128", "FTP_PROXY=http://127.0.0.1:31280", "PATH=/bin"}
-	got := bridgeRewriteEnv(env, "127.0.0.1:3128", "127.0.0.1:40000")
+	got := bridgeRewriteEnv(env, map[string]string{"127.0.0.1:3128": "127.0.0.1:40000"})
 	want := []string{"HTTP_PROXY=http://127.0.0.1:40000", "ALL_PROXY=socks5h://127.0.0.1:40000/",
 		"PIP_PROXY=127.0.0.1:40000", "https_proxy=http://u:p@127.0.0.1:40000/x?y",
 		"OTHER=http://127.0.0.1:3128", "NO_PROXY=127.0.0.1:3128", "FTP_PROXY=http://127.0.0.1:31280", "PATH=/bin"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// TestBridgeRewriteEnvOnce: a namespace port that is the number of another host endpoint
+// does not get rewritten again (seen: HTTP_PROXY's namespace port was the host's SOCKS5
+// port, and HTTP_PROXY ended up naming the SOCKS5 bridge).
+func TestBridgeRewriteEnvOnce(t *testing.T) {
+	env := []string{"HTTP_PROXY=http://127.0.0.1:1000", "ALL_PROXY=socks5h://127.0.0.1:2000"}
+	to := map[string]string{"127.0.0.1:1000": "127.0.0.1:2000", "127.0.0.1:2000": "127.0.0.1:3000"}
+	got := bridgeRewriteEnv(env, to)
+	want := []string{"HTTP_PROXY=http://127.0.0.1:2000", "ALL_PROXY=socks5h://127.0.0.1:3000"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got %q\nwant %q", got, want)
 	}

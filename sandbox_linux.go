@@ -670,7 +670,7 @@ func runSandboxStage() {
 			}
 		}
 	}
-	var bridged [][2]string // host proxy address, namespace listener address
+	var bridged map[string]string // host proxy address → namespace listener address
 	if len(cfg.Bridge) > 0 {
 		if bridged, err = stageBridge(&cfg); err != nil {
 			fail(fmt.Errorf("sandbox: %w", err))
@@ -709,8 +709,8 @@ func runSandboxStage() {
 			attr.Env[i] = kv[:len(kv)-1]
 		}
 	}
-	for _, b := range bridged {
-		attr.Env = bridgeRewriteEnv(attr.Env, b[0], b[1])
+	if bridged != nil {
+		attr.Env = bridgeRewriteEnv(attr.Env, bridged)
 	}
 	if limit != nil {
 		// The command inherits the cap as its soft limit (capProcesses): the filter keeps the
@@ -1208,8 +1208,8 @@ func stageErrorText(err error) string {
 
 // stageBridge makes one listener per proxy in the stage's network namespace, sends them to
 // the server on stageBridgeFD and closes its copies (docs/network.md §4). It returns, for
-// each, the proxy's address and the listener's, for the command's environment.
-func stageBridge(cfg *stageConfig) ([][2]string, error) {
+// the command's environment, each proxy's address mapped to its listener's.
+func stageBridge(cfg *stageConfig) (map[string]string, error) {
 	if !cfg.Namespaces || !cfg.PidNS || !cfg.Profile.restrictsNetwork() || cfg.Seccomp.base() != seccompProxyRouted {
 		return nil, errors.New("a bridge outside a namespace stage with a restricted network")
 	}
@@ -1219,14 +1219,14 @@ func stageBridge(cfg *stageConfig) ([][2]string, error) {
 			f.Close()
 		}
 	}()
-	var pairs [][2]string
+	pairs := make(map[string]string, len(cfg.Bridge))
 	for _, addr := range cfg.Bridge {
 		f, port, err := bridgeListen()
 		if err != nil {
 			return nil, err
 		}
 		lns = append(lns, f)
-		pairs = append(pairs, [2]string{addr, bridgePortText(port)})
+		pairs[addr] = bridgePortText(port)
 	}
 	if err := sendBridgeListeners(stageBridgeFD, lns); err != nil {
 		return nil, err
