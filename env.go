@@ -41,11 +41,14 @@ type shellInfo struct {
 }
 
 // capabilities are the reference's capability flags, each true only where we implement the
-// feature (client behaviour depends on them).
+// feature (client behaviour depends on them). The managed network proxy is launched on
+// every platform, but only Linux routes a sandboxed command through it (docs/network.md §4):
+// elsewhere a routed start is refused, so the flags stay false there.
 func capabilities() map[string]bool {
+	managedNetwork := runtime.GOOS == "linux"
 	return map[string]bool{
-		"networkProxyLaunch":                          false,
-		"networkProxyReviewDomains":                   false,
+		"networkProxyLaunch":                          managedNetwork,
+		"networkProxyReviewDomains":                   managedNetwork,
 		"networkProxyTransparentTcp":                  false,
 		"credentialMasking":                           false,
 		"credentialMaskingCustomProviders":            false,

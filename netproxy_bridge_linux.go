@@ -23,9 +23,6 @@ import (
 )
 
 const (
-	// netBridgeMaxListeners is how many listeners one stage hands over: the HTTP proxy's and
-	// the SOCKS5 proxy's.
-	netBridgeMaxListeners = 2
 	// netBridgeBacklog is the listen(2) backlog of a bridge listener.
 	netBridgeBacklog = 128
 	// netBridgeAcceptRetry is how long an accept that failed for want of descriptors or
@@ -154,23 +151,23 @@ func isListeningTCP(fd int) error {
 	return nil
 }
 
-// bridgeRewriteEnv points env's proxy variables at the bridge: every value naming the host
-// proxy's address from ("127.0.0.1:H", after a scheme or alone) names to instead
-// ("127.0.0.1:B"). Other variables are left as they are.
-func bridgeRewriteEnv(env []string, from, to string) []string {
+// bridgeRewriteEnv points env's proxy variables at the bridge: each proxy variable
+// (isProxyEnvKey) whose value names an endpoint of to ("127.0.0.1:H", as planProxyRoutes
+// wrote it: after a scheme and user information, before a path, or alone) names to[that]
+// instead ("127.0.0.1:B"). Each value is rewritten once, from what it was: a namespace port
+// may be the number of another host endpoint. Other variables are left as they are.
+func bridgeRewriteEnv(env []string, to map[string]string) []string {
 	out := make([]string, len(env))
 	for i, kv := range env {
 		out[i] = kv
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
+		if !ok || !isProxyEnvKey(k) {
 			continue
 		}
-		rest := v
-		if _, after, found := strings.Cut(v, "://"); found {
-			rest = after
-		}
-		if strings.TrimSuffix(rest, "/") == from {
-			out[i] = k + "=" + v[:len(v)-len(rest)] + to + rest[len(from):]
+		if start, end, ok := proxyEndpointSpan(v); ok {
+			if b, ok := to[v[start:end]]; ok {
+				out[i] = k + "=" + v[:start] + b + v[end:]
+			}
 		}
 	}
 	return out

@@ -254,7 +254,7 @@ func TestNetBridgeNamespace(t *testing.T) {
 	})
 }
 
-// TestNetBridgeStage: the same through the real namespace stage (sandboxStage.bridgeTo): the
+// TestNetBridgeStage: the same through the real namespace stage (confine with a bridge): the
 // command, with a read-only file system and no network, finds $HTTP_PROXY rewritten to the
 // listener in its namespace and reaches the host's listener through it, and only so.
 func TestNetBridgeStage(t *testing.T) {
@@ -281,11 +281,9 @@ func TestNetBridgeStage(t *testing.T) {
 	}
 	bin := testBinary(t)
 	spec := &launchSpec{path: bin, argv: append([]string{bin}, direct...), dir: "/",
-		env: []string{nbProbeEnv + "=command", "HTTP_PROXY=http://" + proxy, "GORACE=" + sbGORACE}}
+		env:    []string{nbProbeEnv + "=command", "HTTP_PROXY=http://" + proxy, "GORACE=" + sbGORACE},
+		bridge: []string{proxy}}
 	if _, err := sbx.confine(spec, p); err != nil {
-		t.Fatal(err)
-	}
-	if err := spec.stage.bridgeTo(proxy); err != nil {
 		t.Fatal(err)
 	}
 	child, exit, err := startChild(spec)
@@ -318,13 +316,29 @@ func TestNetBridgeStage(t *testing.T) {
 	}
 }
 
-// TestBridgeRewriteEnv: only the values naming the host proxy change.
+// TestBridgeRewriteEnv: only the proxy variables naming the host proxy change, keeping
+// their scheme, user information and path.
 func TestBridgeRewriteEnv(t *testing.T) {
 	env := []string{"HTTP_PROXY=http://127.0.0.1:3128", "ALL_PROXY=socks5h://127.0.0.1:3128/",
-		"PIP_PROXY=127.0.0.1:3128", "OTHER=http://127.0.0.1:31280", "NO_PROXY=", "PATH=/bin"}
-	got := bridgeRewriteEnv(env, "127.0.0.1:3128", "127.0.0.1:40000")
+		"PIP_PROXY=127.0.0.1:3128", "https_proxy=http://u:p@127.0.0.1:3128/x?y",
+		"OTHER=http://127.0.0.1:3128", "NO_PROXY=127.0.0.1:3128", "FTP_PROXY=http://127.0.0.1:31280", "PATH=/bin"}
+	got := bridgeRewriteEnv(env, map[string]string{"127.0.0.1:3128": "127.0.0.1:40000"})
 	want := []string{"HTTP_PROXY=http://127.0.0.1:40000", "ALL_PROXY=socks5h://127.0.0.1:40000/",
-		"PIP_PROXY=127.0.0.1:40000", "OTHER=http://127.0.0.1:31280", "NO_PROXY=", "PATH=/bin"}
+		"PIP_PROXY=127.0.0.1:40000", "https_proxy=http://u:p@127.0.0.1:40000/x?y",
+		"OTHER=http://127.0.0.1:3128", "NO_PROXY=127.0.0.1:3128", "FTP_PROXY=http://127.0.0.1:31280", "PATH=/bin"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// TestBridgeRewriteEnvOnce: a namespace port that is the number of another host endpoint
+// does not get rewritten again (seen: HTTP_PROXY's namespace port was the host's SOCKS5
+// port, and HTTP_PROXY ended up naming the SOCKS5 bridge).
+func TestBridgeRewriteEnvOnce(t *testing.T) {
+	env := []string{"HTTP_PROXY=http://127.0.0.1:1000", "ALL_PROXY=socks5h://127.0.0.1:2000"}
+	to := map[string]string{"127.0.0.1:1000": "127.0.0.1:2000", "127.0.0.1:2000": "127.0.0.1:3000"}
+	got := bridgeRewriteEnv(env, to)
+	want := []string{"HTTP_PROXY=http://127.0.0.1:2000", "ALL_PROXY=socks5h://127.0.0.1:3000"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got %q\nwant %q", got, want)
 	}

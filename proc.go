@@ -325,11 +325,12 @@ func (c *call) processStart(p *startParams) (startResult, error) {
 		return startResult{}, err
 	}
 	rows, cols := p.ptySize()
+	var route *proxyRoute
 	err = checkNoNUL(p)
 	if err == nil {
 		// Before the spec: its variables go into the child's environment. Set before spawn
 		// and read-only afterwards; launch closes it on a failure, post when it closes.
-		proc.netProxy, err = c.startProcessNetProxy(p, sandbox)
+		proc.netProxy, route, err = c.startProcessNetProxy(p, sandbox)
 	}
 	var spec *launchSpec
 	if err == nil {
@@ -338,6 +339,9 @@ func (c *call) processStart(p *startParams) (startResult, error) {
 			proxyEnv = proc.netProxy.env()
 		}
 		spec, err = newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols, proxyEnv)
+	}
+	if err == nil {
+		spec.route = route // planned against the final environment, with the sandbox (applySandbox)
 	}
 	if err == nil && p.ShellSnapshot.applies(p.Argv) {
 		host := shellSnapshotEnv{sandbox: c.srv.sandbox, watchdog: table.wd}

@@ -38,6 +38,11 @@ type launchSpec struct {
 	rows      uint16
 	cols      uint16
 	stage     *sandboxStage // the sandbox stage that runs path, when confined (applySandbox)
+	// route: the command reaches its proxy through the bridge into its network namespace
+	// (enforceManagedNetwork, docs/network.md §4); bridge the proxy endpoints planned for it
+	// by applySandbox ("127.0.0.1:P" on this host), which the stage carries.
+	route  *proxyRoute
+	bridge []string
 }
 
 // coreEnvVars are what envPolicy inherit:"core" keeps of the server's environment (Codex's
@@ -367,13 +372,21 @@ func (c *call) parseProcessSandbox(raw json.RawMessage, runManagedUnsandboxed bo
 
 // applySandbox is the one seam where a sandbox policy wraps a launch, and says which sandbox
 // the process runs in (process/start's sandboxType). The profile is resolved against the
-// process: its cwd when the sandbox names none, and its TMPDIR for tmpdir. A managed
+// process: its cwd when the sandbox names none, and its TMPDIR for tmpdir. A routed launch
+// (spec.route) has its bridge planned here, against its final environment. A managed
 // sandbox the operator chose to run unsandboxed launches as is, answered "none": nothing
 // confines the process.
 func applySandbox(sbx *sandboxer, spec *launchSpec, sb *processSandbox) (sandboxType string, err error) {
 	switch {
 	case sb == nil, sb.unenforced:
 		return sandboxTypeNone, nil
+	}
+	if spec.route != nil {
+		targets, env, err := planProxyRoutes(spec.env, spec.route, netBridgeMaxListeners)
+		if err != nil {
+			return "", errInvalidParams("enforceManagedNetwork: failed to prepare host proxy routing bridge: %v; refusing to start the process (docs/network.md §4)", err)
+		}
+		spec.env, spec.bridge = env, targets
 	}
 	profile := sb.req.resolve(sandboxAnchors{cwd: spec.dir, tmpdir: envValue(spec.env, "TMPDIR")})
 	return sbx.confine(spec, profile)

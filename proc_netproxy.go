@@ -1,15 +1,26 @@
 package main
 
-// process/start's managed network proxy (docs/network.md §6): what a start asks for is
+// process/start's managed network proxy (docs/network.md §4, §6): what a start asks for is
 // checked here, the proxy is started with the session as its client (policyDecision
-// notifications, policyRequest questions), and a start the proxy cannot serve yet is refused
-// rather than run with a proxy its child cannot reach. The proxy itself is netproxy*.go; it
-// ends with the process (process.go's sendClosing) or with a failed start (launch).
+// notifications, policyRequest questions), and the routing of a sandboxed command through
+// the bridge into its network namespace is planned (planProxyRoutes): which loopback proxy
+// endpoints of its environment the bridge carries, refusing a start whose routing would not
+// hold. The proxy itself is netproxy*.go, the bridge netproxy_bridge_linux.go; both end with
+// the process (process.go's sendClosing, the stage's exit) or with a failed start (launch).
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
 	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -28,44 +39,171 @@ func checkNetworkProxyEnabled(np *networkProxyParams) error {
 	return nil
 }
 
-// startProcessNetProxy starts the proxy p asks for, or returns nil when it asks for none
-// (docs/network.md §4, §6). What it refuses, rather than run a process whose network is not
-// what the client was promised:
-//   - enforceManagedNetwork under a sandbox without a proxy: the child would have no proxy
-//     variables (the reference's sandbox helper fails the same way, after the start);
-//   - a proxy under a sandbox that restricts the network, or enforceManagedNetwork under any
-//     sandbox: the child could reach the proxy only through a listener inside its network
-//     namespace, which this server does not make yet.
-//
+// startProcessNetProxy starts the proxy p asks for (nil when it asks for none) and says how
+// the command reaches a proxy (docs/network.md §4): route is nil when it is not routed, else
+// the loopback ports its proxy variables may name, which the bridge carries into its network
+// namespace. As with the reference, routing follows enforceManagedNetwork under a sandbox
+// that confines the process, whatever the network mode: with a proxy, the ports are the
+// proxy's listeners (the client's managedNetwork is replaced by the proxy's, as the
+// reference does); without one, managedNetwork.loopbackPorts (the client's own proxy on this
+// host). Without enforceManagedNetwork nothing is routed: a restricted command cannot reach
+// the proxy, an enabled one reaches it and everything else directly, as with the reference.
 // Without a sandbox (or with one the operator runs unenforced, or danger-full-access)
 // enforceManagedNetwork has nothing to enforce, as with the reference.
-func (c *call) startProcessNetProxy(p *startParams, sb *processSandbox) (*netProxy, error) {
+func (c *call) startProcessNetProxy(p *startParams, sb *processSandbox) (np *netProxy, route *proxyRoute, err error) {
 	enabled := p.NetworkProxy != nil && p.NetworkProxy.Proxy.Enabled
-	confined := sandboxConfines(sb)
-	if confined && bool(p.EnforceManagedNetwork) && !enabled {
-		return nil, errInvalidParams("enforceManagedNetwork: the managed network needs a proxy and networkProxy enables none, so the sandboxed process would have no proxy variables; refusing to start it")
+	if sandboxConfines(sb) && bool(p.EnforceManagedNetwork) {
+		if runtime.GOOS != "linux" {
+			return nil, nil, errInvalidParams("enforceManagedNetwork: routing a sandboxed process through its proxy needs the Linux namespace bridge; refusing rather than run it with the host's network (docs/network.md §4)")
+		}
+		route = &proxyRoute{}
+		if !enabled && p.ManagedNetwork != nil {
+			route.ports = slices.Clone([]uint16(p.ManagedNetwork.LoopbackPorts))
+		}
+		for _, port := range route.ports {
+			if c.srv.listening.reaches(net.IPv4(127, 0, 0, 1), int(port)) {
+				return nil, nil, errInvalidParams("enforceManagedNetwork: managedNetwork.loopbackPorts lists %d, a port of this exec-server's own listener: a sandboxed process must not reach it (docs/network.md §4)", port)
+			}
+		}
 	}
 	if !enabled {
-		return nil, nil
-	}
-	if confined && (bool(p.EnforceManagedNetwork) || !sb.req.network) {
-		return nil, errInvalidParams("networkProxy: a sandbox with a managed or restricted network needs the bridge that lets the process reach its proxy from inside its network namespace, which this server does not have yet (docs/network.md §4); refusing rather than start a process that cannot reach its proxy")
+		return nil, route, nil
 	}
 	s := c.session()
 	if s == nil {
-		return nil, errInvalidRequest("networkProxy: no session")
+		return nil, nil, errInvalidRequest("networkProxy: no session")
 	}
-	np, err := startNetProxy(netProxyConfig{
+	hooks := sessionNetProxyHooks(s)
+	if sandboxConfines(sb) {
+		hooks.dial = c.srv.listening.guardedDial
+	}
+	np, err = startNetProxy(netProxyConfig{
 		processID:     p.ProcessID,
 		params:        p.NetworkProxy,
 		upstreamHTTP:  os.Getenv("HTTP_PROXY"),
 		upstreamHTTPS: os.Getenv("HTTPS_PROXY"),
 		tcpUpstream:   string(c.srv.cfg.netproxy.tcpUpstream),
-	}, sessionNetProxyHooks(s))
+	}, hooks)
 	if err != nil {
-		return nil, errInternal("%s", err)
+		return nil, nil, errInternal("%s", err)
 	}
-	return np, nil
+	if route != nil {
+		for _, addr := range []string{np.httpAddr(), np.socksAddr()} {
+			if _, port, ok := loopbackEndpoint(addr); ok {
+				route.ports = append(route.ports, port)
+			}
+		}
+	}
+	return np, route, nil
+}
+
+// netBridgeMaxListeners is how many distinct proxy endpoints one command's bridge carries:
+// the proxy's HTTP and SOCKS5 listeners, or the client's own loopback proxies.
+const netBridgeMaxListeners = 8
+
+// proxyRoute is a routed command's managed network: the loopback ports of this host its proxy
+// variables may name (docs/network.md §4).
+type proxyRoute struct {
+	ports []uint16
+}
+
+// proxyEnvKeys are the variables whose value names a proxy, upper-cased: the ones the bridge
+// routes (any case), as the reference's sandbox reads them (measured: WS_PROXY and
+// WSS_PROXY too).
+var proxyEnvKeys = []string{
+	"HTTP_PROXY", "HTTPS_PROXY", "WS_PROXY", "WSS_PROXY", "ALL_PROXY", "FTP_PROXY",
+	"YARN_HTTP_PROXY", "YARN_HTTPS_PROXY", "NPM_CONFIG_HTTP_PROXY", "NPM_CONFIG_HTTPS_PROXY",
+	"NPM_CONFIG_PROXY", "BUNDLE_HTTP_PROXY", "BUNDLE_HTTPS_PROXY", "PIP_PROXY",
+	"DOCKER_HTTP_PROXY", "DOCKER_HTTPS_PROXY",
+}
+
+// isProxyEnvKey reports whether key (any case) is one of proxyEnvKeys.
+func isProxyEnvKey(key string) bool {
+	return slices.Contains(proxyEnvKeys, strings.ToUpper(key))
+}
+
+// proxyEndpointSpan finds the host:port of a proxy variable's value ("scheme://user@host:port/
+// path", or "host:port"): the byte offsets of host:port in v, or ok false.
+func proxyEndpointSpan(v string) (start, end int, ok bool) {
+	if i := strings.Index(v, "://"); i >= 0 {
+		start = i + 3
+	}
+	end = len(v)
+	if i := strings.IndexAny(v[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	if i := strings.LastIndexByte(v[start:end], '@'); i >= 0 {
+		start += i + 1
+	}
+	return start, end, start < end
+}
+
+// loopbackEndpoint parses hostport as an IPv4 loopback endpoint the bridge can carry:
+// 127.0.0.1 or localhost (any case) with an explicit port; it returns it as "127.0.0.1:P".
+// The reference routes these and leaves any other value (an IPv6 loopback included,
+// measured) as it is.
+func loopbackEndpoint(hostport string) (string, uint16, bool) {
+	host, portText, found := strings.Cut(hostport, ":")
+	if !found || (host != "127.0.0.1" && !strings.EqualFold(host, "localhost")) {
+		return "", 0, false
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil || port == 0 {
+		return "", 0, false
+	}
+	return "127.0.0.1:" + portText, uint16(port), true
+}
+
+// The reference's words for a managed routing that cannot be set up (its sandbox helper
+// reports them when the command is already started; we refuse the start).
+var (
+	errRouteNoProxyEnv  = errors.New("managed proxy mode requires proxy environment variables")
+	errRouteNoLoopback  = errors.New("managed proxy mode requires parseable loopback proxy endpoints")
+	errRouteOutside     = errors.New("proxy endpoint is outside the managed sandbox context")
+	errRouteTooManyEnds = errors.New("managed proxy mode: more distinct loopback proxy endpoints than the bridge carries")
+)
+
+// planProxyRoutes plans the bridge of a routed command whose environment is env
+// (docs/network.md §4): every proxy variable naming a loopback endpoint is written
+// "127.0.0.1:P" (the stage rewrites that text to its namespace's listener), and each distinct
+// endpoint is returned once, in order, for the server to dial. Each must be one of r's
+// ports; at most max endpoints. A proxy variable naming anything else is left as it is (the
+// command cannot reach it). Fails closed, with the reference's reasons.
+func planProxyRoutes(env []string, r *proxyRoute, max int) (targets []string, out []string, err error) {
+	out = make([]string, len(env))
+	hasProxy := false
+	for i, kv := range env {
+		out[i] = kv
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !isProxyEnvKey(k) || strings.TrimSpace(v) == "" {
+			continue
+		}
+		hasProxy = true
+		start, end, ok := proxyEndpointSpan(v)
+		if !ok {
+			continue
+		}
+		ep, port, ok := loopbackEndpoint(v[start:end])
+		if !ok {
+			continue
+		}
+		if !slices.Contains(r.ports, port) {
+			return nil, nil, errRouteOutside
+		}
+		out[i] = k + "=" + v[:start] + ep + v[end:]
+		if !slices.Contains(targets, ep) {
+			targets = append(targets, ep)
+		}
+	}
+	switch {
+	case !hasProxy:
+		return nil, nil, errRouteNoProxyEnv
+	case len(targets) == 0:
+		return nil, nil, errRouteNoLoopback
+	case len(targets) > max:
+		return nil, nil, errRouteTooManyEnds
+	}
+	return targets, out, nil
 }
 
 // sandboxConfines reports whether sb really confines the process: present, not left
@@ -99,4 +237,69 @@ func sessionNetProxyHooks(s *session) netProxyHooks {
 			return s.askClient(ctx, policyRequestName, params, timeout)
 		},
 	}
+}
+
+// selfListeners are the addresses this server accepts clients on (its websocket listeners).
+// A sandboxed process's proxy never connects to them (guardedDial): the proxy dials from the
+// server itself, so the connect-back check (docs/sandbox.md §2), which traces a connection
+// to the process holding its other end, would find the server there, not the sandbox behind
+// it, and a sandboxed command could ask its own server for an unsandboxed process.
+type selfListeners struct {
+	mu    sync.Mutex
+	addrs []*net.TCPAddr
+}
+
+// add records a listener's address and returns the function that forgets it.
+func (l *selfListeners) add(a net.Addr) (remove func()) {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return func() {}
+	}
+	l.mu.Lock()
+	l.addrs = append(l.addrs, ta)
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if i := slices.Index(l.addrs, ta); i >= 0 {
+			l.addrs = slices.Delete(l.addrs, i, i+1)
+		}
+	}
+}
+
+// reaches reports whether a connection to ip:port on this host may land on one of the
+// listeners: the same port, and the listener's own address or a wildcard one (which any
+// local address reaches; only local addresses get here, as the dialled end of a connection
+// this host made, or a loopback port).
+func (l *selfListeners) reaches(ip net.IP, port int) bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range l.addrs {
+		if a.Port == port && (a.IP == nil || a.IP.IsUnspecified() || a.IP.Equal(ip)) {
+			return true
+		}
+	}
+	return false
+}
+
+// guardedDial dials as the proxy does by default, but never one of the server's own
+// listeners: an address naming one is refused before any connection, and a connection that
+// lands on one anyway (a name) is closed, by the address it connected to.
+func (l *selfListeners) guardedDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if ap, err := netip.ParseAddrPort(addr); err == nil && l.reaches(net.IP(ap.Addr().Unmap().AsSlice()), int(ap.Port())) {
+		return nil, fmt.Errorf("dial %s: the destination is this exec-server's own listener, which a sandboxed process must not reach", addr)
+	}
+	d := net.Dialer{Timeout: netProxyDialTimeout}
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if ra, ok := c.RemoteAddr().(*net.TCPAddr); ok && l.reaches(ra.IP, ra.Port) {
+		c.Close()
+		return nil, fmt.Errorf("dial %s: the destination is this exec-server's own listener, which a sandboxed process must not reach", addr)
+	}
+	return c, nil
 }

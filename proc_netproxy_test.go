@@ -251,23 +251,34 @@ func TestProcessNetProxyParams(t *testing.T) {
 	}
 }
 
-// TestProcessNetProxyRefusals: what cannot be served yet is refused with -32602 and a
-// reason, and no process runs: a proxy under a sandbox that restricts the network (its child
-// could not reach the proxy without the namespace bridge), enforceManagedNetwork under a
-// sandbox (with a proxy: the same bridge; without: no proxy variables at all, where the
-// reference's sandbox helper fails after the start). Unsandboxed, enforceManagedNetwork
-// without a proxy runs, as with the reference.
+// TestProcessNetProxyRefusals: a routed start whose routing cannot hold is refused with
+// -32602 and the reference's reason, and no process runs: enforceManagedNetwork under a
+// sandbox with no proxy variables, with none naming a loopback endpoint, or with one on a
+// port managedNetwork.loopbackPorts does not list. Unsandboxed, enforceManagedNetwork without
+// a proxy runs, as with the reference.
 func TestProcessNetProxyRefusals(t *testing.T) {
+	requireSandbox(t)
 	tc := startTestServer(t).connect(t)
+	enforced := func(network string, env map[string]string, mn map[string]any) map[string]any {
+		p := with(procStart(t, "a", "true"), "enforceManagedNetwork", true, "sandbox", netProxyTestSandbox(network))
+		for k, v := range env {
+			p["env"].(map[string]string)[k] = v
+		}
+		if mn != nil {
+			p["managedNetwork"] = mn
+		}
+		return p
+	}
 	cases := []struct {
 		name   string
 		params map[string]any
 		want   string
 	}{
-		{"proxy, restricted sandbox", with(netProxyStartParams(t, "a", "true", nil, 0), "sandbox", netProxyTestSandbox("restricted")), "bridge"},
-		{"proxy, enforce, enabled sandbox", with(netProxyStartParams(t, "a", "true", nil, 0), "sandbox", netProxyTestSandbox("enabled"), "enforceManagedNetwork", true), "bridge"},
-		{"enforce without proxy, restricted sandbox", with(procStart(t, "a", "true"), "enforceManagedNetwork", true, "sandbox", netProxyTestSandbox("restricted")), "no proxy variables"},
-		{"enforce without proxy, enabled sandbox", with(procStart(t, "a", "true"), "enforceManagedNetwork", true, "sandbox", netProxyTestSandbox("enabled")), "no proxy variables"},
+		{"enforce without proxy, restricted sandbox", enforced("restricted", nil, nil), "managed proxy mode requires proxy environment variables"},
+		{"enforce without proxy, enabled sandbox", enforced("enabled", nil, nil), "managed proxy mode requires proxy environment variables"},
+		{"enforce, a remote proxy only", enforced("restricted", map[string]string{"HTTP_PROXY": "http://proxy.example:3128"}, nil), "managed proxy mode requires parseable loopback proxy endpoints"},
+		{"enforce, a loopback proxy not listed", enforced("restricted", map[string]string{"HTTP_PROXY": "http://127.0.0.1:3128"}, map[string]any{"loopbackPorts": []int{3129}}), "proxy endpoint is outside the managed sandbox context"},
+		{"enforce, one listed and one not", enforced("enabled", map[string]string{"HTTP_PROXY": "http://127.0.0.1:3128", "all_proxy": "socks5h://localhost:1080"}, map[string]any{"loopbackPorts": []int{3128}}), "proxy endpoint is outside the managed sandbox context"},
 	}
 	for _, c := range cases {
 		err := tc.callErr("process/start", c.params)

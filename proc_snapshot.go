@@ -360,8 +360,9 @@ func captureShellSnapshot(spec *launchSpec, kind *shellSnapshotKind, sb *process
 	var nonce [16]byte
 	rand.Read(nonce[:])
 	marker := "exec-server-snapshot-" + hex.EncodeToString(nonce[:])
+	// Routed as the command is (docs/network.md §4): a login profile reaches no more network.
 	capSpec := &launchSpec{path: spec.path, argv: []string{spec.argv[0], "-lc", kind.capture(marker)},
-		env: spec.env, dir: spec.dir}
+		env: spec.env, dir: spec.dir, route: spec.route}
 	col := &snapshotCollector{exited: make(chan struct{}), full: make(chan struct{})}
 	table := newProcTableFor(col.notify, 1, host.watchdog)
 	proc := newProcess(table, "shell-snapshot", false, 0) // nobody reads it after killAll

@@ -38,6 +38,7 @@ type serverDeps struct {
 	sandbox   *sandboxer
 	fsWorkers *fsWorkerPool // runs the fs operations a sandbox confines (fs_worker.go)
 	inotify   *sharedInotify
+	listening *selfListeners // the server's websocket listeners (proc_netproxy.go)
 }
 
 // newCall makes the call context of connection c.
@@ -46,7 +47,7 @@ func newCall(c *conn) *call {
 	return &call{
 		ctx:          c.ctx,
 		log:          c.log,
-		srv:          &serverDeps{cfg: &s.cfg, envInfo: s.envInfo, sandbox: s.sandbox, fsWorkers: s.fsWorkers, inotify: &s.inotify},
+		srv:          &serverDeps{cfg: &s.cfg, envInfo: s.envInfo, sandbox: s.sandbox, fsWorkers: s.fsWorkers, inotify: &s.inotify, listening: &s.listening},
 		scope:        &c.scope,
 		sandboxes:    &c.sandboxes,
 		fileLimit:    readFileLimit(c.t),

@@ -297,6 +297,14 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 	if p.Unenforceable != "" {
 		return "", errInvalidParams("sandbox intent cannot be enforced on this executor: %s", p.Unenforceable)
 	}
+	routed := len(spec.bridge) > 0
+	if routed {
+		// The command's network is its namespace's lo and the bridge, whatever the profile's
+		// network (docs/network.md §4).
+		q := *p
+		q.Network = false
+		p = &q
+	}
 	files, network := p.confinesFiles(), p.restrictsNetwork()
 	if !files && !network {
 		return "linuxSeccomp", nil
@@ -330,6 +338,19 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 		}
 	}
 	st := &sandboxStage{cfg: cfg, live: &s.live, pool: &s.warm}
+	if routed {
+		if !files && s.mechanism() == mechanismNamespaces {
+			// Only the network namespace is wanted: the file system stays the host's.
+			q := *p
+			q.FullRead, q.FullWrite = true, true
+			st.cfg.Profile = &q
+			st.cfg.Namespaces, st.cfg.PidNS = true, s.isolatePids
+			st.cfg.MaxProcs = s.maxProcesses()
+		}
+		if err := st.bridgeTo(spec.bridge...); err != nil {
+			return "", errInvalidParams("enforceManagedNetwork: %v", err)
+		}
+	}
 	if cfg.Namespaces {
 		if st.release, err = s.synthetic.acquire(p.Protected); err != nil {
 			return "", errInternal("sandbox: %v", err)
@@ -360,14 +381,15 @@ type sandboxStage struct {
 
 // bridgeTo makes the command reach the proxy listeners addrs (on the server's loopback)
 // through listeners in its network namespace, under seccompProxyRouted (docs/network.md
-// §4). Only a namespace stage with a pid namespace of its own can: anywhere else it fails
-// closed.
+// §4). Only a namespace stage with a pid namespace of its own, whose command has no network
+// of its own, can: anywhere else it fails closed (confine gives a routed command such a
+// stage where the host allows it).
 func (st *sandboxStage) bridgeTo(addrs ...string) error {
 	switch {
 	case st == nil || !st.cfg.Profile.restrictsNetwork():
-		return nil // the command has the network: the proxy is on its loopback
+		return errors.New("sandbox: the managed network bridge needs a stage whose command has no network of its own")
 	case !st.cfg.Namespaces || !st.cfg.PidNS:
-		return errors.New("sandbox: the managed network proxy needs the namespace sandbox with a pid namespace under a restricted network")
+		return errors.New("sandbox: the managed network bridge needs the namespace sandbox with a pid namespace of its own (not --linux-sandbox-pid-namespace inherit, not the Landlock fallback); refusing rather than run the process with a proxy it cannot reach")
 	case len(addrs) == 0 || len(addrs) > netBridgeMaxListeners:
 		return fmt.Errorf("sandbox: %d proxy listeners to bridge", len(addrs))
 	}
@@ -656,7 +678,7 @@ func runSandboxStage() {
 			}
 		}
 	}
-	var bridged [][2]string // host proxy address, namespace listener address
+	var bridged map[string]string // host proxy address → namespace listener address
 	if len(cfg.Bridge) > 0 {
 		if bridged, err = stageBridge(&cfg); err != nil {
 			fail(fmt.Errorf("sandbox: %w", err))
@@ -695,8 +717,8 @@ func runSandboxStage() {
 			attr.Env[i] = kv[:len(kv)-1]
 		}
 	}
-	for _, b := range bridged {
-		attr.Env = bridgeRewriteEnv(attr.Env, b[0], b[1])
+	if bridged != nil {
+		attr.Env = bridgeRewriteEnv(attr.Env, bridged)
 	}
 	if limit != nil {
 		// The command inherits the cap as its soft limit (capProcesses): the filter keeps the
@@ -1194,8 +1216,8 @@ func stageErrorText(err error) string {
 
 // stageBridge makes one listener per proxy in the stage's network namespace, sends them to
 // the server on stageBridgeFD and closes its copies (docs/network.md §4). It returns, for
-// each, the proxy's address and the listener's, for the command's environment.
-func stageBridge(cfg *stageConfig) ([][2]string, error) {
+// the command's environment, each proxy's address mapped to its listener's.
+func stageBridge(cfg *stageConfig) (map[string]string, error) {
 	if !cfg.Namespaces || !cfg.PidNS || !cfg.Profile.restrictsNetwork() || cfg.Seccomp.base() != seccompProxyRouted {
 		return nil, errors.New("a bridge outside a namespace stage with a restricted network")
 	}
@@ -1205,14 +1227,14 @@ func stageBridge(cfg *stageConfig) ([][2]string, error) {
 			f.Close()
 		}
 	}()
-	var pairs [][2]string
+	pairs := make(map[string]string, len(cfg.Bridge))
 	for _, addr := range cfg.Bridge {
 		f, port, err := bridgeListen()
 		if err != nil {
 			return nil, err
 		}
 		lns = append(lns, f)
-		pairs = append(pairs, [2]string{addr, bridgePortText(port)})
+		pairs[addr] = bridgePortText(port)
 	}
 	if err := sendBridgeListeners(stageBridgeFD, lns); err != nil {
 		return nil, err
@@ -1255,7 +1277,21 @@ func (s *sandboxer) statusLines(w io.Writer) {
 		fmt.Fprintf(bw, "landlock: unavailable\n")
 	}
 	fmt.Fprintf(bw, "processes: %s\n", s.processCapText())
+	fmt.Fprintf(bw, "managed network: %s\n", s.routingText())
 	bw.Flush()
+}
+
+// routingText says whether a command can be routed through its proxy here
+// (enforceManagedNetwork, docs/network.md §4): the bridge needs the namespace sandbox with a
+// pid namespace of its own.
+func (s *sandboxer) routingText() string {
+	switch {
+	case s.mechanism() != mechanismNamespaces:
+		return "enforceManagedNetwork refused: the bridge needs the namespace sandbox (" + s.describe() + ")"
+	case !s.isolatePids:
+		return "enforceManagedNetwork refused: the bridge needs a pid namespace of its own (--linux-sandbox-pid-namespace inherit)"
+	}
+	return "enforceManagedNetwork routes the command through its proxy (a network namespace and the bridge)"
 }
 
 // processCapText says how --linux-sandbox-max-processes is enforced here (docs/sandbox.md §2,

@@ -77,6 +77,7 @@ func (w *wsServer) leave() {
 }
 
 func (w *wsServer) serve(ln net.Listener) error {
+	defer w.srv.listening.add(ln.Addr())()
 	err := w.http.Serve(peerCheckedListener{ln, w})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

@@ -1,0 +1,565 @@
+package main
+
+// Tests of process/start routing a sandboxed command through the bridge into its network
+// namespace (proc_netproxy.go, docs/network.md §4): real children under the namespace stage,
+// curl through $HTTP_PROXY and directly to the host's listeners. Every verdict is read on the
+// host: which paths the test hosts received. A new file: these tests need the Linux
+// namespace stage, which proc_netproxy_test.go's do not.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// npLocalEnv makes the test binary the local-binding probe: it listens on 127.0.0.1:0 in its
+// network namespace, connects to itself and passes a byte, printing "local=ok" or
+// "local=<error>".
+const npLocalEnv = "EXEC_SERVER_NPLOCAL"
+
+func init() {
+	if os.Getenv(npLocalEnv) == "" || isSandboxStage() {
+		return
+	}
+	os.Exit(npLocalProbe())
+}
+
+func npLocalProbe() int {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		fmt.Printf("local=%v\n", err)
+		return 0
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		fmt.Printf("local=%v\n", err)
+		return 0
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		fmt.Printf("local=%v\n", err)
+		return 0
+	}
+	defer s.Close()
+	c.Write([]byte{'x'})
+	b := make([]byte, 1)
+	if _, err := s.Read(b); err != nil || b[0] != 'x' {
+		fmt.Printf("local=read %v\n", err)
+		return 0
+	}
+	fmt.Println("local=ok")
+	return 0
+}
+
+// npLocalScript runs the local-binding probe in the command's namespace.
+func npLocalScript(t *testing.T) string {
+	return npLocalEnv + "=1 GORACE='" + sbGORACE + "' " + testBinary(t) + "; "
+}
+
+// routedHost is a test HTTP server answering "hello <path>" on 127.0.0.1, on ::1 and on a
+// non-loopback IPv4 address of the host when there is one, each on a port of its own, and
+// recording every path it was asked for (absolute-form requests, as a proxy gets them,
+// included).
+type routedHost struct {
+	mu    sync.Mutex
+	paths []string
+	v4    int    // port on 127.0.0.1
+	v6    int    // port on ::1, 0 when the host has no IPv6 loopback
+	ifURL string // "http://IP:PORT" on a host interface, "" when there is none
+}
+
+func newRoutedHost(t *testing.T) *routedHost {
+	t.Helper()
+	netProxyTestHost(t) // skips without curl
+	h := &routedHost{}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		h.paths = append(h.paths, r.URL.Path)
+		h.mu.Unlock()
+		fmt.Fprintf(w, "hello %s", r.URL.Path)
+	})}
+	serve := func(network, addr string) int {
+		ln, err := net.Listen(network, addr)
+		if err != nil {
+			return 0
+		}
+		go srv.Serve(ln)
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	t.Cleanup(func() { srv.Close() })
+	if h.v4 = serve("tcp4", "127.0.0.1:0"); h.v4 == 0 {
+		t.Fatal("cannot listen on 127.0.0.1")
+	}
+	h.v6 = serve("tcp6", "[::1]:0")
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+				if port := serve("tcp4", ipn.IP.String()+":0"); port != 0 {
+					h.ifURL = fmt.Sprintf("http://%s:%d", ipn.IP, port)
+					break
+				}
+			}
+		}
+	}
+	return h
+}
+
+// got returns the paths received so far.
+func (h *routedHost) got() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.paths)
+}
+
+// directScript tries the host's listeners directly (curl ignoring the proxy variables), each
+// printing "=<status>"; none may arrive.
+func (h *routedHost) directScript() string {
+	s := curlDirect(fmt.Sprintf("http://127.0.0.1:%d/direct-v4", h.v4))
+	if h.v6 != 0 {
+		s += curlDirect(fmt.Sprintf("http://[::1]:%d/direct-v6", h.v6))
+	}
+	if h.ifURL != "" {
+		s += curlDirect(h.ifURL + "/direct-if")
+	}
+	return s
+}
+
+// curlDirect fetches url without a proxy, printing the status (000: no connection).
+func curlDirect(url string) string {
+	return `curl -sS -g -m 5 --noproxy '*' -o /dev/null -w 'direct=%{http_code}\n' ` + url + `; `
+}
+
+// listeningScript prints the TCP ports listening in the command's network namespace, as
+// "listen=PORT" lines (from /proc/net/tcp{,6}, state 0A).
+const listeningScript = `for f in /proc/net/tcp /proc/net/tcp6; do tail -n +2 $f; done | ` +
+	`while read -r _ l _ st _; do [ "$st" = 0A ] && printf 'listen=%d\n' 0x${l##*:}; done | sort; `
+
+var (
+	listenRE    = regexp.MustCompile(`(?m)^listen=(\d+)$`)
+	proxyPortRE = regexp.MustCompile(`(?m)^(?:HTTP_PROXY=http|ALL_PROXY=socks5h)://127\.0\.0\.1:(\d+)$`)
+)
+
+// netBridgeGoroutines counts the goroutines running the bridge's code.
+func netBridgeGoroutines() int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("(*netBridge)")) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitNoNetBridgeGoroutines waits briefly (the bridges were closed, their goroutines are
+// returning) until no goroutine runs the bridge's code.
+func waitNoNetBridgeGoroutines(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for netBridgeGoroutines() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines of the bridge still run after process/closed", netBridgeGoroutines())
+		}
+		runtime.Gosched()
+	}
+}
+
+// workspaceTestSandbox is a managed sandbox reading everything and writing dir only.
+func workspaceTestSandbox(network, dir string) map[string]any {
+	return map[string]any{
+		"permissions": map[string]any{
+			"type": "managed", "network": network,
+			"file_system": map[string]any{"type": "restricted", "entries": []any{
+				map[string]any{"path": map[string]any{"type": "special", "value": map[string]any{"kind": "root"}}, "access": "read"},
+				map[string]any{"path": map[string]any{"type": "path", "path": fileURI(dir)}, "access": "write"},
+			}},
+		},
+		"windowsSandboxLevel": "disabled",
+	}
+}
+
+// fullWriteTestSandbox is a managed sandbox writing everything: it confines no file, only
+// the network.
+func fullWriteTestSandbox(network string) map[string]any {
+	return map[string]any{
+		"permissions": map[string]any{
+			"type": "managed", "network": network,
+			"file_system": map[string]any{"type": "restricted", "entries": []any{
+				map[string]any{"path": map[string]any{"type": "special", "value": map[string]any{"kind": "root"}}, "access": "write"},
+			}},
+		},
+		"windowsSandboxLevel": "disabled",
+	}
+}
+
+// TestProcessNetProxyRouted: with enforceManagedNetwork, a sandboxed command (read-only,
+// workspace-write or full-write, network restricted or enabled) runs in a network namespace
+// whose only listeners are the bridge's (its proxy variables name them), an allowed fetch
+// through $HTTP_PROXY and one through $ALL_PROXY (SOCKS5) reach the host, a denied one gets
+// the 403 body, every direct connection (the host's 127.0.0.1, ::1 and interface addresses)
+// fails, it may listen on and connect to its namespace's lo (as with the reference,
+// allowLocalBinding or not), and once the process closed neither the proxy nor the bridge
+// has a goroutine left.
+func TestProcessNetProxyRouted(t *testing.T) {
+	requireUserNamespaces(t)
+	for _, c := range []struct {
+		name    string
+		sandbox func(dir string) map[string]any
+	}{
+		{"read-only restricted", func(string) map[string]any { return netProxyTestSandbox("restricted") }},
+		{"read-only enabled", func(string) map[string]any { return netProxyTestSandbox("enabled") }},
+		{"workspace-write restricted", func(dir string) map[string]any { return workspaceTestSandbox("restricted", dir) }},
+		{"workspace-write enabled", func(dir string) map[string]any { return workspaceTestSandbox("enabled", dir) }},
+		{"full-write restricted", func(string) map[string]any { return fullWriteTestSandbox("restricted") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newRoutedHost(t)
+			tc := startTestServer(t).connect(t)
+			script := `env | grep -E '^(HTTP_PROXY|ALL_PROXY)=' | sort; ` + listeningScript +
+				curlLine(fmt.Sprintf("http://127.0.0.1:%d/ok", h.v4)) +
+				curlLine(fmt.Sprintf("http://localhost:%d/no", h.v4)) +
+				`curl -sS -m 5 --proxy "$ALL_PROXY" -w '\n=%{http_code}\n' ` + fmt.Sprintf("http://127.0.0.1:%d/socks; ", h.v4) +
+				h.directScript() + npLocalScript(t)
+			params := netProxyStartParams(t, "rt", script, map[string]any{
+				"domains": map[string]string{"127.0.0.1": "allow"}, "enableSocks5": true,
+			}, 0)
+			params["sandbox"] = c.sandbox(t.TempDir())
+			params["enforceManagedNetwork"] = true
+			r := tc.run(params)
+			out := r.stdout()
+			got := h.got()
+			t.Logf("child output:\n%s%s\nhost received %q", out, r.stderr(), got)
+			var listening, named []string
+			for _, m := range listenRE.FindAllStringSubmatch(out, -1) {
+				listening = append(listening, m[1])
+			}
+			for _, m := range proxyPortRE.FindAllStringSubmatch(out, -1) {
+				named = append(named, m[1])
+			}
+			slices.Sort(named)
+			if len(named) != 2 || !slices.Equal(listening, named) {
+				t.Errorf("the namespace listens on %v, the proxy variables name %v: want the same two ports", listening, named)
+			}
+			if !strings.Contains(out, "hello /ok\n=200\n") || !slices.Contains(got, "/ok") {
+				t.Errorf("the allowed fetch through $HTTP_PROXY did not reach the host")
+			}
+			if !strings.Contains(out, "hello /socks\n=200\n") || !slices.Contains(got, "/socks") {
+				t.Errorf("the allowed fetch through $ALL_PROXY (SOCKS5) did not reach the host")
+			}
+			if !strings.Contains(out, `"reason":"not_allowed_local"`) || !strings.Contains(out, "\n=403\n") || slices.Contains(got, "/no") {
+				t.Errorf("the denied fetch did not get the 403 body")
+			}
+			for _, p := range got {
+				if strings.HasPrefix(p, "/direct") {
+					t.Errorf("a direct connection reached the host: %s", p)
+				}
+			}
+			if n := strings.Count(out, "direct=000\n"); n != strings.Count(h.directScript(), "curl") {
+				t.Errorf("%d direct attempts failed to connect, want all", n)
+			}
+			if !strings.Contains(out, "local=ok\n") {
+				t.Errorf("the command cannot listen on and connect to its namespace's lo (the reference lets it)")
+			}
+			waitNoNetProxyGoroutines(t)
+			waitNoNetBridgeGoroutines(t)
+		})
+	}
+}
+
+// TestProcessNetProxyUnrouted: without enforceManagedNetwork a sandbox restricting the
+// network runs its command with the proxy's variables naming the host's ports, which it
+// cannot reach (the reference's behaviour, measured): nothing listens in its namespace, the
+// fetch fails, the host receives nothing, and no IP socket opens (managedNetwork's
+// allowLocalBinding changes none of it, as with the reference).
+func TestProcessNetProxyUnrouted(t *testing.T) {
+	requireUserNamespaces(t)
+	h := newRoutedHost(t)
+	tc := startTestServer(t).connect(t)
+	script := `env | grep -E '^HTTP_PROXY=' ; ` + listeningScript +
+		`curl -sS -m 5 -o /dev/null -w 'proxied=%{http_code}\n' ` + fmt.Sprintf("http://127.0.0.1:%d/via", h.v4) + `; ` + h.directScript() + npLocalScript(t)
+	params := netProxyStartParams(t, "un", script, map[string]any{"domains": map[string]string{"127.0.0.1": "allow"}}, 0)
+	params["sandbox"] = netProxyTestSandbox("restricted")
+	params["managedNetwork"] = map[string]any{"allowLocalBinding": true}
+	r := tc.run(params)
+	out := r.stdout()
+	got := h.got()
+	t.Logf("child output:\n%s%s\nhost received %q", out, r.stderr(), got)
+	if !proxyURLRE.MatchString(out) {
+		t.Errorf("the child lacks the proxy's variables")
+	}
+	if listenRE.MatchString(out) {
+		t.Errorf("something listens in the command's namespace")
+	}
+	if !strings.Contains(out, "proxied=000\n") || len(got) != 0 {
+		t.Errorf("the restricted command reached the host")
+	}
+	if !strings.Contains(out, "local=socket: operation not permitted") && !strings.Contains(out, "local=listen tcp4 127.0.0.1:0: socket: operation not permitted") {
+		t.Errorf("the restricted, unrouted command could open an IP socket (the reference denies it)")
+	}
+	waitNoNetProxyGoroutines(t)
+}
+
+// TestProcessNetProxyLoopbackPorts: with enforceManagedNetwork and no networkProxy, the
+// command's own proxy variables naming a loopback port that managedNetwork.loopbackPorts
+// lists (here the test host, playing an HTTP proxy, named as localhost) are bridged: the
+// variable names the namespace's listener (127.0.0.1), a fetch through it arrives on the
+// host, a variable naming anything else is left as it is, and direct connections fail.
+func TestProcessNetProxyLoopbackPorts(t *testing.T) {
+	requireUserNamespaces(t)
+	for _, network := range []string{"restricted", "enabled"} {
+		t.Run(network, func(t *testing.T) {
+			h := newRoutedHost(t)
+			tc := startTestServer(t).connect(t)
+			script := `env | grep -E '^(HTTP_PROXY|http_proxy|PIP_PROXY)=' | sort; ` + listeningScript +
+				curlLine("http://example.invalid/lp") + h.directScript()
+			params := procStart(t, "lp", "sh", "-c", script)
+			env := params["env"].(map[string]string)
+			env["HTTP_PROXY"] = fmt.Sprintf("http://localhost:%d", h.v4)
+			env["http_proxy"] = fmt.Sprintf("http://127.0.0.1:%d/", h.v4)
+			env["PIP_PROXY"] = "http://proxy.example:3128"
+			params["sandbox"] = netProxyTestSandbox(network)
+			params["enforceManagedNetwork"] = true
+			params["managedNetwork"] = map[string]any{"loopbackPorts": []int{h.v4}}
+			r := tc.run(params)
+			out := r.stdout()
+			got := h.got()
+			t.Logf("child output:\n%s%s\nhost received %q", out, r.stderr(), got)
+			listening := listenRE.FindAllStringSubmatch(out, -1)
+			if len(listening) != 1 {
+				t.Fatalf("the namespace listens on %d ports, want 1", len(listening))
+			}
+			ns := "127.0.0.1:" + listening[0][1]
+			if !strings.Contains(out, "HTTP_PROXY=http://"+ns+"\n") || !strings.Contains(out, "http_proxy=http://"+ns+"/\n") {
+				t.Errorf("the proxy variables do not name the namespace's listener %s", ns)
+			}
+			if !strings.Contains(out, "PIP_PROXY=http://proxy.example:3128\n") {
+				t.Errorf("a proxy variable naming no loopback endpoint was changed")
+			}
+			if !strings.Contains(out, "hello /lp\n=200\n") || !slices.Contains(got, "/lp") {
+				t.Errorf("the fetch through the bridged proxy variable did not arrive")
+			}
+			for _, p := range got {
+				if strings.HasPrefix(p, "/direct") {
+					t.Errorf("a direct connection reached the host: %s", p)
+				}
+			}
+			waitNoNetBridgeGoroutines(t)
+		})
+	}
+}
+
+// TestProcessNetProxyRoutedStages: a stage that cannot hold the bridge refuses a routed start
+// with a reason, and no process runs: --linux-sandbox-pid-namespace inherit, and the
+// Landlock fallback.
+func TestProcessNetProxyRoutedStages(t *testing.T) {
+	requireUserNamespaces(t)
+	for _, c := range []struct{ name, pidns, mech string }{
+		{"pid namespace inherit", "inherit", "namespaces"},
+		{"landlock", "isolate", "landlock"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sbx, err := newSandboxer(c.pidns, c.mech)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc := startTestServer(t, func(s *server) { s.sandbox = sbx }).connect(t)
+			params := netProxyStartParams(t, "st", "true", nil, 0)
+			params["sandbox"] = netProxyTestSandbox("restricted")
+			params["enforceManagedNetwork"] = true
+			err2 := tc.callErr("process/start", params)
+			if err2 == nil || err2.Code != codeInvalidParams || !strings.Contains(err2.Message, "pid namespace of its own") {
+				t.Fatalf("error %+v, want -32602 naming the stage it needs", err2)
+			}
+			t.Logf("%d %s", err2.Code, err2.Message)
+			waitNoNetProxyGoroutines(t)
+		})
+	}
+}
+
+// TestProcessNetProxyRoutedFailedStart: a routed start that fails after the stage made and
+// handed over its bridge listeners (the program is in a directory the sandbox denies) ends
+// the proxy and the bridge: no goroutine of either is left, and the id is free again.
+func TestProcessNetProxyRoutedFailedStart(t *testing.T) {
+	requireUserNamespaces(t)
+	dir := t.TempDir()
+	denied := dir + "/denied"
+	prog := denied + "/prog"
+	if err := os.MkdirAll(denied, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tc := startTestServer(t).connect(t)
+	sandbox := netProxyTestSandbox("restricted")
+	entries := sandbox["permissions"].(map[string]any)["file_system"].(map[string]any)["entries"].([]any)
+	sandbox["permissions"].(map[string]any)["file_system"].(map[string]any)["entries"] = append(entries,
+		map[string]any{"path": map[string]any{"type": "path", "path": fileURI(denied)}, "access": "none"})
+	params := netProxyStartParams(t, "fs", "true", nil, 0)
+	params["argv"] = []string{prog}
+	params["sandbox"] = sandbox
+	params["enforceManagedNetwork"] = true
+	err := tc.callErr("process/start", params)
+	if err == nil {
+		t.Fatal("the start of a denied program succeeded")
+	}
+	t.Logf("%d %s", err.Code, err.Message)
+	if !strings.Contains(err.Message, "Permission denied") {
+		t.Fatalf("the start failed before the stage ran the program: %s", err.Message)
+	}
+	waitNoNetProxyGoroutines(t)
+	waitNoNetBridgeGoroutines(t)
+	r := tc.run(with(procStart(t, "fs", "echo", "free")))
+	if r.stdout() != "free\n" {
+		t.Errorf("the id was not freed: %q", r.stdout())
+	}
+}
+
+// TestCapabilityNetworkProxyLaunch backs networkProxyLaunch: process/start launches the
+// proxy and its child reaches it unsandboxed, under a sandbox with the network, and routed
+// through the bridge under enforceManagedNetwork; the routing refuses what cannot hold.
+func TestCapabilityNetworkProxyLaunch(t *testing.T) {
+	t.Run("fetches", TestProcessNetProxyFetches)
+	t.Run("routed", TestProcessNetProxyRouted)
+	t.Run("unrouted", TestProcessNetProxyUnrouted)
+	t.Run("loopbackPorts", TestProcessNetProxyLoopbackPorts)
+	t.Run("refusals", TestProcessNetProxyRefusals)
+	t.Run("failed start", TestProcessNetProxyRoutedFailedStart)
+}
+
+// TestCapabilityNetworkProxyReviewDomains backs networkProxyReviewDomains: a review domain
+// is put to the client as network/policyRequest, whose answer decides, and a question left
+// unanswered ends with the process.
+func TestCapabilityNetworkProxyReviewDomains(t *testing.T) {
+	t.Run("review", TestProcessNetProxyReviewOverWebsocket)
+	t.Run("end", TestProcessNetProxyEndCancelsQuestion)
+}
+
+// countingListener counts the connections it accepted.
+type countingListener struct {
+	net.Listener
+	mu sync.Mutex
+	n  int
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.n++
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+func (l *countingListener) accepted() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// TestProcessNetProxyNoConnectBack: a sandboxed command whose proxy policy allows this host's
+// 127.0.0.1 cannot reach its own exec-server through the proxy (a CONNECT tunnel carrying a
+// websocket upgrade, a plain request), routed or on the host's network, and a routed one
+// cannot list the server's port in loopbackPorts: read on the host, the server's listener
+// accepted no connection. The proxy dials from the server, where the connect-back check
+// would not see the sandbox behind it.
+func TestProcessNetProxyNoConnectBack(t *testing.T) {
+	requireUserNamespaces(t)
+	ts := startTestServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := &countingListener{Listener: ln}
+	ws := newWSServer(ts.srv)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		ws.serve(counted)
+	}()
+	defer func() {
+		ws.close()
+		<-served
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	tc := ts.connect(t)
+	upgrade := `-H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=='`
+	script := fmt.Sprintf(`curl -sS -m 5 -p -o /dev/null -w 'tunnel=%%{http_code}\n' %s http://127.0.0.1:%d/; `+
+		`curl -sS -m 5 -o /dev/null -w 'plain=%%{http_code}\n' http://127.0.0.1:%d/; `, upgrade, port, port)
+	for _, c := range []struct {
+		name    string
+		network string
+		enforce bool
+	}{{"routed", "restricted", true}, {"host network", "enabled", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			params := netProxyStartParams(t, "cb-"+c.network, script, map[string]any{"domains": map[string]string{"127.0.0.1": "allow"}}, 0)
+			params["sandbox"] = netProxyTestSandbox(c.network)
+			params["enforceManagedNetwork"] = c.enforce
+			r := tc.run(params)
+			t.Logf("child output:\n%s%s", r.stdout(), r.stderr())
+			if n := counted.accepted(); n != 0 {
+				t.Errorf("the server's listener accepted %d connections from the sandboxed command's proxy", n)
+			}
+		})
+	}
+	t.Run("loopbackPorts", func(t *testing.T) {
+		params := procStart(t, "cb-lp", "true")
+		params["env"].(map[string]string)["HTTP_PROXY"] = fmt.Sprintf("http://127.0.0.1:%d", port)
+		params["sandbox"] = netProxyTestSandbox("restricted")
+		params["enforceManagedNetwork"] = true
+		params["managedNetwork"] = map[string]any{"loopbackPorts": []int{port}}
+		e := tc.callErr("process/start", params)
+		if e == nil || e.Code != codeInvalidParams || !strings.Contains(e.Message, "own listener") {
+			t.Errorf("error %+v, want -32602 naming the server's own listener", e)
+		} else {
+			t.Logf("%d %s", e.Code, e.Message)
+		}
+	})
+}
+
+// TestShellSnapshotCaptureIsRouted: the login shell a routed command's shell snapshot is
+// captured from is routed as the command is: under enforceManagedNetwork with a profile that
+// has the network, the profile's direct fetch never reaches the host, its fetch through the
+// proxy does, and the command still sees the profile's export.
+func TestShellSnapshotCaptureIsRouted(t *testing.T) {
+	requireUserNamespaces(t)
+	h := newRoutedHost(t)
+	tc := startTestServer(t).connect(t)
+	bash := shellPath(t, "bash")
+	home := snapshotHome(t, "bash", fmt.Sprintf(`curl -sS -m 3 --noproxy '*' -o /dev/null http://127.0.0.1:%d/profile-direct 2>/dev/null
+curl -sS -m 3 -o /dev/null http://127.0.0.1:%d/profile-proxied 2>/dev/null
+`, h.v4, h.v4))
+	params := snapshotStart(t, "sr", "bash", bash, home, "routed", `echo "var=$SNAP_VAR"`)
+	var proxy map[string]any
+	json.Unmarshal([]byte(netProxyBaseConfig), &proxy)
+	proxy["domains"] = map[string]string{"127.0.0.1": "allow"}
+	params["networkProxy"] = map[string]any{"proxy": proxy}
+	params["sandbox"] = netProxyTestSandbox("enabled")
+	params["enforceManagedNetwork"] = true
+	r := tc.run(params)
+	got := h.got()
+	t.Logf("command: %q %q; host received %q", r.stdout(), r.stderr(), got)
+	if r.stdout() != "var=from profile\n" {
+		t.Errorf("the command did not see the snapshot's export")
+	}
+	if slices.Contains(got, "/profile-direct") {
+		t.Errorf("the capture's login shell connected to the host directly")
+	}
+	if !slices.Contains(got, "/profile-proxied") {
+		t.Errorf("the capture's login shell did not reach the host through the proxy")
+	}
+}
