@@ -70,6 +70,7 @@ type npConfig struct {
 	quiet                      float64
 	quietMax                   time.Duration
 	hold                       bool
+	floor                      bool // also measure a bare proxy (bareproxy.go) each round
 }
 
 // npServer is a launched server with its proxied process.
@@ -96,6 +97,7 @@ func runNetProxy(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.idleProcs, "idle-procs", 64, "processes of the idle-memory row (0: skip it)")
 	fs.Float64Var(&cfg.quiet, "quiet", 0.85, "before each run, wait until this share of CPU time is idle (0: do not wait)")
 	fs.DurationVar(&cfg.quietMax, "quiet-max", 30*time.Second, "longest wait for a quiet machine")
+	fs.BoolVar(&cfg.floor, "floor", true, "also measure a bare splice proxy each round: the floor of any proxy here, against server B")
 	fs.BoolVar(&cfg.hold, "hold", false, "start the servers and proxied processes, print NAME ADDR, hold until SIGINT/SIGTERM")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -143,6 +145,15 @@ func runNetProxy(args []string, stdout, stderr io.Writer) int {
 	}
 
 	res := newResults(npRows(cfg))
+	var bare *bareProxy
+	if cfg.floor && len(servers) == 2 {
+		var err error
+		if bare, err = startBareProxy(); err != nil {
+			logf("bench netproxy: bare proxy: %v", err)
+			return 1
+		}
+		defer bare.close()
+	}
 	busy := 0
 	started := time.Now()
 	for round := range cfg.rounds {
@@ -162,7 +173,14 @@ func runNetProxy(args []string, stdout, stderr io.Writer) int {
 				}
 			}
 			sd := side(i)
-			if err := npBenchRun(cfg, res, sd, round, s.proxy, s.srv.pid); err != nil {
+			f, err := npBenchRun(cfg, res, sd, round, s.proxy, s.srv.pid)
+			if err == nil && sd == sideB && bare != nil {
+				// The floor rows: the bare proxy (as side A) against this same round's B.
+				for _, k := range []string{"HTTP", "CONNECT", "ConnectLatency"} {
+					res.add(npFloorKey[k], sideB, round, f[k].figure)
+				}
+			}
+			if err != nil {
 				logf("  %s: %v", s.name, err)
 				for _, k := range []string{"np-http", "np-connect", "np-latency", "np-cpu-http", "np-cpu-connect", "np-cpu-latency"} {
 					res.fail(k, sd, err)
@@ -177,6 +195,20 @@ func runNetProxy(args []string, stdout, stderr io.Writer) int {
 					res.fail("np-idle", sd, err)
 				} else {
 					res.add("np-idle", sd, round, kib)
+				}
+			}
+		}
+		if bare != nil {
+			logf("round %d/%d: bare proxy (floor)", round+1, cfg.rounds)
+			if cfg.quiet > 0 {
+				waitQuiet(cfg.quiet, cfg.quietMax, logf)
+			}
+			f, err := npRunTest(cfg, "ours", []string{"EXEC_SERVER_PROXY_UNDER_TEST=" + bare.addr()}, 0)
+			if err != nil {
+				logf("  bare proxy: %v", err)
+			} else {
+				for _, k := range []string{"HTTP", "CONNECT", "ConnectLatency"} {
+					res.add(npFloorKey[k], sideA, round, f[k].figure)
 				}
 			}
 		}
@@ -217,9 +249,15 @@ func npRows(cfg *npConfig) []*row {
 		{key: "np-cpu-http", title: "server CPU time per 256 MiB GET", unit: "ms", kind: level},
 		{key: "np-cpu-connect", title: "server CPU time per 256 MiB through CONNECT", unit: "ms", kind: level},
 		{key: "np-cpu-latency", title: "server CPU time per CONNECT + 1-byte echo", unit: "µs", kind: level},
+		{key: "np-floor-http", title: "floor: a bare splice proxy (no policy, no notification), GET of 256 MiB, against B", unit: "MB/s", kind: throughput, target: target{op: "≥", ratio: 1.5}},
+		{key: "np-floor-connect", title: "floor: a bare splice proxy, 256 MiB through CONNECT, against B", unit: "MB/s", kind: throughput, target: target{op: "≥", ratio: 1.5}},
+		{key: "np-floor-latency", title: "floor: a bare splice proxy, CONNECT + 200 + 1-byte echo, against B", unit: "µs", kind: level, target: target{op: "≤", ratio: 0.5}},
 		{key: "np-idle", title: fmt.Sprintf("server RSS per idle proxied process, beyond an unproxied one (%d each)", cfg.idleProcs), unit: "KiB", kind: level, target: target{abs: 64}},
 	}
 }
+
+// npFloorKey is the floor row of each benchmark.
+var npFloorKey = map[string]string{"HTTP": "np-floor-http", "CONNECT": "np-floor-connect", "ConnectLatency": "np-floor-latency"}
 
 // npBenchLine is one result line of `go test -bench`.
 var npBenchLine = regexp.MustCompile(`^BenchmarkNetProxy(HTTP|CONNECT|ConnectLatency)/(\w+)(?:-\d+)?\s+(\d+)\s+([0-9.]+) ns/op(?:\s+([0-9.]+) MB/s)?`)
@@ -310,7 +348,7 @@ const clockTicks = 100
 
 // npBenchRun measures the proxy at addr of server pid for side sd. Side A's proxy is the
 // benchmarks' "ours" (EXEC_SERVER_PROXY_UNDER_TEST), side B's their "reference".
-func npBenchRun(cfg *npConfig, res *results, sd side, round int, addr string, pid int) error {
+func npBenchRun(cfg *npConfig, res *results, sd side, round int, addr string, pid int) (map[string]npRun, error) {
 	sub, env := "ours", "EXEC_SERVER_PROXY_UNDER_TEST="+addr
 	if sd == sideB {
 		sub, env = "reference", "EXEC_SERVER_REFERENCE_PROXY="+addr
@@ -319,7 +357,7 @@ func npBenchRun(cfg *npConfig, res *results, sd side, round int, addr string, pi
 	// proxy of its own.
 	f, err := npRunTest(cfg, sub, []string{"EXEC_SERVER_PROXY_UNDER_TEST=" + addr, env}, pid)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	res.add("np-http", sd, round, f["HTTP"].figure)
 	res.add("np-connect", sd, round, f["CONNECT"].figure)
@@ -329,7 +367,7 @@ func npBenchRun(cfg *npConfig, res *results, sd side, round int, addr string, pi
 		res.add("np-cpu-connect", sd, round, 1e3*f["CONNECT"].cpuPerOp)
 		res.add("np-cpu-latency", sd, round, 1e6*f["ConnectLatency"].cpuPerOp)
 	}
-	return nil
+	return f, nil
 }
 
 // npLimits measures the same work without a proxy: the "direct" sub-benchmarks.
