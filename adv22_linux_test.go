@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -85,6 +88,31 @@ func (p *advConnectProxy) serve(c net.Conn) {
 	<-done
 }
 
+// advCountedServer starts a test server with a second websocket listener whose accepted
+// connections are counted: the host-side verdict of a connect-back attempt.
+func advCountedServer(t *testing.T, opts ...func(*server)) (*testServer, *countingListener, int) {
+	t.Helper()
+	ts := startTestServer(t, opts...)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := &countingListener{Listener: ln}
+	ws := newWSServer(ts.srv)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		ws.serve(counted)
+	}()
+	t.Cleanup(func() {
+		ws.close()
+		<-served
+	})
+	return ts, counted, ln.Addr().(*net.TCPAddr).Port
+}
+
+const advUpgrade = `-H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=='`
+
 func (p *advConnectProxy) addr() string { return p.ln.Addr().String() }
 
 func (p *advConnectProxy) asked() []string {
@@ -107,29 +135,12 @@ func TestAdv22UpstreamConnectBack(t *testing.T) {
 	up := startAdvConnectProxy(t)
 	t.Setenv("HTTPS_PROXY", "http://"+up.addr())
 	t.Setenv("HTTP_PROXY", "")
-	ts := startTestServer(t, func(s *server) { s.cfg.netproxy.tcpUpstream = tcpUpstreamFlag(up.addr()) })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	counted := &countingListener{Listener: ln}
-	ws := newWSServer(ts.srv)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		ws.serve(counted)
-	}()
-	defer func() {
-		ws.close()
-		<-served
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	ts, counted, port := advCountedServer(t, func(s *server) { s.cfg.netproxy.tcpUpstream = tcpUpstreamFlag(up.addr()) })
 	tc := ts.connect(t)
-	upgrade := `-H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=='`
 
 	t.Run("allowUpstreamProxy", func(t *testing.T) {
 		before := counted.accepted()
-		script := fmt.Sprintf(`curl -sS -m 5 -p -o /dev/null -w 'tunnel=%%{http_code}\n' %s http://127.0.0.1:%d/`, upgrade, port)
+		script := fmt.Sprintf(`curl -sS -m 5 -p -o /dev/null -w 'tunnel=%%{http_code}\n' %s http://127.0.0.1:%d/`, advUpgrade, port)
 		params := netProxyStartParams(t, "adv-up", script, map[string]any{
 			"domains":            map[string]string{"127.0.0.1": "allow"},
 			"allowUpstreamProxy": true,
@@ -145,7 +156,7 @@ func TestAdv22UpstreamConnectBack(t *testing.T) {
 
 	t.Run("tcpUpstream", func(t *testing.T) {
 		before := counted.accepted()
-		script := fmt.Sprintf(`curl -sS -m 5 -o /dev/null -w 'socks=%%{http_code}\n' %s --proxy "$ALL_PROXY" http://127.0.0.1:%d/`, upgrade, port)
+		script := fmt.Sprintf(`curl -sS -m 5 -o /dev/null -w 'socks=%%{http_code}\n' %s --proxy "$ALL_PROXY" http://127.0.0.1:%d/`, advUpgrade, port)
 		params := netProxyStartParams(t, "adv-tcpup", script, map[string]any{
 			"domains":      map[string]string{"127.0.0.1": "allow"},
 			"enableSocks5": true,
@@ -161,4 +172,60 @@ func TestAdv22UpstreamConnectBack(t *testing.T) {
 			t.Errorf("the server's own listener accepted %d connections from the routed command (through --tcp-upstream-proxy)", n)
 		}
 	})
+}
+
+// TestAdv22ChainThroughOtherProxy: the guard against connect-back is on the dial of a
+// sandboxed process's proxy only. The proxy of a process started without a sandbox (same
+// session, a policy allowing 127.0.0.1, harmless for that process, which can reach the
+// server anyway) is an ordinary local service on 127.0.0.1: a routed command whose own
+// policy allows 127.0.0.1 goes through its SOCKS5 proxy to that proxy's port (not one of the
+// server's listeners, so guardedDial lets it through) and asks it for a CONNECT to the
+// server's websocket listener, which that unguarded proxy dials.
+// Verdict on the host: the server's listener accepted a connection.
+func TestAdv22ChainThroughOtherProxy(t *testing.T) {
+	requireUserNamespaces(t)
+	ts, counted, port := advCountedServer(t)
+	tc := ts.connect(t)
+	fifo := filepath.Join(t.TempDir(), "b-proxy")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := netProxyStartParams(t, "adv-b", `echo "$HTTP_PROXY" > `+fifo+`; exec sleep 60`,
+		map[string]any{"domains": map[string]string{"127.0.0.1": "allow"}}, 0)
+	tc.mustCall("process/start", b)
+	defer func() {
+		tc.call("process/terminate", map[string]any{"processId": "adv-b"})
+		waitClosed(tc, "adv-b")
+	}()
+	raw, err := os.ReadFile(fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bProxy := strings.TrimSpace(string(raw))
+	for _, c := range []struct {
+		name, network, via string
+		enforce            bool
+	}{
+		// routed: through its own SOCKS5 proxy (policy: 127.0.0.1) to B's proxy.
+		{"routed", "restricted", `--preproxy "$ALL_PROXY"`, true},
+		// a network-enabled sandbox: straight to B's proxy; the connect-back check runs, but
+		// the listener's peer is the server itself (B's proxy), not the sandbox.
+		{"host network", "enabled", `--noproxy ''`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := counted.accepted()
+			script := fmt.Sprintf(`curl -sS -m 3 -p -o /dev/null -w 'chain=%%{http_code}\n' %s --proxy %s %s http://127.0.0.1:%d/`, c.via, bProxy, advUpgrade, port)
+			a := netProxyStartParams(t, "adv-a-"+c.network, script, map[string]any{
+				"domains":      map[string]string{"127.0.0.1": "allow"},
+				"enableSocks5": true,
+			}, 0)
+			a["sandbox"] = netProxyTestSandbox(c.network)
+			a["enforceManagedNetwork"] = c.enforce
+			r := tc.run(a)
+			t.Logf("B's proxy %s; A's output: %q %q", bProxy, r.stdout(), r.stderr())
+			if n := counted.accepted() - before; n != 0 {
+				t.Errorf("the server's own listener accepted %d connections from the sandboxed command (through another process's proxy)", n)
+			}
+		})
+	}
 }
