@@ -6,9 +6,11 @@ package main
 // the command prints. A failing TestAdv22* is an open break.
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +27,9 @@ type advConnectProxy struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	targets []string
+	// dns is the upstream's own name service, when set: a name it knows is reached at that
+	// address (a second lookup, which need not agree with the exec-server's).
+	dns map[string]string
 }
 
 func startAdvConnectProxy(t *testing.T) *advConnectProxy {
@@ -69,7 +74,11 @@ func (p *advConnectProxy) serve(c net.Conn) {
 	p.mu.Lock()
 	p.targets = append(p.targets, h.target)
 	p.mu.Unlock()
-	up, err := net.Dial("tcp", h.target)
+	target := h.target
+	if host, port, err := net.SplitHostPort(target); err == nil && p.dns[host] != "" {
+		target = net.JoinHostPort(p.dns[host], port)
+	}
+	up, err := net.Dial("tcp", target)
 	if err != nil {
 		io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
 		return
@@ -228,4 +237,69 @@ func TestAdv22ChainThroughOtherProxy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAdv22UpstreamRebinding: docs/network.md §3 step 5 says an allowed name is resolved,
+// refused when any address is local, and "the connection then goes to the addresses checked,
+// not to a second lookup's" (DNS rebinding). Through an upstream proxy (allowUpstreamProxy
+// with the server's HTTPS_PROXY, or --tcp-upstream-proxy) the name itself is sent on, and
+// the upstream's own lookup, which a rebinding name answers with 127.0.0.1, is the one
+// dialled: the check was made on a first answer (a public address) that is never used.
+// Verdict on the host: the loopback service accepted a connection.
+func TestAdv22UpstreamRebinding(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := &countingListener{Listener: ln}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := local.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	defer func() {
+		ln.Close()
+		wg.Wait()
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	up := startAdvConnectProxy(t)
+	up.dns = map[string]string{"rebind.example": "127.0.0.1"}
+	resolve := staticResolver(map[string][]netip.Addr{"rebind.example": {netip.MustParseAddr("2001:db8::10")}})
+	p, err := startNetProxy(netProxyConfig{processID: "p1", upstreamHTTPS: "http://" + up.addr(), tcpUpstream: up.addr(),
+		params: netProxyParamsFor(t, `{"domains":{"rebind.example":"allow"},"allowUpstreamProxy":true}`, nil)},
+		netProxyHooks{resolve: resolve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	t.Run("CONNECT", func(t *testing.T) {
+		before := local.accepted()
+		c, err := net.Dial("tcp", p.httpAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "CONNECT rebind.example:%d HTTP/1.1\r\n\r\n", port)
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		t.Logf("proxy answered %q; upstream asked for %q", strings.TrimSpace(line), up.asked())
+		if n := local.accepted() - before; n != 0 {
+			t.Errorf("the host's loopback service accepted %d connections for a name judged public", n)
+		}
+	})
+	t.Run("SOCKS5", func(t *testing.T) {
+		before := local.accepted()
+		c, code := socksConnect(t, p.socksAddr(), "rebind.example", uint16(port))
+		defer c.Close()
+		t.Logf("SOCKS reply %d; upstream asked for %q", code, up.asked())
+		if n := local.accepted() - before; n != 0 {
+			t.Errorf("the host's loopback service accepted %d connections for a name judged public", n)
+		}
+	})
 }
