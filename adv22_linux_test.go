@@ -303,3 +303,64 @@ func TestAdv22UpstreamRebinding(t *testing.T) {
 		}
 	})
 }
+
+// TestAdv22RoutedUnixSockets: a command whose profile restricts the network cannot connect a
+// unix socket (docs/sandbox.md: connect fails with EPERM under the restricted filter), and
+// the proxy offers no unix sockets (proxy.unixSockets is decoded and checked only,
+// docs/network.md §4). Routed (enforceManagedNetwork), the same command gets
+// seccompProxyRouted, which allows connect for its namespace's lo, but a unix socket's path
+// is not in the namespace: every socket of the host's file system it can see (a container
+// runtime's, a bus, another service's control socket) is reachable, whatever the policy.
+// Verdict on the host: the unix listener accepted a connection.
+func TestAdv22RoutedUnixSockets(t *testing.T) {
+	requireUserNamespaces(t)
+	dir, err := os.MkdirTemp("/var/tmp", "adv22-unix-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "service.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := &countingListener{Listener: ln}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := counted.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.0 200 OK\r\ncontent-length: 3\r\n\r\nhi\n")
+			c.Close()
+		}
+	}()
+	defer func() {
+		ln.Close()
+		wg.Wait()
+	}()
+	tc := startTestServer(t).connect(t)
+	script := `curl -sS -m 3 --noproxy '*' --unix-socket ` + path + ` -w 'unix=%{http_code}\n' http://x/`
+	for _, c := range []struct {
+		name    string
+		enforce bool
+	}{{"restricted", false}, {"routed", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			before := counted.accepted()
+			params := netProxyStartParams(t, "adv-unix-"+c.name, script, map[string]any{"domains": map[string]string{"example.com": "allow"}}, 0)
+			params["sandbox"] = netProxyTestSandbox("restricted")
+			params["enforceManagedNetwork"] = c.enforce
+			r := tc.run(params)
+			t.Logf("child output: %q %q", r.stdout(), r.stderr())
+			if n := counted.accepted() - before; n != 0 {
+				t.Errorf("the host's unix socket %s accepted %d connections from a command whose network is restricted", path, n)
+			}
+		})
+	}
+}
