@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // advConnectProxy is an operator's HTTP CONNECT proxy on this host (a corporate proxy, or
@@ -362,5 +363,78 @@ func TestAdv22RoutedUnixSockets(t *testing.T) {
 				t.Errorf("the host's unix socket %s accepted %d connections from a command whose network is restricted", path, n)
 			}
 		})
+	}
+}
+
+// TestAdv22ForeignClientStarvesProxy: a process's proxy takes any local client (documented,
+// as the reference's), and all its clients share netProxyMaxConns slots. Another local
+// process (another session's network-enabled sandbox, another user) that opens that many
+// connections and sends half a head (renewed every netProxyHeadTimeout) takes the process's
+// network away: its own allowed request is closed at once.
+// Verdict on the host: the allowed host accepted nothing.
+func TestAdv22ForeignClientStarvesProxy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			select {
+			case got <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	defer func() {
+		ln.Close()
+		wg.Wait()
+	}()
+	p, err := startNetProxy(netProxyConfig{processID: "victim",
+		params: netProxyParamsFor(t, `{"domains":{"127.0.0.1":"allow"}}`, nil)}, netProxyHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	var foreign []net.Conn
+	defer func() {
+		for _, c := range foreign {
+			c.Close()
+		}
+	}()
+	for range netProxyMaxConns {
+		c, err := net.Dial("tcp", p.httpAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "CONNECT ")
+		foreign = append(foreign, c)
+	}
+	c, err := net.Dial("tcp", p.httpAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\n", ln.Addr())
+	line, err := bufio.NewReader(c).ReadString('\n')
+	t.Logf("the process's own CONNECT after %d foreign idle connections: %q %v", len(foreign), line, err)
+	reached := false
+	if strings.HasPrefix(line, "HTTP/1.1 200") {
+		select {
+		case <-got:
+			reached = true
+		case <-time.After(5 * time.Second):
+		}
+	}
+	if !reached {
+		t.Errorf("the allowed host accepted nothing: %d idle connections of another local process took every slot of this process's proxy", len(foreign))
 	}
 }
