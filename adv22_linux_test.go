@@ -7,6 +7,8 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -436,5 +438,75 @@ func TestAdv22ForeignClientStarvesProxy(t *testing.T) {
 	}
 	if !reached {
 		t.Errorf("the allowed host accepted nothing: %d idle connections of another local process took every slot of this process's proxy", len(foreign))
+	}
+}
+
+// TestAdv22ApprovedNameResolvesLocal: with policyDecisionTimeoutMs, a name outside the allow
+// list is put to the client, which sees only {protocol, host, port}: the user approves
+// "docs.approved.example:443", a public-looking name. docs/network.md §3 step 5 refuses an
+// allowed name that resolves to a local address (a loopback service, 169.254.169.254), but a
+// client-approved name skips that check (decide returns no checked addresses and dialTarget
+// resolves afresh, unchecked): the name, pointed at 127.0.0.1 by whoever controls its DNS,
+// reaches the host's loopback services. A local literal is never put to the client
+// (not_allowed_local); its name form is.
+// Verdict on the host: the loopback service accepted a connection.
+func TestAdv22ApprovedNameResolvesLocal(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			got <- struct{}{}
+		}
+	}()
+	defer func() {
+		ln.Close()
+		wg.Wait()
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	var mu sync.Mutex
+	var asked []string
+	timeout := uint64(5000)
+	p, err := startNetProxy(netProxyConfig{processID: "p1",
+		params: netProxyParamsFor(t, `{"domains":{"allowed.example":"allow"}}`, &timeout)},
+		netProxyHooks{
+			resolve: staticResolver(map[string][]netip.Addr{"docs.approved.example": {netip.MustParseAddr("127.0.0.1")}}),
+			ask: func(ctx context.Context, req policyRequestParams) (json.RawMessage, error) {
+				mu.Lock()
+				asked = append(asked, fmt.Sprintf("%s %s:%d", req.Request.Protocol, req.Request.Host, req.Request.Port))
+				mu.Unlock()
+				return json.RawMessage(`{"decision":{"type":"allow"}}`), nil
+			},
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	c, err := net.Dial("tcp", p.httpAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT docs.approved.example:%d HTTP/1.1\r\n\r\n", port)
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	mu.Lock()
+	t.Logf("the client was asked %q; the proxy answered %q", asked, strings.TrimSpace(line))
+	mu.Unlock()
+	if strings.HasPrefix(line, "HTTP/1.1 200") {
+		select {
+		case <-got:
+			t.Errorf("the host's loopback service accepted a connection for an approved name that resolves to 127.0.0.1")
+		case <-time.After(5 * time.Second):
+		}
 	}
 }
