@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -492,21 +493,61 @@ func TestAdv22ApprovedNameResolvesLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.close()
-	c, err := net.Dial("tcp", p.httpAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "CONNECT docs.approved.example:%d HTTP/1.1\r\n\r\n", port)
-	line, _ := bufio.NewReader(c).ReadString('\n')
-	mu.Lock()
-	t.Logf("the client was asked %q; the proxy answered %q", asked, strings.TrimSpace(line))
-	mu.Unlock()
-	if strings.HasPrefix(line, "HTTP/1.1 200") {
-		select {
-		case <-got:
-			t.Errorf("the host's loopback service accepted a connection for an approved name that resolves to 127.0.0.1")
-		case <-time.After(5 * time.Second):
+	t.Run("CONNECT", func(t *testing.T) {
+		c, err := net.Dial("tcp", p.httpAddr())
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		defer c.Close()
+		fmt.Fprintf(c, "CONNECT docs.approved.example:%d HTTP/1.1\r\n\r\n", port)
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		mu.Lock()
+		t.Logf("the client was asked %q; the proxy answered %q", asked, strings.TrimSpace(line))
+		mu.Unlock()
+		if strings.HasPrefix(line, "HTTP/1.1 200") {
+			select {
+			case <-got:
+				t.Errorf("the host's loopback service accepted a connection for an approved name that resolves to 127.0.0.1")
+			case <-time.After(5 * time.Second):
+			}
+		}
+	})
+	t.Run("SOCKS5 UDP", func(t *testing.T) {
+		host, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer host.Close()
+		c, err := net.Dial("tcp", p.socksAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "\x05\x01\x00")
+		r := bufio.NewReader(c)
+		if b := make([]byte, 2); !(readFull(r, b) && b[1] == 0) {
+			t.Fatal("SOCKS5 greeting refused")
+		}
+		c.Write([]byte{5, 3, 0, 1, 0, 0, 0, 0, 0, 0})
+		rep := make([]byte, 10)
+		if !readFull(r, rep) || rep[1] != 0 {
+			t.Fatalf("UDP ASSOCIATE refused: % x", rep)
+		}
+		relay := netip.AddrPortFrom(netip.AddrFrom4([4]byte(rep[4:8])), binary.BigEndian.Uint16(rep[8:]))
+		u, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(relay))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		name := "docs.approved.example"
+		dg := append([]byte{0, 0, 0, 3, byte(len(name))}, name...)
+		dg = binary.BigEndian.AppendUint16(dg, uint16(host.LocalAddr().(*net.UDPAddr).Port))
+		u.Write(append(dg, "exfil"...))
+		host.SetReadDeadline(time.Now().Add(3 * time.Second))
+		buf := make([]byte, 64)
+		if n, from, err := host.ReadFrom(buf); err == nil {
+			t.Errorf("the host's loopback UDP socket received %q from %v for an approved name that resolves to 127.0.0.1", buf[:n], from)
+		}
+	})
 }
