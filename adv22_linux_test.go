@@ -341,6 +341,7 @@ func TestAdv22RoutedUnixSockets(t *testing.T) {
 			if err != nil {
 				return
 			}
+			readHead(c) // the request, so that the client reads the whole answer
 			io.WriteString(c, "HTTP/1.0 200 OK\r\ncontent-length: 3\r\n\r\nhi\n")
 			c.Close()
 		}
