@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // advConnectProxy is an operator's HTTP CONNECT proxy on this host (a corporate proxy, or
@@ -340,6 +342,13 @@ func TestAdv22RoutedUnixSockets(t *testing.T) {
 			c, err := counted.Accept()
 			if err != nil {
 				return
+			}
+			if raw, err := c.(*net.UnixConn).SyscallConn(); err == nil {
+				raw.Control(func(fd uintptr) {
+					if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+						t.Logf("the host's service sees its peer as pid %d uid %d gid %d (what a bus or a container runtime authorizes by)", cred.Pid, cred.Uid, cred.Gid)
+					}
+				})
 			}
 			readHead(c) // the request, so that the client reads the whole answer
 			io.WriteString(c, "HTTP/1.0 200 OK\r\ncontent-length: 3\r\n\r\nhi\n")
