@@ -440,13 +440,17 @@ func (p *netProxy) askClient(ctx context.Context, r netRequest) netVerdict {
 }
 
 // dialTarget connects to an allowed destination: to the addresses the policy checked when
-// it resolved the host, else to what the host resolves to now; through the server's
-// upstream proxy instead when the process allows it and the server has one.
+// it resolved the host, else to what the host resolves to now (a name the client approved,
+// which the policy did not resolve: its addresses are checked here, checkResolved); through
+// the server's upstream proxy instead when the process allows it and the server has one,
+// except for a local destination, which is always dialled here, through hooks.dial (the
+// guard against this server's own listeners): an upstream would dial it from where that
+// guard cannot see, and "loopback stays local" as with the reference.
 func (p *netProxy) dialTarget(ctx context.Context, host string, port uint16, checked []netip.Addr) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, netProxyDialTimeout)
 	defer cancel()
 	addr := net.JoinHostPort(normalizeHost(host), strconv.Itoa(int(port)))
-	if up := p.upstream(); up != "" {
+	if up := p.upstream(); up != "" && !isLocalDestination(host, checked) {
 		return dialViaUpstream(ctx, p.hooks.dial, up, addr)
 	}
 	if _, err := parseIPHost(host); err != nil {
@@ -454,6 +458,12 @@ func (p *netProxy) dialTarget(ctx context.Context, host string, port uint16, che
 		if addrs == nil {
 			var err error
 			if addrs, err = p.hooks.resolve(ctx, normalizeHost(host)); err != nil {
+				if p.checkResolved(host, nil) != nil {
+					return nil, fmt.Errorf("%w: %v", errResolvedLocal, err)
+				}
+				return nil, err
+			}
+			if err := p.checkResolved(host, addrs); err != nil {
 				return nil, err
 			}
 		}
@@ -557,4 +567,53 @@ func closeWrite(c net.Conn) {
 		return
 	}
 	c.Close()
+}
+
+// isLocalDestination reports whether host (or an address the policy checked for it) is local:
+// loopback, private, link-local or the like (isNonPublicIP), or localhost.
+func isLocalDestination(host string, checked []netip.Addr) bool {
+	h := normalizeHost(host)
+	if isLoopbackProxyHost(h) {
+		return true
+	}
+	if a, err := parseIPHost(h); err == nil && isNonPublicIP(a) {
+		return true
+	}
+	for _, a := range checked {
+		if isNonPublicIP(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// errResolvedLocal: a name resolved at connect time has a local address the policy refuses.
+var errResolvedLocal = errors.New("the name resolves to a local address")
+
+// checkResolved refuses a name resolved at connect time (one the policy did not resolve: a
+// name the client approved) when it has a local address or none, unless allowLocalBinding:
+// the client approved a name, not whatever it points at. The reference checks at connect
+// time too, and answers not_allowed_local (docs/network.md §3, step 5).
+func (p *netProxy) checkResolved(host string, addrs []netip.Addr) error {
+	if p.policy.allowLocalBinding || isLoopbackProxyHost(normalizeHost(host)) {
+		return nil
+	}
+	if len(addrs) == 0 {
+		return fmt.Errorf("%w: %s has no address", errResolvedLocal, host)
+	}
+	for _, a := range addrs {
+		if isNonPublicIP(a) {
+			return fmt.Errorf("%w: %s resolves to %s", errResolvedLocal, host, a)
+		}
+	}
+	return nil
+}
+
+// refusedAtConnect is the verdict of a dial that checkResolved refused, with its
+// notification; ok is false for any other dial error.
+func (p *netProxy) refusedAtConnect(r netRequest, err error) (netVerdict, bool) {
+	if !errors.Is(err, errResolvedLocal) {
+		return netVerdict{}, false
+	}
+	return p.refuse(r, scopeDomain, "deny", reasonNotAllowedLocal, sourceBaseline, false), true
 }

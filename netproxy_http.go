@@ -196,6 +196,10 @@ func (p *netProxy) serveHTTP(c net.Conn) {
 	}
 	up, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
 	if err != nil {
+		if v, ok := p.refusedAtConnect(r, err); ok {
+			writeBlockedJSON(c, r, v)
+			return
+		}
 		writeText(c, "502 Bad Gateway", "", "upstream failure")
 		return
 	}
@@ -257,6 +261,10 @@ func (p *netProxy) serveConnect(c net.Conn, head *httpHead, rest []byte) {
 	}
 	up, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
 	if err != nil {
+		if v, ok := p.refusedAtConnect(r, err); ok {
+			writeText(c, "403 Forbidden", blockedHeader(v.reason), v.message())
+			return
+		}
 		writeText(c, "502 Bad Gateway", "", "upstream failure")
 		return
 	}

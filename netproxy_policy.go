@@ -583,15 +583,31 @@ var nonPublicPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("240.0.0.0/4"),
 }
 
+// More IPv6 prefixes that carry an IPv4 address: 6to4 (RFC 3056: 2002:7f00:1:: names
+// 127.0.0.1) is judged as that address, like NAT64's well-known prefix (nat64Prefix,
+// relay_executor.go); NAT64's local-use prefix (RFC 8215) places the IPv4 address where its
+// operator chose, so it counts as local whole.
+var (
+	nat64LocalPrefix = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixToFourPrefix  = netip.MustParsePrefix("2002::/16")
+)
+
 // isNonPublicIP reports whether a is loopback, private, link-local, unspecified, multicast,
-// broadcast or one of nonPublicPrefixes (an IPv4-mapped or -compatible IPv6 address is
-// judged as its IPv4 address).
+// broadcast or one of nonPublicPrefixes (an IPv4-mapped or -compatible, NAT64 or 6to4 IPv6
+// address is judged as its IPv4 address).
 func isNonPublicIP(a netip.Addr) bool {
 	a = a.WithZone("")
 	if a.Is6() {
 		b := a.As16()
-		if a.Is4In6() || (b == [16]byte{12: b[12], 13: b[13], 14: b[14], 15: b[15]} && !a.IsUnspecified() && !a.IsLoopback()) {
+		if a.Is4In6() || (b == [16]byte{12: b[12], 13: b[13], 14: b[14], 15: b[15]} && !a.IsUnspecified() && !a.IsLoopback()) ||
+			nat64Prefix.Contains(a) {
 			return isNonPublicIP(netip.AddrFrom4([4]byte(b[12:])))
+		}
+		if sixToFourPrefix.Contains(a) {
+			return isNonPublicIP(netip.AddrFrom4([4]byte(b[2:6])))
+		}
+		if nat64LocalPrefix.Contains(a) {
+			return true
 		}
 		return a.IsLoopback() || a.IsUnspecified() || a.IsMulticast() || a.IsPrivate() || a.IsLinkLocalUnicast()
 	}
@@ -635,19 +651,30 @@ func (p *netPolicy) hostVerdict(ctx context.Context, rawHost string, resolve res
 	if p.allowListEmpty || !matchAny(p.allow, host) || matchAny(p.review, host) {
 		return reasonNotAllowed, nil
 	}
-	if !p.allowLocalBinding && !literal && !isLoopbackProxyHost(host) {
-		addrs, err := resolve(ctx, host)
-		if err != nil || len(addrs) == 0 {
+	return p.resolvePublic(ctx, host, resolve)
+}
+
+// resolvePublic is the policy's last step for a host allowed so far, by the lists or by the
+// client: unless allowLocalBinding, a name must resolve, and to public addresses only (a
+// failed lookup counts as local); the addresses it checked are the ones to connect to.
+func (p *netPolicy) resolvePublic(ctx context.Context, rawHost string, resolve resolveFunc) (string, []netip.Addr) {
+	host := normalizeHost(rawHost)
+	if p.allowLocalBinding || isLoopbackProxyHost(host) {
+		return "", nil
+	}
+	if _, err := parseIPHost(host); err == nil {
+		return "", nil
+	}
+	addrs, err := resolve(ctx, host)
+	if err != nil || len(addrs) == 0 {
+		return reasonNotAllowedLocal, nil
+	}
+	for _, a := range addrs {
+		if isNonPublicIP(a) {
 			return reasonNotAllowedLocal, nil
 		}
-		for _, a := range addrs {
-			if isNonPublicIP(a) {
-				return reasonNotAllowedLocal, nil
-			}
-		}
-		return "", addrs
 	}
-	return "", nil
+	return "", addrs
 }
 
 func containsString(list []string, s string) bool {

@@ -211,6 +211,9 @@ func (p *netProxy) serveSocks(c net.Conn) {
 			if errors.Is(err, errTCPUpstreamRefused) {
 				code = socksGeneralFailure
 			}
+			if _, ok := p.refusedAtConnect(r, err); ok {
+				code = socksNotAllowed
+			}
 			socksReply(c, code, nil)
 			return
 		}
@@ -359,7 +362,7 @@ func (p *netProxy) udpTarget(r netRequest) (netip.AddrPort, bool) {
 		return netip.AddrPortFrom(v.addrs[0].Unmap(), r.port), true
 	}
 	addrs, err := p.hooks.resolve(p.ctx, r.host)
-	if err != nil || len(addrs) == 0 {
+	if err != nil || len(addrs) == 0 || p.checkResolved(r.host, addrs) != nil {
 		return netip.AddrPort{}, false
 	}
 	return netip.AddrPortFrom(addrs[0].Unmap(), r.port), true
@@ -373,7 +376,7 @@ var errTCPUpstreamRefused = errors.New("TCP upstream refused CONNECT")
 // process's allowUpstreamProxy), else as every destination (dialTarget). early is what the
 // upstream proxy sent after its answer's head, to give the client first.
 func (p *netProxy) dialRawTCP(host string, port uint16, checked []netip.Addr) (up net.Conn, early []byte, err error) {
-	if p.cfg.tcpUpstream == "" {
+	if p.cfg.tcpUpstream == "" || isLocalDestination(host, checked) {
 		up, err = p.dialTarget(p.ctx, host, port, checked)
 		return up, nil, err
 	}
@@ -514,6 +517,7 @@ func (p *netProxy) serveTransparent(c net.Conn, names *transparentNames) {
 	}
 	up, early, err := p.dialRawTCP(r.host, r.port, v.addrs)
 	if err != nil {
+		p.refusedAtConnect(r, err) // its notification; the connection is reset either way
 		reset()
 		return
 	}

@@ -246,25 +246,27 @@ func runTransparent(t *testing.T, p *netProxy, args []string, env ...string) (st
 // TestNetTransparentUpstream: with a TCP upstream proxy, a transparent sandbox's allowed
 // connections, by name and by address, go through it as CONNECT to what was judged (the name
 // for a synthetic address), and the banner the upstream sends first reaches the command; a
-// denied one never reaches the upstream.
+// denied one never reaches the upstream, nor does an allowed local address (192.0.2.10, a
+// documentation address, counts as local): loopback and private destinations stay local, as
+// with the reference, where the upstream would dial them out of the guard's sight.
 func TestNetTransparentUpstream(t *testing.T) {
 	requireUserNamespaces(t)
 	u := newUpstreamRecorder(t, "200 Connection established")
 	resolve := staticResolver(map[string][]netip.Addr{"web.example": {nsHost6}})
 	p, err := startNetProxy(netProxyConfig{processID: "p1", tcpUpstream: u.ln.Addr().String(),
-		params: netProxyParamsFor(t, `{"domains":{"web.example":"allow","192.0.2.10":"allow"}}`, nil)}, netProxyHooks{resolve: resolve})
+		params: netProxyParamsFor(t, `{"domains":{"web.example":"allow","192.0.2.10":"allow","2001:db8::10":"allow"}}`, nil)}, netProxyHooks{resolve: resolve})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.close()
-	out, code := runTransparent(t, p, []string{"web.example:443", "192.0.2.10:22", "other.example:80"})
+	out, code := runTransparent(t, p, []string{"web.example:443", "[2001:db8::10]:22", "192.0.2.10:22", "other.example:80"})
 	got := u.requests()
 	t.Logf("command: %s\nthe upstream was asked %q", out, got)
 	if code != 0 {
 		t.Fatalf("command: exit %d", code)
 	}
-	if len(got) != 2 || got[0] != "CONNECT web.example:443 HTTP/1.1" || got[1] != "CONNECT 192.0.2.10:22 HTTP/1.1" {
-		t.Errorf("the upstream was asked %q, want the name and the address, not the other", got)
+	if len(got) != 2 || got[0] != "CONNECT web.example:443 HTTP/1.1" || got[1] != "CONNECT [2001:db8::10]:22 HTTP/1.1" {
+		t.Errorf("the upstream was asked %q, want the name and the public address, not the local one nor the denied one", got)
 	}
 	if strings.Count(out, `reply "hello\n" <nil>`) != 2 {
 		t.Errorf("the upstream's banner did not reach the command twice")

@@ -75,8 +75,9 @@ const (
 	seccompVsock
 	// seccompProxyRouted: the command runs in a network namespace of its own, whose only
 	// listeners are the bridges to the proxy (docs/network.md §4). IP sockets, connect, bind
-	// and listen are allowed, for they reach only that namespace's lo; every other family
-	// but unix stream and seqpacket, io_uring, ptrace and the terminal ioctls stay denied.
+	// and listen are allowed, for they reach only that namespace's lo; unix sockets (which
+	// reach paths outside it), every other family, io_uring, ptrace and the terminal ioctls
+	// stay denied; a unix stream or seqpacket socketpair is allowed.
 	seccompProxyRouted
 
 	// seccompNoMetadata, added to either mode, also denies every call that changes a file's
@@ -270,11 +271,15 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 		a.jump(unix.BPF_JGE, seccompX32SyscallNr, toDeny, toNext)
 	}
 	var domain []uint32 // socket, socketpair
+	var pair uint32     // socketpair, which seccompProxyRouted judges apart from socket
 	for _, s := range seccompSyscalls() {
 		switch {
 		case s.number(arch) == seccompAbsent:
 		case s.rule == seccompRuleDomain:
 			domain = append(domain, s.number(arch))
+			if s.name == "socketpair" {
+				pair = s.number(arch)
+			}
 		case s.rule == seccompRuleRequest:
 			a.jump(unix.BPF_JEQ, s.number(arch), toRequest, toNext)
 		case s.rule == seccompRuleSelf:
@@ -290,15 +295,24 @@ func seccompProgram(mode seccompMode, arch uint32) ([]unix.SockFilter, error) {
 		if i == len(domain)-1 {
 			orElse = toAllow
 		}
-		a.jump(unix.BPF_JEQ, nr, toDomain, orElse)
+		to := toDomain
+		if mode == seccompProxyRouted && nr == pair {
+			to = toPair
+		}
+		a.jump(unix.BPF_JEQ, nr, to, orElse)
 	}
 	a.mark(toDomain)
 	a.load(seccompDataArg0Low)
 	switch mode {
 	case seccompProxyRouted:
-		// IP sockets reach only the namespace's lo (docs/network.md §4).
+		// IP sockets reach only the namespace's lo (docs/network.md §4). A unix socket would
+		// reach the host's sockets by path, outside the namespace, as the server's user (root
+		// for a server run as root: docker.sock, the system bus): refused, as the reference
+		// refuses them in this mode. A socketpair reaches nothing but itself.
 		a.jump(unix.BPF_JEQ, unix.AF_INET, toAllow, toNext)
-		a.jump(unix.BPF_JEQ, unix.AF_INET6, toAllow, toNext)
+		a.jump(unix.BPF_JEQ, unix.AF_INET6, toAllow, toDeny)
+		a.mark(toPair)
+		a.load(seccompDataArg0Low)
 		fallthrough
 	case seccompNetwork:
 		a.jump(unix.BPF_JEQ, unix.AF_UNIX, toType, toDeny)
@@ -344,6 +358,7 @@ type bpfTarget uint8
 const (
 	toNext    bpfTarget = iota // the following instruction
 	toDomain                   // the domain check of socket and socketpair
+	toPair                     // seccompProxyRouted's domain check of socketpair
 	toType                     // the type check of an AF_UNIX socket or socketpair
 	toRequest                  // the request check of ioctl
 	toSelf                     // the pid check of prlimit64
