@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"regexp"
 	"runtime"
 	"slices"
@@ -763,8 +764,57 @@ func TestProcessNetProxyTransparentRefusals(t *testing.T) {
 
 // TestCapabilityNetworkProxyTransparentTcp backs networkProxyTransparentTcp: process/start
 // makes a sandboxed command's every TCP connection go through its proxy's policy, asked by
-// the request or by the server's flag, and refuses what cannot be made transparent.
+// the request or by the server's flag, and refuses what cannot be made transparent (a
+// request the reference refuses, a stage without the bridge, a server without CAP_BPF).
 func TestCapabilityNetworkProxyTransparentTcp(t *testing.T) {
 	t.Run("transparent", TestProcessNetProxyTransparent)
 	t.Run("refusals", TestProcessNetProxyTransparentRefusals)
+	t.Run("no CAP_BPF", TestProcessNetProxyTransparentNoCapBPF)
+}
+
+// noCapBPFEnv marks the run of TestProcessNetProxyTransparentNoCapBPF that setpriv(1) started
+// without CAP_BPF and CAP_SYS_ADMIN.
+const noCapBPFEnv = "EXEC_SERVER_NOCAPBPF"
+
+// TestProcessNetProxyTransparentNoCapBPF: a server that cannot load BPF (run again by
+// setpriv(1) with CAP_BPF and CAP_SYS_ADMIN out of its bounding set: the host property is
+// real, not simulated) refuses a transparent start with the kernel's reason, and the program,
+// which would write a file, never runs: never an untransparent command where transparency
+// was asked. Nothing of the proxy or the bridge is left.
+func TestProcessNetProxyTransparentNoCapBPF(t *testing.T) {
+	requireUserNamespaces(t)
+	if os.Getenv(noCapBPFEnv) != "1" {
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			t.Skip("no setpriv(1) to run the server without CAP_BPF")
+		}
+		cmd := exec.Command(setpriv, "--bounding-set", "-bpf,-sys_admin", os.Args[0],
+			"-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), noCapBPFEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("without CAP_BPF and CAP_SYS_ADMIN:\n%s", strings.TrimSpace(string(out)))
+		if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+			t.Fatalf("the test without CAP_BPF failed: %v", err)
+		}
+		return
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", regexp.MustCompile(`(?m)^CapEff:.*$`).Find(status))
+	marker := t.TempDir() + "/ran"
+	tc := startTestServer(t).connect(t)
+	params := netProxyStartParams(t, "nb", "echo ran > "+marker, map[string]any{"transparentTcp": true, "enableSocks5": true}, 0)
+	params["sandbox"] = netProxyTestSandbox("restricted")
+	e := tc.callErr("process/start", params) // fails the test when the start succeeds
+	t.Logf("%d %s", e.Code, e.Message)
+	if !strings.Contains(e.Message, "transparent TCP: ") || !strings.Contains(e.Message, "operation not permitted") {
+		t.Errorf("error %q, want the kernel's reason for transparent TCP", e.Message)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the program ran")
+	}
+	waitNoNetProxyGoroutines(t)
+	waitNoNetBridgeGoroutines(t)
 }
