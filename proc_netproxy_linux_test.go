@@ -685,7 +685,7 @@ func TestProcessNetProxyTransparent(t *testing.T) {
 // it is refused before anything starts (-32602; the program, which would write a file, never
 // runs; no proxy goroutine is left): the reference's three refusals with its words and in its
 // order (measured), and ours where the reference starts a process that then dies: a sandbox
-// that confines nothing, the server's flag with no proxy to judge, and a stage that cannot
+// that confines nothing (danger-full-access, --managed-sandbox run-unsandboxed), the server's flag with no proxy to judge, and a stage that cannot
 // hold the bridge (--linux-sandbox-pid-namespace inherit, the Landlock fallback).
 func TestProcessNetProxyTransparentRefusals(t *testing.T) {
 	requireUserNamespaces(t)
@@ -726,6 +726,7 @@ func TestProcessNetProxyTransparentRefusals(t *testing.T) {
 		{"managedNetwork.transparentTcp, the proxy's false", false, "", "", []any{"managedNetwork", tt, "networkProxy", proxy(nil), "sandbox", netProxyTestSandbox("restricted")}, noProxy, true},
 		{"managedNetwork.transparentTcp, proxy disabled", false, "", "", []any{"managedNetwork", tt, "networkProxy", proxy(map[string]any{"enabled": false})}, noProxy, true},
 		{"transparentTcp, danger-full-access", false, "", "", []any{"networkProxy", proxy(tt), "sandbox", disabled}, noSandbox + ": ", false},
+		{"transparentTcp, --managed-sandbox run-unsandboxed", false, "unsandboxed", "", []any{"networkProxy", proxy(tt), "sandbox", netProxyTestSandbox("restricted")}, noSandbox + ": ", false},
 		{"flag, enforce, no proxy", true, "", "", []any{"enforceManagedNetwork", true, "sandbox", netProxyTestSandbox("restricted"),
 			"env", map[string]string{"PATH": os.Getenv("PATH"), "HTTP_PROXY": "http://127.0.0.1:3128"}, "managedNetwork", map[string]any{"loopbackPorts": []int{3128}}}, noProxy + ": ", false},
 		{"transparentTcp, pid namespace inherit", false, "inherit", "namespaces", []any{"networkProxy", proxy(tt), "sandbox", netProxyTestSandbox("restricted")}, noSandbox + ": sandbox: the managed network bridge needs the namespace sandbox with a pid namespace of its own", false},
@@ -736,7 +737,8 @@ func TestProcessNetProxyTransparentRefusals(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tc := startTestServer(t, func(s *server) {
 				s.cfg.netproxy.transparentTCP = c.flag
-				if c.pidns != "" {
+				s.cfg.runManagedUnsandboxed = c.pidns == "unsandboxed"
+				if c.pidns != "" && c.pidns != "unsandboxed" {
 					sbx, err := newSandboxer(c.pidns, c.mech)
 					if err != nil {
 						t.Fatal(err)
