@@ -42,14 +42,15 @@ type shellInfo struct {
 
 // capabilities are the reference's capability flags, each true only where we implement the
 // feature (client behaviour depends on them). The managed network proxy is launched on
-// every platform, but only Linux routes a sandboxed command through it (docs/network.md §4):
-// elsewhere a routed start is refused, so the flags stay false there.
+// every platform, but only Linux routes a sandboxed command through it (docs/network.md §4)
+// and makes it transparent (§7): elsewhere a routed or transparent start is refused, so the
+// flags stay false there.
 func capabilities() map[string]bool {
 	managedNetwork := runtime.GOOS == "linux"
 	return map[string]bool{
 		"networkProxyLaunch":                          managedNetwork,
 		"networkProxyReviewDomains":                   managedNetwork,
-		"networkProxyTransparentTcp":                  false,
+		"networkProxyTransparentTcp":                  managedNetwork,
 		"credentialMasking":                           false,
 		"credentialMaskingCustomProviders":            false,
 		"capabilityDiscoverySandbox":                  true,

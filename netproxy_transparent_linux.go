@@ -486,13 +486,15 @@ func (st *sandboxStage) routeTransparent() error {
 }
 
 // transparentTo makes every TCP connection of the stage's command go through p's SOCKS
-// policy (docs/network.md §7). It needs a stage bridged to p (bridgeTo) and p's SOCKS5.
+// policy (docs/network.md §7). It needs a stage bridged to p (bridgeTo); not p's SOCKS5
+// listener, which a request asking for transparency must enable (checkNetworkProxyRequest)
+// but which --linux-sandbox-transparent-tcp does without, as the reference does.
 func (st *sandboxStage) transparentTo(p *netProxy) error {
 	switch {
 	case st == nil || len(st.cfg.Bridge) == 0:
-		return errors.New("transparent TCP requires a managed Linux sandbox")
-	case p == nil || p.socksLn == nil:
-		return errors.New("transparent TCP requires managed SOCKS5")
+		return errors.New(errTransparentNoSandbox)
+	case p == nil:
+		return errors.New(errTransparentNoProxy)
 	}
 	st.cfg.Transparent = true
 	st.transparent = p

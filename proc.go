@@ -307,7 +307,7 @@ func (c *call) processStart(p *startParams) (startResult, error) {
 	if err != nil {
 		return startResult{}, err
 	}
-	if err := checkNetworkProxyEnabled(p.NetworkProxy); err != nil {
+	if err := checkNetworkProxyRequest(p, sandbox, c.srv.cfg.netproxy.transparentTCP); err != nil {
 		return startResult{}, err
 	}
 	if len(p.Argv) == 0 {

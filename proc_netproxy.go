@@ -39,6 +39,53 @@ func checkNetworkProxyEnabled(np *networkProxyParams) error {
 	return nil
 }
 
+// Transparent TCP's refusals, in the reference's words (docs/network.md §7, measured).
+const (
+	errTransparentNoSandbox = "transparent TCP requires a managed Linux sandbox"
+	errTransparentNoProxy   = "transparent TCP requires an executor-local managed proxy"
+	errTransparentNoSocks   = "invalid network proxy config: transparent_tcp requires an enabled managed SOCKS5 proxy"
+)
+
+// checkNetworkProxyRequest checks what a start asks of the managed network before anything
+// starts, in the reference's order (measured): managedNetwork.transparentTcp without the
+// proxy's, the proxy's without a sandbox, a disabled proxy, transparentTcp without SOCKS5.
+// Then what the reference starts and then fails (its child dies) is refused here instead:
+// transparentTcp under a sandbox that confines nothing or off Linux, and the operator's
+// --linux-sandbox-transparent-tcp (transparentFlag) for a routed start that has no proxy to
+// judge its connections. A start that asks for transparency never runs without it.
+func checkNetworkProxyRequest(p *startParams, sb *processSandbox, transparentFlag bool) error {
+	asked := p.NetworkProxy != nil && bool(p.NetworkProxy.Proxy.TransparentTCP)
+	switch {
+	case p.ManagedNetwork != nil && bool(p.ManagedNetwork.TransparentTCP) && !asked:
+		return errInvalidParams(errTransparentNoProxy)
+	case asked && sb == nil:
+		return errInvalidParams(errTransparentNoSandbox)
+	}
+	if err := checkNetworkProxyEnabled(p.NetworkProxy); err != nil {
+		return err
+	}
+	switch {
+	case asked && !p.NetworkProxy.Proxy.EnableSocks5:
+		return errInvalidParams(errTransparentNoSocks)
+	case asked && !sandboxConfines(sb):
+		return errInvalidParams("%s: this start's sandbox confines nothing (danger-full-access, or a managed sandbox this server runs unsandboxed); refusing rather than run it untransparent (docs/network.md §7)", errTransparentNoSandbox)
+	case transparentFlag && bool(p.EnforceManagedNetwork) && sandboxConfines(sb) && p.NetworkProxy == nil:
+		return errInvalidParams("%s: --linux-sandbox-transparent-tcp makes this enforceManagedNetwork start transparent, and it has no networkProxy whose policy would judge its connections; refusing rather than run it untransparent (docs/network.md §7)", errTransparentNoProxy)
+	case wantsTransparentTCP(p, sb, transparentFlag) && runtime.GOOS != "linux":
+		return errInvalidParams("%s: transparent TCP is Linux-only (the capabilities say so: networkProxyTransparentTcp is false here); refusing rather than run it untransparent (docs/network.md §7)", errTransparentNoSandbox)
+	}
+	return nil
+}
+
+// wantsTransparentTCP is the reference's rule (docs/network.md §7): every TCP connection of
+// the process goes through its proxy when its sandbox confines it and either it asks
+// (networkProxy.proxy.transparentTcp) or the operator's --linux-sandbox-transparent-tcp is on
+// and it asks for enforceManagedNetwork. A request's false does not turn the flag off.
+func wantsTransparentTCP(p *startParams, sb *processSandbox, transparentFlag bool) bool {
+	asked := p.NetworkProxy != nil && bool(p.NetworkProxy.Proxy.TransparentTCP)
+	return sandboxConfines(sb) && (asked || transparentFlag && bool(p.EnforceManagedNetwork))
+}
+
 // startProcessNetProxy starts the proxy p asks for (nil when it asks for none) and says how
 // the command reaches a proxy (docs/network.md §4): route is nil when it is not routed, else
 // the loopback ports its proxy variables may name, which the bridge carries into its network
@@ -52,7 +99,14 @@ func checkNetworkProxyEnabled(np *networkProxyParams) error {
 // enforceManagedNetwork has nothing to enforce, as with the reference.
 func (c *call) startProcessNetProxy(p *startParams, sb *processSandbox) (np *netProxy, route *proxyRoute, err error) {
 	enabled := p.NetworkProxy != nil && p.NetworkProxy.Proxy.Enabled
-	if sandboxConfines(sb) && bool(p.EnforceManagedNetwork) {
+	transparent := wantsTransparentTCP(p, sb, c.srv.cfg.netproxy.transparentTCP)
+	if transparent && !enabled {
+		// checkNetworkProxyRequest refused it already; never route it untransparent.
+		return nil, nil, errInvalidParams(errTransparentNoProxy)
+	}
+	if sandboxConfines(sb) && (bool(p.EnforceManagedNetwork) || transparent) {
+		// A transparent process is routed too: its namespace's lo carries its proxy
+		// variables' endpoints, every other address the transparent listener.
 		if runtime.GOOS != "linux" {
 			return nil, nil, errInvalidParams("enforceManagedNetwork: routing a sandboxed process through its proxy needs the Linux namespace bridge; refusing rather than run it with the host's network (docs/network.md §4)")
 		}
@@ -93,6 +147,9 @@ func (c *call) startProcessNetProxy(p *startParams, sb *processSandbox) (np *net
 				route.ports = append(route.ports, port)
 			}
 		}
+		if transparent {
+			route.transparent = np
+		}
 	}
 	return np, route, nil
 }
@@ -105,6 +162,9 @@ const netBridgeMaxListeners = 8
 // variables may name (docs/network.md §4).
 type proxyRoute struct {
 	ports []uint16
+	// transparent, when set, is the proxy every other TCP connection of the command goes
+	// to (transparent TCP, docs/network.md §7): confine makes the stage transparent to it.
+	transparent *netProxy
 }
 
 // proxyEnvKeys are the variables whose value names a proxy, upper-cased: the ones the bridge

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"regexp"
 	"runtime"
 	"slices"
@@ -562,4 +563,260 @@ curl -sS -m 3 -o /dev/null http://127.0.0.1:%d/profile-proxied 2>/dev/null
 	if !slices.Contains(got, "/profile-proxied") {
 		t.Errorf("the capture's login shell did not reach the host through the proxy")
 	}
+}
+
+// transparentScript is a bash command that ignores every proxy: it unsets the proxy
+// variables, then opens a TCP connection to each address with bash's /dev/tcp, sends
+// "tt:<addr>" and prints "<addr>=<the first line back>" (empty when the connection was reset).
+func transparentScript(addrs ...string) string {
+	s := `for v in $(env | grep -io '^[a-z_]*proxy[a-z_]*='); do unset "${v%=}"; done; ` +
+		`echo "proxyvars=$(env | cut -d= -f1 | grep -ic proxy)"; `
+	for _, a := range addrs {
+		host, port, _ := net.SplitHostPort(a)
+		s += fmt.Sprintf(`if exec 3<>/dev/tcp/%s/%s; then echo "tt:%s" >&3; r=; read -r -t 5 r <&3; echo "%s=$r"; exec 3<&-; else echo "%s=refused"; fi; `,
+			host, port, a, a, a)
+	}
+	return s
+}
+
+// openFDsAndLinks counts this process's open descriptors, and among them the BPF links.
+func openFDsAndLinks(t *testing.T) (n, bpfLinks int) {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.Contains(target, "bpf-link") {
+			bpfLinks++
+		}
+	}
+	return len(ents), bpfLinks
+}
+
+// waitOpenFDs waits briefly (the test hosts close their ends as their goroutines return)
+// until this process holds no more descriptors than before, and no BPF link.
+func waitOpenFDs(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, links := openFDsAndLinks(t)
+		if n <= before && links == 0 {
+			t.Logf("open descriptors: %d before the start, %d after process/closed, BPF links %d", before, n, links)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("open descriptors: %d before the start, %d after process/closed, BPF links %d", before, n, links)
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestProcessNetProxyTransparent: process/start makes a sandboxed command transparent (docs/
+// network.md §7), asked by the request (proxy.transparentTcp, no enforceManagedNetwork) and by
+// the server's --linux-sandbox-transparent-tcp with enforceManagedNetwork (under a sandbox
+// with the network, SOCKS5 off, as the reference allows). A bash command that ignores every
+// proxy variable connects with /dev/tcp to two test hosts on documentation addresses in the
+// test's network namespace: the one the policy allows (192.0.2.10) receives its line, the
+// denied one (198.51.100.10) receives nothing, both read on the hosts; the session is told
+// each decision as socks5_tcp; once the process closed, no goroutine of the proxy or the
+// bridge, no BPF link and no extra descriptor is left in the server (this test process).
+func TestProcessNetProxyTransparent(t *testing.T) {
+	if !inNetProxyNamespace(t) {
+		return
+	}
+	requireUserNamespaces(t)
+	for _, c := range []struct {
+		name string
+		flag bool
+		set  func(params, proxy map[string]any)
+	}{
+		{"request field", false, func(params, proxy map[string]any) {
+			proxy["transparentTcp"] = true
+			params["managedNetwork"] = map[string]any{"transparentTcp": true}
+			params["sandbox"] = netProxyTestSandbox("restricted")
+		}},
+		{"server flag", true, func(params, proxy map[string]any) {
+			proxy["enableSocks5"] = false
+			params["enforceManagedNetwork"] = true
+			params["sandbox"] = netProxyTestSandbox("enabled")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tc := startTestServer(t, func(s *server) { s.cfg.netproxy.transparentTCP = c.flag }).connect(t)
+			before, _ := openFDsAndLinks(t) // the test hosts' listeners are closed before the count after
+			allowed, denied := newTTHost(t, nsHost4a), newTTHost(t, nsHost4b)
+			params := netProxyStartParams(t, "tt", "", map[string]any{
+				"domains": map[string]string{nsHost4a.String(): "allow"}, "enableSocks5": true,
+			}, 0)
+			params["argv"] = []string{"bash", "-c", transparentScript(allowed.addr(), denied.addr())}
+			c.set(params, params["networkProxy"].(map[string]any)["proxy"].(map[string]any))
+			r := tc.run(params)
+			out := r.stdout()
+			gotA, gotD := allowed.stop(), denied.stop()
+			t.Logf("child output:\n%s%s\nhosts received: allowed %q, denied %q", out, r.stderr(), gotA, gotD)
+			if !strings.Contains(out, "proxyvars=0\n") {
+				t.Errorf("the command still had proxy variables")
+			}
+			if len(gotA) != 1 || gotA[0] != "tt:"+allowed.addr() || !strings.Contains(out, allowed.addr()+"=ok\n") {
+				t.Errorf("the allowed host received %q, want the command's line, answered", gotA)
+			}
+			if len(gotD) != 0 || strings.Contains(out, denied.addr()+"=ok\n") {
+				t.Errorf("the denied host received %q", gotD)
+			}
+			for _, d := range []struct{ host, decision string }{{nsHost4a.String(), "allow"}, {nsHost4b.String(), "deny"}} {
+				n, _ := tc.waitNote(0, procWait, func(n testNote) bool {
+					return n.Method == "network/policyDecision" && bytes.Contains(n.Params, []byte(`"host":"`+d.host+`"`))
+				})
+				t.Logf("network/policyDecision %s", n.Params)
+				if !bytes.Contains(n.Params, []byte(`"protocol":"socks5_tcp"`)) || !bytes.Contains(n.Params, []byte(`"decision":"`+d.decision+`"`)) ||
+					!bytes.Contains(n.Params, []byte(`"processId":"tt"`)) {
+					t.Errorf("decision for %s: %s, want socks5_tcp %s", d.host, n.Params, d.decision)
+				}
+			}
+			waitNoNetProxyGoroutines(t)
+			waitNoNetBridgeGoroutines(t)
+			waitOpenFDs(t, before)
+		})
+	}
+}
+
+// TestProcessNetProxyTransparentRefusals: a start asking for transparent TCP that cannot have
+// it is refused before anything starts (-32602; the program, which would write a file, never
+// runs; no proxy goroutine is left): the reference's three refusals with its words and in its
+// order (measured), and ours where the reference starts a process that then dies: a sandbox
+// that confines nothing (danger-full-access, --managed-sandbox run-unsandboxed), the server's flag with no proxy to judge, and a stage that cannot
+// hold the bridge (--linux-sandbox-pid-namespace inherit, the Landlock fallback).
+func TestProcessNetProxyTransparentRefusals(t *testing.T) {
+	requireUserNamespaces(t)
+	marker := t.TempDir() + "/ran"
+	proxy := func(over map[string]any) map[string]any {
+		var p map[string]any
+		json.Unmarshal([]byte(netProxyBaseConfig), &p)
+		for k, v := range over {
+			p[k] = v
+		}
+		return map[string]any{"proxy": p}
+	}
+	tt := map[string]any{"transparentTcp": true}
+	ttNoSocks := map[string]any{"transparentTcp": true, "enableSocks5": false}
+	disabled := map[string]any{"permissions": map[string]any{"type": "disabled"}, "windowsSandboxLevel": "disabled"}
+	const (
+		noSandbox = "transparent TCP requires a managed Linux sandbox"
+		noProxy   = "transparent TCP requires an executor-local managed proxy"
+		noSocks   = "invalid network proxy config: transparent_tcp requires an enabled managed SOCKS5 proxy"
+		notEnbl   = "invalid network proxy config: executor-local network proxy launch requires an enabled proxy"
+	)
+	cases := []struct {
+		name   string
+		flag   bool
+		pidns  string
+		mech   string
+		fields []any
+		want   string
+		exact  bool
+	}{
+		{"transparentTcp without a sandbox", false, "", "", []any{"networkProxy", proxy(tt)}, noSandbox, true},
+		{"transparentTcp without a sandbox nor SOCKS5", false, "", "", []any{"networkProxy", proxy(ttNoSocks)}, noSandbox, true},
+		{"transparentTcp without a sandbox, proxy disabled", false, "", "", []any{"networkProxy", proxy(map[string]any{"transparentTcp": true, "enabled": false})}, noSandbox, true},
+		{"transparentTcp without SOCKS5", false, "", "", []any{"networkProxy", proxy(ttNoSocks), "sandbox", netProxyTestSandbox("restricted")}, noSocks, true},
+		{"transparentTcp without SOCKS5, empty argv", false, "", "", []any{"argv", []string{}, "networkProxy", proxy(ttNoSocks), "sandbox", netProxyTestSandbox("restricted")}, noSocks, true},
+		{"transparentTcp, proxy disabled, a sandbox", false, "", "", []any{"networkProxy", proxy(map[string]any{"transparentTcp": true, "enabled": false, "enableSocks5": false}), "sandbox", netProxyTestSandbox("restricted")}, notEnbl, true},
+		{"managedNetwork.transparentTcp without a proxy", false, "", "", []any{"managedNetwork", tt, "sandbox", netProxyTestSandbox("restricted")}, noProxy, true},
+		{"managedNetwork.transparentTcp, the proxy's false", false, "", "", []any{"managedNetwork", tt, "networkProxy", proxy(nil), "sandbox", netProxyTestSandbox("restricted")}, noProxy, true},
+		{"managedNetwork.transparentTcp, proxy disabled", false, "", "", []any{"managedNetwork", tt, "networkProxy", proxy(map[string]any{"enabled": false})}, noProxy, true},
+		{"transparentTcp, danger-full-access", false, "", "", []any{"networkProxy", proxy(tt), "sandbox", disabled}, noSandbox + ": ", false},
+		{"transparentTcp, --managed-sandbox run-unsandboxed", false, "unsandboxed", "", []any{"networkProxy", proxy(tt), "sandbox", netProxyTestSandbox("restricted")}, noSandbox + ": ", false},
+		{"flag, enforce, no proxy", true, "", "", []any{"enforceManagedNetwork", true, "sandbox", netProxyTestSandbox("restricted"),
+			"env", map[string]string{"PATH": os.Getenv("PATH"), "HTTP_PROXY": "http://127.0.0.1:3128"}, "managedNetwork", map[string]any{"loopbackPorts": []int{3128}}}, noProxy + ": ", false},
+		{"transparentTcp, pid namespace inherit", false, "inherit", "namespaces", []any{"networkProxy", proxy(tt), "sandbox", netProxyTestSandbox("restricted")}, noSandbox + ": sandbox: the managed network bridge needs the namespace sandbox with a pid namespace of its own", false},
+		{"transparentTcp, landlock", false, "isolate", "landlock", []any{"networkProxy", proxy(tt), "sandbox", netProxyTestSandbox("restricted")}, noSandbox + ": sandbox: the managed network bridge needs the namespace sandbox with a pid namespace of its own", false},
+		{"flag, enforce, landlock", true, "isolate", "landlock", []any{"networkProxy", proxy(nil), "enforceManagedNetwork", true, "sandbox", netProxyTestSandbox("restricted")}, noSandbox + ": sandbox: the managed network bridge needs", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tc := startTestServer(t, func(s *server) {
+				s.cfg.netproxy.transparentTCP = c.flag
+				s.cfg.runManagedUnsandboxed = c.pidns == "unsandboxed"
+				if c.pidns != "" && c.pidns != "unsandboxed" {
+					sbx, err := newSandboxer(c.pidns, c.mech)
+					if err != nil {
+						t.Fatal(err)
+					}
+					s.sandbox = sbx
+				}
+			}).connect(t)
+			params := with(procStart(t, "r", "sh", "-c", "echo ran > "+marker), c.fields...)
+			e := tc.callErr("process/start", params)
+			switch {
+			case e == nil:
+				t.Errorf("started, want -32602 %q", c.want)
+			case e.Code != codeInvalidParams || c.exact && e.Message != c.want || !c.exact && !strings.HasPrefix(e.Message, c.want):
+				t.Errorf("error %d %q, want -32602 %q", e.Code, e.Message, c.want)
+			default:
+				t.Logf("%d %s", e.Code, e.Message)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatalf("the program ran")
+			}
+			waitNoNetProxyGoroutines(t)
+		})
+	}
+}
+
+// TestCapabilityNetworkProxyTransparentTcp backs networkProxyTransparentTcp: process/start
+// makes a sandboxed command's every TCP connection go through its proxy's policy, asked by
+// the request or by the server's flag, and refuses what cannot be made transparent (a
+// request the reference refuses, a stage without the bridge, a server without CAP_BPF).
+func TestCapabilityNetworkProxyTransparentTcp(t *testing.T) {
+	t.Run("transparent", TestProcessNetProxyTransparent)
+	t.Run("refusals", TestProcessNetProxyTransparentRefusals)
+	t.Run("no CAP_BPF", TestProcessNetProxyTransparentNoCapBPF)
+}
+
+// noCapBPFEnv marks the run of TestProcessNetProxyTransparentNoCapBPF that setpriv(1) started
+// without CAP_BPF and CAP_SYS_ADMIN.
+const noCapBPFEnv = "EXEC_SERVER_NOCAPBPF"
+
+// TestProcessNetProxyTransparentNoCapBPF: a server that cannot load BPF (run again by
+// setpriv(1) with CAP_BPF and CAP_SYS_ADMIN out of its bounding set: the host property is
+// real, not simulated) refuses a transparent start with the kernel's reason, and the program,
+// which would write a file, never runs: never an untransparent command where transparency
+// was asked. Nothing of the proxy or the bridge is left.
+func TestProcessNetProxyTransparentNoCapBPF(t *testing.T) {
+	requireUserNamespaces(t)
+	if os.Getenv(noCapBPFEnv) != "1" {
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			t.Skip("no setpriv(1) to run the server without CAP_BPF")
+		}
+		cmd := exec.Command(setpriv, "--bounding-set", "-bpf,-sys_admin", os.Args[0],
+			"-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), noCapBPFEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("without CAP_BPF and CAP_SYS_ADMIN:\n%s", strings.TrimSpace(string(out)))
+		if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+			t.Fatalf("the test without CAP_BPF failed: %v", err)
+		}
+		return
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", regexp.MustCompile(`(?m)^CapEff:.*$`).Find(status))
+	marker := t.TempDir() + "/ran"
+	tc := startTestServer(t).connect(t)
+	params := netProxyStartParams(t, "nb", "echo ran > "+marker, map[string]any{"transparentTcp": true, "enableSocks5": true}, 0)
+	params["sandbox"] = netProxyTestSandbox("restricted")
+	e := tc.callErr("process/start", params) // fails the test when the start succeeds
+	t.Logf("%d %s", e.Code, e.Message)
+	if !strings.Contains(e.Message, "transparent TCP: ") || !strings.Contains(e.Message, "operation not permitted") {
+		t.Errorf("error %q, want the kernel's reason for transparent TCP", e.Message)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the program ran")
+	}
+	waitNoNetProxyGoroutines(t)
+	waitNoNetBridgeGoroutines(t)
 }

@@ -347,8 +347,17 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 			st.cfg.Namespaces, st.cfg.PidNS = true, s.isolatePids
 			st.cfg.MaxProcs = s.maxProcesses()
 		}
+		transparent := spec.route != nil && spec.route.transparent != nil
 		if err := st.bridgeTo(spec.bridge...); err != nil {
+			if transparent {
+				return "", errInvalidParams("%s: %v", errTransparentNoSandbox, err)
+			}
 			return "", errInvalidParams("enforceManagedNetwork: %v", err)
+		}
+		if transparent {
+			if err := st.transparentTo(spec.route.transparent); err != nil {
+				return "", errInvalidParams("%v", err)
+			}
 		}
 	}
 	if cfg.Namespaces {
