@@ -128,9 +128,9 @@ func (c *call) startProcessNetProxy(p *startParams, sb *processSandbox) (np *net
 		return nil, nil, errInvalidRequest("networkProxy: no session")
 	}
 	hooks := sessionNetProxyHooks(s)
-	if sandboxConfines(sb) {
-		hooks.dial = c.srv.listening.guardedDial
-	}
+	// Every proxy, a sandboxed process's or not: an unsandboxed process's proxy is a hop
+	// any local client may take, a sandboxed command included (TestAdv22ChainThroughOtherProxy).
+	hooks.dial = c.srv.listening.guardedDial
 	np, err = startNetProxy(netProxyConfig{
 		processID:     p.ProcessID,
 		params:        p.NetworkProxy,
@@ -300,10 +300,12 @@ func sessionNetProxyHooks(s *session) netProxyHooks {
 }
 
 // selfListeners are the addresses this server accepts clients on (its websocket listeners).
-// A sandboxed process's proxy never connects to them (guardedDial): the proxy dials from the
+// No process's proxy ever connects to them (guardedDial): the proxy dials from the
 // server itself, so the connect-back check (docs/sandbox.md §2), which traces a connection
 // to the process holding its other end, would find the server there, not the sandbox behind
-// it, and a sandboxed command could ask its own server for an unsandboxed process.
+// it, and a sandboxed command could ask its own server for an unsandboxed process, directly
+// or through the proxy of another process, sandboxed or not, whose port any local client may
+// use.
 type selfListeners struct {
 	mu    sync.Mutex
 	addrs []*net.TCPAddr
