@@ -5,9 +5,11 @@ package main
 // it cannot reach the proxy on the server's 127.0.0.1. The stage binds a listener on
 // 127.0.0.1:0 inside that namespace (bridgeListen), hands the listening descriptor to the
 // server over a unix socket (sendBridgeListeners, receiveBridgeListeners) and points the
-// command's proxy variables at it (bridgeRewriteEnv); the server accepts on it and splices
-// each connection to the proxy (netBridge). A listening socket keeps the namespace it was
-// made in, so no process has to stay behind in the namespace for the bridge to work.
+// command's proxy variables at it (bridgeRewriteEnv); the server accepts on it and hands each
+// connection to the process's proxy in this very process (serveBridged), or, for a client's
+// own loopback proxy (managedNetwork.loopbackPorts), splices it there (netBridge). A
+// listening socket keeps the namespace it was made in, so no process has to stay behind in
+// the namespace for the bridge to work.
 
 import (
 	"errors"
@@ -174,12 +176,14 @@ func bridgeRewriteEnv(env []string, to map[string]string) []string {
 }
 
 // netBridge serves one listener handed over by a stage: each connection the command makes to
-// it is spliced to target, the proxy's address on the server's loopback.
+// it is handed to the process's proxy (hand), or, without one, spliced to target, a loopback
+// proxy of the client's on the server's host.
 type netBridge struct {
 	ln     net.Listener
 	target string
-	slots  chan struct{} // one per open connection (netProxyMaxConns)
-	done   chan struct{} // closed by close
+	hand   func(net.Conn) // the proxy's serving function (serveBridged); nil: splice to target
+	slots  chan struct{}  // one per open connection (netProxyMaxConns)
+	done   chan struct{}  // closed by close
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -187,14 +191,28 @@ type netBridge struct {
 	wg     sync.WaitGroup // the accept loop and every connection's goroutines
 }
 
-// startNetBridge serves f (which it takes over) towards target until close.
-func startNetBridge(f *os.File, target string) (*netBridge, error) {
+// startNetBridge serves f (which it takes over) towards target until close. With a proxy p,
+// target must name one of p's listeners, and each connection is handed to p as if that
+// listener had accepted it; nothing is dialled. Without one, each is spliced to target.
+func startNetBridge(f *os.File, target string, p *netProxy) (*netBridge, error) {
+	var hand func(net.Conn)
+	if p != nil {
+		switch target {
+		case p.httpAddr():
+			hand = func(c net.Conn) { p.serveBridged(bridgeHTTP, c) }
+		case p.socksAddr():
+			hand = func(c net.Conn) { p.serveBridged(bridgeSOCKS, c) }
+		default:
+			f.Close()
+			return nil, fmt.Errorf("netbridge: %s is not a listener of the process's proxy", target)
+		}
+	}
 	ln, err := net.FileListener(f)
 	f.Close()
 	if err != nil {
 		return nil, fmt.Errorf("netbridge: %w", err)
 	}
-	b := &netBridge{ln: ln, target: target, slots: make(chan struct{}, netProxyMaxConns),
+	b := &netBridge{ln: ln, target: target, hand: hand, slots: make(chan struct{}, netProxyMaxConns),
 		done: make(chan struct{}), conns: make(map[net.Conn]struct{})}
 	b.wg.Add(1)
 	go b.serve()
@@ -217,6 +235,10 @@ func (b *netBridge) serve() {
 				return
 			case <-t.C:
 			}
+			continue
+		}
+		if b.hand != nil {
+			b.hand(c) // the proxy's slots, tracking and goroutine from here
 			continue
 		}
 		select {
@@ -293,6 +315,51 @@ func (b *netBridge) close() {
 	b.mu.Unlock()
 	b.ln.Close()
 	b.wg.Wait()
+}
+
+// bridgeKind says which of its servers a proxy runs on a bridged connection.
+type bridgeKind int
+
+const (
+	bridgeHTTP bridgeKind = iota
+	bridgeSOCKS
+)
+
+// serveBridged serves c, a connection the bridge accepted in a routed command's namespace,
+// as the proxy's HTTP or SOCKS5 listener would have (docs/network.md §4): under the same
+// netProxyMaxConns (one more is closed at once), tracked so that close ends it, in a
+// goroutine of the proxy's. A routed process's proxy listens on no host port (its listeners
+// are closed as soon as it started, closeHostListeners), so only its command takes these
+// slots.
+func (p *netProxy) serveBridged(kind bridgeKind, c net.Conn) {
+	serve := p.serveHTTP
+	if kind == bridgeSOCKS {
+		serve = p.serveSocks
+	}
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		c.Close() // over netProxyMaxConns
+		return
+	}
+	// Registered and counted under the lock close takes first: once close has begun no
+	// goroutine is added to the group it waits for.
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.slots
+		c.Close()
+		return
+	}
+	p.conns[c] = struct{}{}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		defer func() { <-p.slots }()
+		defer p.untrackClose(c)
+		serve(c)
+	}()
 }
 
 // addr is the listener's address, in the namespace it was made in.

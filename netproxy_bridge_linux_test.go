@@ -209,7 +209,7 @@ func nbRun(t *testing.T, mode string) (string, []string) {
 		cmd.Wait()
 		t.Fatalf("%v; probe: %s", err, out.String())
 	}
-	b, err := startNetBridge(lns[0], h.ln.Addr().String())
+	b, err := startNetBridge(lns[0], h.ln.Addr().String(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

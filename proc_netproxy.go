@@ -150,8 +150,23 @@ func (c *call) startProcessNetProxy(p *startParams, sb *processSandbox) (np *net
 		if transparent {
 			route.transparent = np
 		}
+		route.proxy = np
+		np.closeHostListeners()
 	}
 	return np, route, nil
+}
+
+// closeHostListeners closes a routed process's proxy listeners on the host's 127.0.0.1: its
+// command reaches the proxy only through the bridge, which hands the proxy each connection
+// itself (serveBridged), so those listeners would serve nobody but other local processes,
+// which could take the proxy's connection slots from the command or use it as a hop
+// (docs/network.md §4). Their addresses stay the names the routes are planned with; nothing
+// dials them. close still closes them (again).
+func (p *netProxy) closeHostListeners() {
+	p.httpLn.Close()
+	if p.socksLn != nil {
+		p.socksLn.Close()
+	}
 }
 
 // netBridgeMaxListeners is how many distinct proxy endpoints one command's bridge carries:
@@ -162,6 +177,10 @@ const netBridgeMaxListeners = 8
 // variables may name (docs/network.md §4).
 type proxyRoute struct {
 	ports []uint16
+	// proxy, when set, is the process's proxy, whose ports are the routes: the bridge hands
+	// it each connection instead of dialling it (serveBridged). Nil with
+	// managedNetwork.loopbackPorts (the client's own proxies, dialled).
+	proxy *netProxy
 	// transparent, when set, is the proxy every other TCP connection of the command goes
 	// to (transparent TCP, docs/network.md §7): confine makes the stage transparent to it.
 	transparent *netProxy

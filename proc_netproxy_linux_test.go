@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -819,4 +820,163 @@ func TestProcessNetProxyTransparentNoCapBPF(t *testing.T) {
 	}
 	waitNoNetProxyGoroutines(t)
 	waitNoNetBridgeGoroutines(t)
+}
+
+// ownLoopbackListeners returns the TCP ports this process (the server) listens on at
+// 127.0.0.1, read from /proc/net/tcp (state 0A) and kept when the socket's inode is one of
+// this process's descriptors.
+func ownLoopbackListeners(t *testing.T) map[int]bool {
+	t.Helper()
+	inodes := map[string]bool{}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(target, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
+		}
+	}
+	data, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := map[int]bool{}
+	for _, line := range strings.Split(string(data), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
+			continue
+		}
+		ip, port, ok := strings.Cut(f[1], ":")
+		if !ok || ip != "0100007F" {
+			continue
+		}
+		var n int
+		fmt.Sscanf(port, "%X", &n)
+		ports[n] = true
+	}
+	return ports
+}
+
+// TestProcessNetProxyRoutedNoHostPort: a routed process's proxy listens on no port of the
+// host (read in /proc/net/tcp of the server: no new listener on 127.0.0.1 once the process
+// started), so another local process cannot take its 256 connection slots with half request
+// heads, nor use it as a hop: the test, as such a client, holds 256 half heads on every new
+// listener it finds (and logs what one more gets), then lets the command fetch through
+// $HTTP_PROXY, which must still reach the host (on the base, where the proxy listened there,
+// the fetch got an empty reply).
+func TestProcessNetProxyRoutedNoHostPort(t *testing.T) {
+	requireUserNamespaces(t)
+	h := newRoutedHost(t)
+	tc := startTestServer(t).connect(t)
+	before := ownLoopbackListeners(t)
+	params := netProxyStartParams(t, "nh", "read -r go; "+curlLine(fmt.Sprintf("http://127.0.0.1:%d/ok", h.v4)), map[string]any{
+		"domains": map[string]string{"127.0.0.1": "allow"}, "enableSocks5": true,
+	}, 0)
+	params["sandbox"] = netProxyTestSandbox("restricted")
+	params["enforceManagedNetwork"] = true
+	params["pipeStdin"] = true
+	tc.mustCall("process/start", params)
+	var added []int
+	for p := range ownLoopbackListeners(t) {
+		if !before[p] {
+			added = append(added, p)
+		}
+	}
+	if len(added) > 0 {
+		t.Errorf("the routed process's proxy listens on 127.0.0.1:%v of the host", added)
+	}
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for _, port := range added {
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		for range netProxyMaxConns {
+			c, err := net.Dial("tcp4", addr)
+			if err != nil {
+				t.Fatalf("foreign client: %v", err)
+			}
+			c.Write([]byte("GET http://127.0.0.1/ HTTP/1.1\r\nHo"))
+			held = append(held, c)
+		}
+		// One more: closed at once when every slot is taken.
+		c, err := net.Dial("tcp4", addr)
+		if err != nil {
+			t.Fatalf("foreign client: %v", err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, rerr := c.Read(make([]byte, 1))
+		c.Close()
+		t.Logf("foreign client holds %d half heads on %s; one more: %v", netProxyMaxConns, addr, rerr)
+	}
+	tc.mustCall("process/write", map[string]any{"processId": "nh", "chunk": b64("go\n"), "writeId": "w"})
+	r := waitClosed(tc, "nh")
+	out := r.stdout()
+	got := h.got()
+	t.Logf("child output:\n%s%s\nhost received %q", out, r.stderr(), got)
+	if !strings.Contains(out, "hello /ok\n=200\n") || !slices.Contains(got, "/ok") {
+		t.Errorf("the routed command's fetch through $HTTP_PROXY did not reach the host")
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	held = nil
+	waitNoNetProxyGoroutines(t)
+	waitNoNetBridgeGoroutines(t)
+}
+
+// TestNetProxyForeignHalfHeadBounded: on an unrouted process's proxy, whose listeners stay
+// on the host's 127.0.0.1 (docs/network.md §5), a foreign local client's half request head
+// (HTTP) or half greeting (SOCKS5) holds its connection slot no longer than
+// netProxyHeadTimeout from its connection, even when it trickles a byte before then: the
+// proxy closes it (read on the client's socket) between 30 s and 30 s plus 5 s.
+func TestNetProxyForeignHalfHeadBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the 30 s head timeout")
+	}
+	p, err := startNetProxy(netProxyConfig{processID: "hh", params: netProxyParamsFor(t, `{"enableSocks5":true}`, nil)}, netProxyHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	type held struct {
+		name       string
+		addr       string
+		head, more string
+	}
+	cases := []held{
+		{"http", p.httpAddr(), "GET http://127.0.0.1/ HTTP/1.1\r\nHo", "s"},
+		{"socks5", p.socksAddr(), "\x05\x02", "\x00"},
+	}
+	took := make([]time.Duration, len(cases))
+	var wg sync.WaitGroup
+	for i, c := range cases {
+		conn, err := net.Dial("tcp4", c.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		start := time.Now()
+		conn.Write([]byte(c.head))
+		// The renewal: one more byte of the head, well before the timeout.
+		trickle := time.AfterFunc(netProxyHeadTimeout*2/3, func() { conn.Write([]byte(c.more)) })
+		defer trickle.Stop()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn.SetReadDeadline(start.Add(2 * netProxyHeadTimeout))
+			io.Copy(io.Discard, conn)
+			took[i] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	for i, c := range cases {
+		t.Logf("%s: the half head was closed after %v", c.name, took[i].Round(time.Millisecond))
+		if took[i] < netProxyHeadTimeout-time.Second || took[i] > netProxyHeadTimeout+5*time.Second {
+			t.Errorf("%s: the half head held its slot %v, want about %v", c.name, took[i], netProxyHeadTimeout)
+		}
+	}
 }

@@ -339,6 +339,9 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 	}
 	st := &sandboxStage{cfg: cfg, live: &s.live, pool: &s.warm}
 	if routed {
+		if spec.route != nil {
+			st.proxy = spec.route.proxy
+		}
 		if !files && s.mechanism() == mechanismNamespaces {
 			// Only the network namespace is wanted: the file system stays the host's.
 			q := *p
@@ -383,6 +386,7 @@ type sandboxStage struct {
 	payload   []byte
 	bridge    *os.File     // our end of fd 5, with Bridge (docs/network.md §4)
 	bridges   []*netBridge // serving the listeners the stage sent, until exited
+	proxy     *netProxy    // the process's proxy, handed the bridged connections; nil: dial
 
 	// transparent serves the transparent listener, with Transparent (docs/network.md §7).
 	transparent *netProxy
@@ -538,8 +542,9 @@ func (st *sandboxStage) await() error {
 }
 
 // serveBridges receives the listeners a stage with Bridge made in its namespace and serves
-// each towards its proxy listener (docs/network.md §4). The stage sends them before it
-// starts the command, or fails and closes the socket.
+// each (docs/network.md §4): handed to the process's proxy, or spliced to the client's own
+// loopback proxy. The stage sends them before it starts the command, or fails and closes
+// the socket.
 func (st *sandboxStage) serveBridges() error {
 	if st.bridge == nil {
 		return nil
@@ -552,6 +557,18 @@ func (st *sandboxStage) serveBridges() error {
 	if err != nil {
 		return err
 	}
+	if err := st.startBridges(lns); err != nil {
+		return err
+	}
+	if st.cfg.Transparent {
+		return st.serveTransparent()
+	}
+	return nil
+}
+
+// startBridges serves the listeners lns (which it takes over), one per st.cfg.Bridge entry.
+// What it started before a failure is closed by exited.
+func (st *sandboxStage) startBridges(lns []*os.File) error {
 	if len(lns) != len(st.cfg.Bridge) {
 		for _, f := range lns {
 			f.Close()
@@ -559,7 +576,7 @@ func (st *sandboxStage) serveBridges() error {
 		return fmt.Errorf("sandbox: %d bridge listeners for %d proxies", len(lns), len(st.cfg.Bridge))
 	}
 	for i, f := range lns {
-		b, err := startNetBridge(f, st.cfg.Bridge[i])
+		b, err := startNetBridge(f, st.cfg.Bridge[i], st.proxy)
 		if err != nil {
 			for _, f := range lns[i+1:] {
 				f.Close()
@@ -567,9 +584,6 @@ func (st *sandboxStage) serveBridges() error {
 			return err
 		}
 		st.bridges = append(st.bridges, b)
-	}
-	if st.cfg.Transparent {
-		return st.serveTransparent()
 	}
 	return nil
 }
