@@ -7,7 +7,8 @@ package main
 // server over a unix socket (sendBridgeListeners, receiveBridgeListeners) and points the
 // command's proxy variables at it (bridgeRewriteEnv); the server accepts on it and hands each
 // connection to the process's proxy in this very process (serveBridged), or, for a client's
-// own loopback proxy (managedNetwork.loopbackPorts), splices it there (netBridge). A
+// own loopback proxy (managedNetwork.loopbackPorts), splices it there (netBridge). The stage
+// starts the command only once the server said the bridge is served (awaitBridgeServed). A
 // listening socket keeps the namespace it was made in, so no process has to stay behind in
 // the namespace for the bridge to work.
 
@@ -30,7 +31,48 @@ const (
 	// netBridgeAcceptRetry is how long an accept that failed for want of descriptors or
 	// memory waits before it tries again.
 	netBridgeAcceptRetry = 50 * time.Millisecond
+	// netBridgeServed is the byte the server sends the stage once it serves every listener
+	// the stage sent; anything else on the socket is the server's reason for not serving
+	// them (at most netBridgeMaxRefusal bytes), and the stage fails with it.
+	netBridgeServed = 'B'
+	// netBridgeMaxRefusal bounds the server's reason.
+	netBridgeMaxRefusal = 1024
 )
+
+// awaitBridgeServed waits, in the stage, for the server's word on the listeners it sent
+// (docs/network.md §4): nil once it serves them, else its reason. The command is started only
+// after: a command whose bridge is not served must never run, nor run unregistered while
+// process/start waits for it.
+func awaitBridgeServed(sock int) error {
+	buf := make([]byte, netBridgeMaxRefusal)
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(sock, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || m <= 0 {
+			break
+		}
+		n += m
+		if n == 1 && buf[0] == netBridgeServed {
+			return nil
+		}
+	}
+	if n == 0 {
+		return errors.New("netbridge: the server did not serve the bridge (no answer)")
+	}
+	return errors.New(string(buf[:n])) // the server's reason
+}
+
+// refuseBridge sends the stage the server's reason for not serving its listeners.
+func refuseBridge(sock *os.File, err error) {
+	msg := err.Error()
+	if msg == "" || msg == string(rune(netBridgeServed)) {
+		msg = "netbridge: refused"
+	}
+	sock.Write([]byte(msg[:min(len(msg), netBridgeMaxRefusal)]))
+}
 
 // bridgeListen binds a TCP listener on 127.0.0.1:0 in the calling process's network
 // namespace (the stage's, once lo is up) and returns it with its port. The descriptor is

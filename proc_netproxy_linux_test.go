@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -926,6 +927,49 @@ func TestProcessNetProxyRoutedNoHostPort(t *testing.T) {
 	held = nil
 	waitNoNetProxyGoroutines(t)
 	waitNoNetBridgeGoroutines(t)
+}
+
+// TestProcessNetProxyRoutedBridgeFault: when the server cannot serve the bridge listeners
+// the stage handed over (a test hook fails serveBridges, as net.FileListener would out of
+// descriptors), process/start fails at once with the reason, the command (which would
+// write a file, then sleep) never runs (the file is absent, read on the host), and nothing
+// is left: no goroutine of the proxy or the bridge, no extra descriptor, the id free again.
+func TestProcessNetProxyRoutedBridgeFault(t *testing.T) {
+	requireUserNamespaces(t)
+	sbx, err := newSandboxer("isolate", "namespaces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.close()
+	const reason = "netbridge: test fault: too many open files"
+	sbx.bridgeFault = func() error { return errors.New(reason) }
+	tc := startTestServer(t, func(s *server) { s.sandbox = sbx }).connect(t)
+	dir := t.TempDir()
+	marker := dir + "/ran"
+	fds, _ := openFDsAndLinks(t)
+	params := netProxyStartParams(t, "bf", "echo ran > "+marker+"; sleep 30", nil, 0)
+	params["sandbox"] = workspaceTestSandbox("restricted", dir)
+	params["enforceManagedNetwork"] = true
+	start := time.Now()
+	select {
+	case r := <-tc.start("process/start", params):
+		t.Logf("after %v: %+v", time.Since(start).Round(time.Millisecond), r.Err)
+		if r.Err == nil || !strings.Contains(r.Err.Message, reason) {
+			t.Errorf("process/start answered %s %+v, want the bridge's failure", r.Result, r.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("process/start still blocked after 10 s: it waits for the command's lifetime")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the command ran with a bridge nobody serves")
+	}
+	waitNoNetProxyGoroutines(t)
+	waitNoNetBridgeGoroutines(t)
+	waitOpenFDs(t, fds)
+	r := tc.run(with(procStart(t, "bf", "echo", "free")))
+	if r.stdout() != "free\n" {
+		t.Errorf("the id was not freed: %q", r.stdout())
+	}
 }
 
 // TestNetProxyForeignHalfHeadBounded: on an unrouted process's proxy, whose listeners stay

@@ -152,6 +152,10 @@ type sandboxer struct {
 	warm    stagePool  // a stage forked ahead of need (sandbox_pool_linux.go)
 	live    liveStages // network-enabled stages running now, refused as peers (peer_linux.go)
 	secrets []string   // files the server holds as secrets, denied to every stage (peer_linux.go)
+
+	// bridgeFault, in tests only, fails a routed stage's bridge on the server's side once its
+	// listeners arrived, as net.FileListener would out of descriptors. Nil outside tests.
+	bridgeFault func() error
 }
 
 // newSandboxer makes a server's sandboxer. pidNamespace is isolate or inherit; force is "",
@@ -342,6 +346,7 @@ func (s *sandboxer) confine(spec *launchSpec, p *sandboxProfile) (sandboxType st
 		if spec.route != nil {
 			st.proxy = spec.route.proxy
 		}
+		st.fault = s.bridgeFault
 		if !files && s.mechanism() == mechanismNamespaces {
 			// Only the network namespace is wanted: the file system stays the host's.
 			q := *p
@@ -387,6 +392,7 @@ type sandboxStage struct {
 	bridge    *os.File     // our end of fd 5, with Bridge (docs/network.md §4)
 	bridges   []*netBridge // serving the listeners the stage sent, until exited
 	proxy     *netProxy    // the process's proxy, handed the bridged connections; nil: dial
+	fault     func() error // sandboxer.bridgeFault
 
 	// transparent serves the transparent listener, with Transparent (docs/network.md §7).
 	transparent *netProxy
@@ -544,7 +550,9 @@ func (st *sandboxStage) await() error {
 // serveBridges receives the listeners a stage with Bridge made in its namespace and serves
 // each (docs/network.md §4): handed to the process's proxy, or spliced to the client's own
 // loopback proxy. The stage sends them before it starts the command, or fails and closes
-// the socket.
+// the socket; then it waits for netBridgeServed, or the reason we could not serve them, with
+// which it fails: no command ever runs with a bridge nobody serves, and process/start never
+// waits for a command it will not register.
 func (st *sandboxStage) serveBridges() error {
 	if st.bridge == nil {
 		return nil
@@ -558,7 +566,11 @@ func (st *sandboxStage) serveBridges() error {
 		return err
 	}
 	if err := st.startBridges(lns); err != nil {
+		refuseBridge(st.bridge, err)
 		return err
+	}
+	if _, err := st.bridge.Write([]byte{netBridgeServed}); err != nil {
+		return fmt.Errorf("sandbox: tell the stage its bridge is served: %w", err)
 	}
 	if st.cfg.Transparent {
 		return st.serveTransparent()
@@ -576,7 +588,16 @@ func (st *sandboxStage) startBridges(lns []*os.File) error {
 		return fmt.Errorf("sandbox: %d bridge listeners for %d proxies", len(lns), len(st.cfg.Bridge))
 	}
 	for i, f := range lns {
-		b, err := startNetBridge(f, st.cfg.Bridge[i], st.proxy)
+		var b *netBridge
+		var err error
+		if st.fault != nil {
+			err = st.fault()
+		}
+		if err == nil {
+			b, err = startNetBridge(f, st.cfg.Bridge[i], st.proxy)
+		} else {
+			f.Close()
+		}
 		if err != nil {
 			for _, f := range lns[i+1:] {
 				f.Close()
@@ -1238,8 +1259,9 @@ func stageErrorText(err error) string {
 }
 
 // stageBridge makes one listener per proxy in the stage's network namespace, sends them to
-// the server on stageBridgeFD and closes its copies (docs/network.md §4). It returns, for
-// the command's environment, each proxy's address mapped to its listener's.
+// the server on stageBridgeFD, waits until the server serves them (awaitBridgeServed) and
+// closes its copies (docs/network.md §4). It returns, for the command's environment, each
+// proxy's address mapped to its listener's.
 func stageBridge(cfg *stageConfig) (map[string]string, error) {
 	if !cfg.Namespaces || !cfg.PidNS || !cfg.Profile.restrictsNetwork() || cfg.Seccomp.base() != seccompProxyRouted {
 		return nil, errors.New("a bridge outside a namespace stage with a restricted network")
@@ -1260,6 +1282,9 @@ func stageBridge(cfg *stageConfig) (map[string]string, error) {
 		pairs[addr] = bridgePortText(port)
 	}
 	if err := sendBridgeListeners(stageBridgeFD, lns); err != nil {
+		return nil, err
+	}
+	if err := awaitBridgeServed(stageBridgeFD); err != nil {
 		return nil, err
 	}
 	if cfg.Transparent {
