@@ -13,19 +13,6 @@ import (
 	"strings"
 )
 
-// allowsMethod reports whether the mode lets an HTTP method through. CONNECT and SOCKS are
-// never allowed in limited mode: what they carry cannot be inspected.
-func (m networkMode) allowsMethod(method string) bool {
-	if m == modeFull {
-		return true
-	}
-	switch method {
-	case "GET", "HEAD", "OPTIONS":
-		return true
-	}
-	return false
-}
-
 // Reasons, sources and scopes of a decision, in the reference's words (docs/network.md §3).
 const (
 	reasonAllow            = "allow"
@@ -44,35 +31,51 @@ const (
 	scopeNonDomain = "non_domain"
 )
 
-// blockedMessage is the human text of a refusal, and blockedHeader its x-proxy-error value.
-func blockedMessage(reason, source string) string {
-	switch {
-	case reason == reasonNotAllowed:
-		return "Domain not in allowlist."
-	case reason == reasonDenied:
-		return "Domain denied by the sandbox policy."
-	case reason == reasonNotAllowedLocal:
-		return "Sandbox policy blocks local/private network addresses."
-	case reason == reasonMethodNotAllowed:
-		return "Method not allowed in limited mode."
-	case reason == reasonMITMRequired:
-		return "MITM required for limited HTTPS."
-	}
-	return "Request blocked by network policy."
+// refusalWords is what a refusal says, by its reason, in the reference's words
+// (docs/network.md §3): message is the human text (a 403's body, a policyDecision's message),
+// header the x-proxy-error value of an HTTP refusal. A reason not listed here
+// (policy_denied, a client's refusal) says refusalOther.
+var refusalWords = map[string]refusalText{
+	reasonNotAllowed:       {"Domain not in allowlist.", "blocked-by-allowlist"},
+	reasonDenied:           {"Domain denied by the sandbox policy.", "blocked-by-denylist"},
+	reasonNotAllowedLocal:  {"Sandbox policy blocks local/private network addresses.", "blocked-by-allowlist"},
+	reasonMethodNotAllowed: {"Method not allowed in limited mode.", "blocked-by-method-policy"},
+	reasonMITMRequired:     {"MITM required for limited HTTPS.", "blocked-by-mitm-required"},
 }
 
-func blockedHeader(reason string) string {
-	switch reason {
-	case reasonNotAllowed, reasonNotAllowedLocal:
-		return "blocked-by-allowlist"
-	case reasonDenied:
-		return "blocked-by-denylist"
-	case reasonMethodNotAllowed:
-		return "blocked-by-method-policy"
-	case reasonMITMRequired:
-		return "blocked-by-mitm-required"
+// refusalOther is the words of a refusal whose reason refusalWords does not list.
+var refusalOther = refusalText{"Request blocked by network policy.", "blocked-by-policy"}
+
+// refusalText is one row of refusalWords.
+type refusalText struct{ message, header string }
+
+// blockedMessage is the human text of a refusal for reason (refusalWords).
+func blockedMessage(reason string) string {
+	if w, ok := refusalWords[reason]; ok {
+		return w.message
 	}
-	return "blocked-by-policy"
+	return refusalOther.message
+}
+
+// blockedHeader is the x-proxy-error value of an HTTP refusal for reason (refusalWords).
+func blockedHeader(reason string) string {
+	if w, ok := refusalWords[reason]; ok {
+		return w.header
+	}
+	return refusalOther.header
+}
+
+// allowsMethod reports whether the mode lets an HTTP method through. CONNECT and SOCKS are
+// never allowed in limited mode: what they carry cannot be inspected.
+func (m networkMode) allowsMethod(method string) bool {
+	if m == modeFull {
+		return true
+	}
+	switch method {
+	case "GET", "HEAD", "OPTIONS":
+		return true
+	}
+	return false
 }
 
 // netPolicy is a proxy config compiled for matching.
