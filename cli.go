@@ -54,8 +54,10 @@ type compatOptions struct {
 	enable       stringList
 	disable      stringList
 	strictConfig bool
-	// proxyPrivateIPs is --proxy-private-ips-via-upstream: accepted for wrappers, and ignored
-	// with the managed network proxy it configures (docs/protocol.md §12).
+	// proxyPrivateIPs is --proxy-private-ips-via-upstream: accepted for wrappers, and ignored.
+	// The reference's flag lets permitted private destinations go through the upstream proxy;
+	// here a local or private destination is always dialled by the managed proxy itself,
+	// through the guard against this server's own listeners (docs/network.md §1).
 	proxyPrivateIPs bool
 }
 
@@ -140,7 +142,7 @@ func newFlagSet(o *cliOptions) *flag.FlagSet {
 	o.limits.registerFlags(fs)
 	fs.Var(&o.compat.config, "c", "a Codex config override, `key=value` (repeatable); no key has an effect here")
 	fs.Var(&o.compat.config, "config", "the long form of -c: a `key=value` override")
-	fs.BoolVar(&o.compat.proxyPrivateIPs, "proxy-private-ips-via-upstream", os.Getenv("CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM") != "", "a setting of the reference's managed network proxy, which this server does not have: accepted and ignored")
+	fs.BoolVar(&o.compat.proxyPrivateIPs, "proxy-private-ips-via-upstream", os.Getenv("CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM") != "", "not supported, accepted and ignored: the managed network proxy never sends a private or local destination through the upstream proxy")
 	fs.Var(&o.compat.enable, "enable", "`FEATURE` to enable (repeatable); no feature has an effect here")
 	fs.Var(&o.compat.disable, "disable", "`FEATURE` to disable (repeatable); no feature has an effect here")
 	fs.BoolVar(&o.compat.strictConfig, "strict-config", false, "make a -c key, --enable or --disable this server does not apply a usage error")
@@ -185,8 +187,9 @@ const usageSynopsis = `usage:
 `
 
 const usageCompatNote = `Every flag codex exec-server 0.169 takes is accepted. --concurrent-requests and
---proxy-private-ips-via-upstream are ignored (requests never wait for each other here; there is
-no managed network proxy). -c/--config, --enable and --disable change nothing: the reference
+--proxy-private-ips-via-upstream are ignored (requests never wait for each other here; the
+managed network proxy always dials a private or local destination itself, never through the
+upstream proxy). -c/--config, --enable and --disable change nothing: the reference
 reads the Codex configuration only for its outbound proxy policy and its CODEX_HOME, which this
 server has no counterpart of; each one given is logged at start-up, and with --strict-config it
 is a usage error instead. --executor-id, the exec-server README's name, is --environment-id

@@ -40,17 +40,38 @@ type shellInfo struct {
 	Path string `json:"path"`
 }
 
-// capabilities are the reference's capability flags, each true only where we implement the
-// feature (client behaviour depends on them). The managed network proxy is launched on
+// networkSupport is what the managed network proxy can do for the starts a harness sends
+// (docs/network.md §4, §7), which the network capabilities advertise: the harness refuses a
+// network-enabled profile itself, with its own clear words, when networkProxyLaunch is false,
+// and trusts it when it is true.
+type networkSupport struct {
+	// launch: a start with networkProxy runs. The harness sends every one of them with
+	// enforceManagedNetwork under a sandbox, so the host must route a sandboxed command
+	// through its proxy (the namespace sandbox with a pid namespace of its own), unless
+	// --managed-sandbox run-unsandboxed leaves nothing to route.
+	launch bool
+	// transparent: a transparent start runs: it is routed, and the kernel loads the
+	// sk_lookup program (CAP_BPF and CAP_NET_ADMIN).
+	transparent bool
+}
+
+// capabilities are the reference's capability flags as a server with the default flags
+// advertises them before it knows its sandboxer: the managed network proxy is launched on
 // every platform, but only Linux routes a sandboxed command through it (docs/network.md §4)
-// and makes it transparent (§7): elsewhere a routed or transparent start is refused, so the
-// flags stay false there.
+// and makes it transparent (§7). The server itself advertises capabilitiesFor what its
+// host and flags allow (hostNetworkSupport).
 func capabilities() map[string]bool {
-	managedNetwork := runtime.GOOS == "linux"
+	linux := runtime.GOOS == "linux"
+	return capabilitiesFor(networkSupport{launch: linux, transparent: linux})
+}
+
+// capabilitiesFor are the capability flags, each true only where we implement the feature
+// (client behaviour depends on them); the managed network's follow n.
+func capabilitiesFor(n networkSupport) map[string]bool {
 	return map[string]bool{
-		"networkProxyLaunch":                          managedNetwork,
-		"networkProxyReviewDomains":                   managedNetwork,
-		"networkProxyTransparentTcp":                  managedNetwork,
+		"networkProxyLaunch":                          n.launch,
+		"networkProxyReviewDomains":                   n.launch,
+		"networkProxyTransparentTcp":                  n.transparent,
 		"credentialMasking":                           false,
 		"credentialMaskingCustomProviders":            false,
 		"capabilityDiscoverySandbox":                  true,

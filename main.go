@@ -122,6 +122,8 @@ func serve(o *cliOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 	}, log)
 	srv.auth = auth
 	srv.sandbox = sbx
+	// What a harness's managed-network starts get here, with these flags (docs/network.md §7).
+	srv.envInfo.Capabilities = capabilitiesFor(hostNetworkSupport(sbx, o.managedSandbox == "run-unsandboxed"))
 	defer srv.shutdown()
 
 	switch {

@@ -344,9 +344,9 @@ type netVerdict struct {
 
 func (v netVerdict) message() string {
 	if v.source == sourceDecider && v.reason != reasonNotAllowed {
-		return blockedMessage("", "")
+		return blockedMessage("")
 	}
-	return blockedMessage(v.reason, v.source)
+	return blockedMessage(v.reason)
 }
 
 // decide judges a request as the reference does (docs/network.md §3) and sends its

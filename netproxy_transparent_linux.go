@@ -10,8 +10,8 @@ package main
 // namespace a BPF sk_lookup program that gives the listener every TCP connection whose
 // destination is not a loopback address, so the accepted socket's local address is the
 // destination the command asked for; the proxy judges and relays it (netProxy.serveTransparent
-// in netproxy_socks.go). No helper process and no external binary: the program is a dozen
-// instructions assembled here and loaded with bpf(2).
+// in netproxy_socks.go). No helper process and no external binary: the program is 33
+// instruction slots (skLookupProgram) assembled here and loaded with bpf(2).
 
 import (
 	"encoding/binary"

@@ -38,7 +38,7 @@ type serverDeps struct {
 	sandbox   *sandboxer
 	fsWorkers *fsWorkerPool // runs the fs operations a sandbox confines (fs_worker.go)
 	inotify   *sharedInotify
-	listening *selfListeners // the server's websocket listeners (proc_netproxy.go)
+	listening *selfListeners // the server's websocket listeners (server_listeners.go)
 }
 
 // newCall makes the call context of connection c.

@@ -64,6 +64,7 @@ func runSandboxCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	if *status {
 		sbx.statusLines(stdout)
+		fmt.Fprintf(stdout, "transparent TCP: %s\n", transparentTCPText(sbx))
 		return 0
 	}
 	argv := fs.Args()

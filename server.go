@@ -48,7 +48,7 @@ type server struct {
 	fsWorkers *fsWorkerPool
 	auth      *wsAuthConfig
 	conns     sync.WaitGroup
-	listening selfListeners // the websocket listeners, which no sandboxed proxy may reach (proc_netproxy.go)
+	listening selfListeners // the websocket listeners, which no sandboxed proxy may reach (server_listeners.go)
 }
 
 func newServer(ctx context.Context, cfg serverConfig, log *slog.Logger) *server {
