@@ -279,7 +279,7 @@ func (p *netProxy) serveUDPAssociate(c net.Conn, client string) {
 		defer in.Close()
 		buf := make([]byte, socksMaxUDPDatagram)
 		for {
-			out.SetReadDeadline(time.Now().Add(netProxyIdleTimeout))
+			out.SetReadDeadline(time.Now().Add(p.idleOf()))
 			n, from, err := out.ReadFromUDPAddrPort(buf)
 			if err != nil {
 				return
@@ -307,7 +307,7 @@ func (p *netProxy) serveUDPAssociate(c net.Conn, client string) {
 	judged := map[string]netip.AddrPort{} // host:port judged once per association; invalid: refused
 	buf := make([]byte, socksMaxUDPDatagram+300)
 	for {
-		in.SetReadDeadline(time.Now().Add(netProxyIdleTimeout))
+		in.SetReadDeadline(time.Now().Add(p.idleOf()))
 		n, from, err := in.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			break
@@ -431,7 +431,7 @@ func (p *netProxy) splice(client, up net.Conn, rest, early []byte) {
 			return
 		}
 	}
-	p.relay(client, up, false)
+	p.relay(client, up, false, nil)
 }
 
 // serveTransparentListener serves f, the transparent listener of a sandbox's namespace, and
