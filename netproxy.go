@@ -339,10 +339,18 @@ type netRequest struct {
 	client   string
 }
 
+// Decisions of a policy notification, a refusal's body and a client's answer, in the
+// reference's words.
+const (
+	decisionAllow = "allow"
+	decisionDeny  = "deny"
+	decisionAsk   = "ask"
+)
+
 // netVerdict is a judgement: allowed, or refused with the words of the refusal.
 type netVerdict struct {
 	allowed  bool
-	decision string // "deny" or "ask" when refused
+	decision string // decisionDeny or decisionAsk when refused
 	reason   string
 	source   string
 	addrs    []netip.Addr // the addresses the policy checked, to connect to; nil: resolve
@@ -362,27 +370,27 @@ func (v netVerdict) message() string {
 func (p *netProxy) decide(ctx context.Context, r netRequest) netVerdict {
 	socks := r.protocol == protoSocksTCP || r.protocol == protoSocksUDP
 	if socks && p.policy.mode == modeLimited {
-		return p.refuse(r, scopeNonDomain, "deny", reasonMethodNotAllowed, sourceModeGuard, false)
+		return p.refuse(r, scopeNonDomain, decisionDeny, reasonMethodNotAllowed, sourceModeGuard, false)
 	}
 	reason, addrs := p.policy.hostVerdict(ctx, r.host, p.hooks.resolve)
 	switch {
 	case reason == "":
-		p.notify(r, scopeDomain, "allow", reasonAllow, sourceBaseline, false)
+		p.notify(r, scopeDomain, decisionAllow, reasonAllow, sourceBaseline, false)
 	case reason == reasonNotAllowed && p.timeout > 0:
 		v := p.askClient(ctx, r)
 		if !v.allowed {
 			return p.refuse(r, scopeDomain, v.decision, v.reason, v.source, false)
 		}
-		p.notify(r, scopeDomain, "allow", reasonNotAllowed, sourceDecider, true)
+		p.notify(r, scopeDomain, decisionAllow, reasonNotAllowed, sourceDecider, true)
 	default:
-		return p.refuse(r, scopeDomain, "deny", reason, sourceBaseline, false)
+		return p.refuse(r, scopeDomain, decisionDeny, reason, sourceBaseline, false)
 	}
 	if !socks && !p.policy.mode.allowsMethod(r.method) {
 		reason := reasonMethodNotAllowed
 		if r.method == "CONNECT" {
 			reason = reasonMITMRequired
 		}
-		return p.refuse(r, scopeNonDomain, "deny", reason, sourceModeGuard, false)
+		return p.refuse(r, scopeNonDomain, decisionDeny, reason, sourceModeGuard, false)
 	}
 	return netVerdict{allowed: true, addrs: addrs}
 }
@@ -409,7 +417,7 @@ func (p *netProxy) notify(r netRequest, scope, decision, reason, source string, 
 // askClient puts a request to the client and maps its answer; no answer in time, an error,
 // a malformed answer or too many pending questions deny it as not allowed.
 func (p *netProxy) askClient(ctx context.Context, r netRequest) netVerdict {
-	deny := netVerdict{decision: "deny", reason: reasonNotAllowed, source: sourceDecider}
+	deny := netVerdict{decision: decisionDeny, reason: reasonNotAllowed, source: sourceDecider}
 	if p.hooks.ask == nil {
 		return deny
 	}
@@ -433,9 +441,9 @@ func (p *netProxy) askClient(ctx context.Context, r netRequest) netVerdict {
 		return deny
 	}
 	switch a.Decision.Type {
-	case "allow":
+	case decisionAllow:
 		return netVerdict{allowed: true}
-	case "deny", "ask":
+	case decisionDeny, decisionAsk:
 		reason := a.Decision.Reason
 		if reason == "" {
 			reason = reasonPolicyDenied
@@ -451,14 +459,29 @@ func (p *netProxy) askClient(ctx context.Context, r netRequest) netVerdict {
 // the server's upstream proxy instead when the process allows it and the server has one,
 // except for a local destination, which is always dialled here, through hooks.dial (the
 // guard against this server's own listeners): an upstream would dial it from where that
-// guard cannot see, and "loopback stays local" as with the reference.
-func (p *netProxy) dialTarget(ctx context.Context, host string, port uint16, checked []netip.Addr) (net.Conn, error) {
+// guard cannot see, and "loopback stays local" as with the reference. early is what an
+// upstream proxy sent after its answer's head (a server that speaks first), for the client.
+// An upstream setting this proxy cannot use fails the dial (errUpstreamUnusable): going
+// direct instead would bypass the proxy the server was told to use.
+func (p *netProxy) dialTarget(ctx context.Context, host string, port uint16, checked []netip.Addr) (c net.Conn, early []byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, netProxyDialTimeout)
 	defer cancel()
 	addr := net.JoinHostPort(normalizeHost(host), strconv.Itoa(int(port)))
-	if up := p.upstream(); up != "" && !isLocalDestination(host, checked) {
-		return dialViaUpstream(ctx, p.hooks.dial, up, addr)
+	if !isLocalDestination(host, checked) {
+		up, err := p.upstream()
+		if err != nil {
+			return nil, nil, err
+		}
+		if up != "" {
+			return dialUpstreamConnect(ctx, p.hooks.dial, up, addr)
+		}
 	}
+	c, err = p.dialDirect(ctx, host, addr, port, checked)
+	return c, nil, err
+}
+
+// dialDirect connects to an allowed destination from here (dialTarget without upstream).
+func (p *netProxy) dialDirect(ctx context.Context, host, addr string, port uint16, checked []netip.Addr) (net.Conn, error) {
 	if _, err := parseIPHost(host); err != nil {
 		addrs := checked
 		if addrs == nil {
@@ -489,17 +512,28 @@ func (p *netProxy) dialTarget(ctx context.Context, host string, port uint16, che
 	return p.hooks.dial(ctx, "tcp", addr)
 }
 
-// upstream is the upstream proxy's host:port to use, or "".
-func (p *netProxy) upstream() string {
+// errUpstreamUnusable: the server's upstream proxy setting is one this proxy cannot speak to.
+var errUpstreamUnusable = errors.New("the upstream proxy setting is not an http:// proxy")
+
+// upstream is the upstream proxy's host:port to use, or "" for none: the first of
+// HTTPS_PROXY and HTTP_PROXY that is a plain HTTP proxy; errUpstreamUnusable when the
+// process allows an upstream and the server has one set, but none it can use
+// (https://, socks5://, a malformed URL).
+func (p *netProxy) upstream() (string, error) {
 	if !p.cfg.params.Proxy.AllowUpstreamProxy {
-		return ""
+		return "", nil
 	}
+	set := false
 	for _, u := range []string{p.cfg.upstreamHTTPS, p.cfg.upstreamHTTP} {
 		if hp := upstreamHostPort(u); hp != "" {
-			return hp
+			return hp, nil
 		}
+		set = set || u != ""
 	}
-	return ""
+	if set {
+		return "", errUpstreamUnusable
+	}
+	return "", nil
 }
 
 // idleOf is the proxy's idle time (netProxyConfig.idleTimeout, else netProxyIdleTimeout).
@@ -734,5 +768,5 @@ func (p *netProxy) refusedAtConnect(r netRequest, err error) (netVerdict, bool) 
 	if !errors.Is(err, errResolvedLocal) {
 		return netVerdict{}, false
 	}
-	return p.refuse(r, scopeDomain, "deny", reasonNotAllowedLocal, sourceBaseline, false), true
+	return p.refuse(r, scopeDomain, decisionDeny, reasonNotAllowedLocal, sourceBaseline, false), true
 }

@@ -8,7 +8,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -344,7 +343,7 @@ func (p *netProxy) serveHTTP(c net.Conn) {
 		finishRefused(c)
 		return
 	}
-	up, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
+	up, early, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
 	if err != nil {
 		if v, ok := p.refusedAtConnect(r, err); ok {
 			writeBlockedJSON(c, r, v)
@@ -378,6 +377,11 @@ func (p *netProxy) serveHTTP(c net.Conn) {
 		writeText(c, "502 Bad Gateway", "", "upstream failure")
 		return
 	}
+	if len(early) > 0 {
+		if _, err := c.Write(early); err != nil {
+			return
+		}
+	}
 	p.relay(c, up, true, body)
 }
 
@@ -410,7 +414,7 @@ func (p *netProxy) serveConnect(c net.Conn, head *httpHead, rest []byte) {
 		finishRefused(c)
 		return
 	}
-	up, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
+	up, early, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
 	if err != nil {
 		if v, ok := p.refusedAtConnect(r, err); ok {
 			writeText(c, "403 Forbidden", blockedHeader(v.reason), v.message())
@@ -427,12 +431,7 @@ func (p *netProxy) serveConnect(c net.Conn, head *httpHead, rest []byte) {
 	if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\ndate: %s\r\n\r\n", httpDate()); err != nil {
 		return
 	}
-	if len(rest) > 0 {
-		if _, err := up.Write(rest); err != nil {
-			return
-		}
-	}
-	p.relay(c, up, false, nil)
+	p.splice(c, up, rest, early)
 }
 
 // blockedBody is the JSON body of a refused HTTP request, in the reference's key order.
@@ -487,31 +486,4 @@ func upstreamHostPort(raw string) string {
 		return net.JoinHostPort(u.Hostname(), "80")
 	}
 	return u.Host
-}
-
-// dialViaUpstream opens a tunnel to addr through the HTTP proxy at proxyAddr.
-func dialViaUpstream(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), proxyAddr, addr string) (net.Conn, error) {
-	c, err := dial(ctx, "tcp", proxyAddr)
-	if err != nil {
-		return nil, fmt.Errorf("upstream proxy %s: %w", proxyAddr, err)
-	}
-	if d, ok := ctx.Deadline(); ok {
-		c.SetDeadline(d)
-	}
-	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("upstream proxy %s: %w", proxyAddr, err)
-	}
-	buf, n, err := readHead(c)
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("upstream proxy %s: %w", proxyAddr, err)
-	}
-	status := string(buf[:n])
-	if f := strings.Fields(status); len(f) < 2 || !strings.HasPrefix(f[0], "HTTP/1.") || f[1] != "200" || n != len(buf) {
-		c.Close()
-		return nil, fmt.Errorf("upstream proxy %s refused CONNECT %s", proxyAddr, addr)
-	}
-	c.SetDeadline(time.Time{})
-	return c, nil
 }

@@ -815,3 +815,103 @@ func TestNetProxyRequestFraming(t *testing.T) {
 		})
 	}
 }
+
+// TestNetProxyUpstreamRules: an upstream proxy setting the proxy cannot speak to (https://,
+// socks5://) fails the request with 502 instead of going direct; an upstream that opens a
+// tunnel with any 2xx and speaks first has its early bytes reach the client (one CONNECT
+// rule for every upstream). Read on the dialing side: which addresses the proxy dialled.
+func TestNetProxyUpstreamRules(t *testing.T) {
+	public := staticResolver(map[string][]netip.Addr{"public.example": {netip.MustParseAddr("8.8.8.8")}})
+	for _, setting := range []string{"https://127.0.0.1:1", "socks5://127.0.0.1:1"} {
+		t.Run(setting, func(t *testing.T) {
+			var mu sync.Mutex
+			var dialed []string
+			p, err := startNetProxy(netProxyConfig{processID: "u", upstreamHTTPS: setting,
+				params: netProxyParamsFor(t, `{"domains":{"public.example":"allow"},"allowUpstreamProxy":true}`, nil)},
+				netProxyHooks{resolve: public, dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+					mu.Lock()
+					dialed = append(dialed, addr)
+					mu.Unlock()
+					return nil, errors.New("the test dials nothing")
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.close()
+			c, err := net.Dial("tcp", p.httpAddr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "GET http://public.example/ HTTP/1.1\r\nHost: public.example\r\n\r\n")
+			resp, _ := io.ReadAll(c)
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("the client got %q; dialled %q", resp, dialed)
+			if !bytes.HasPrefix(resp, []byte("HTTP/1.1 502 ")) || len(dialed) != 0 {
+				t.Errorf("want 502 and no dial")
+			}
+		})
+	}
+	t.Run("2xx-early-bytes", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		asked := make(chan string, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				asked <- ""
+				return
+			}
+			defer c.Close()
+			buf, n, _ := readHead(c)
+			asked <- string(buf[:n])
+			c.Write([]byte("HTTP/1.1 204 No Content\r\n\r\nEARLY"))
+			io.Copy(io.Discard, c)
+		}()
+		p, err := startNetProxy(netProxyConfig{processID: "u", upstreamHTTPS: "http://" + ln.Addr().String(),
+			params: netProxyParamsFor(t, `{"domains":{"public.example":"allow"},"allowUpstreamProxy":true}`, nil)},
+			netProxyHooks{resolve: public, dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if addr != ln.Addr().String() {
+					return nil, fmt.Errorf("the test dials only its upstream, not %s", addr)
+				}
+				var d net.Dialer
+				return d.DialContext(ctx, network, addr)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.close()
+		_, br := connectTunnel(t, p, "public.example:443")
+		got := make([]byte, 5)
+		_, err = io.ReadFull(br, got)
+		t.Logf("the upstream was asked %q; the client got %q (%v)", <-asked, got, err)
+		if string(got) != "EARLY" {
+			t.Errorf("the upstream's early bytes did not reach the client")
+		}
+	})
+}
+
+// TestNetProxyRefusalDrained: a refused request whose body the client already sent gets its
+// 403 read by the client, not a reset: before the close the proxy reads and drops up to
+// netProxyDrainBytes of what the client sent.
+func TestNetProxyRefusalDrained(t *testing.T) {
+	p := startIdleTestProxy(t)
+	for i := 0; i < 20; i++ {
+		c, err := net.Dial("tcp", p.httpAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		const size = 32 << 10
+		fmt.Fprintf(c, "POST http://denied.example/ HTTP/1.1\r\nHost: denied.example\r\nContent-Length: %d\r\n\r\n%s", size, strings.Repeat("x", size))
+		resp, err := io.ReadAll(c)
+		c.Close()
+		if !bytes.HasPrefix(resp, []byte("HTTP/1.1 403 ")) || err != nil {
+			t.Fatalf("attempt %d: the client got %q, %v; want the whole 403", i, resp, err)
+		}
+	}
+	t.Logf("20 of 20 refusals with a %d-byte unread body read whole", 32<<10)
+}
