@@ -302,6 +302,7 @@ func (p *netProxy) serveHTTP(c net.Conn) {
 	head, err := parseRequestHead(buf[:n])
 	if err != nil {
 		writeStatus(c, "400 Bad Request")
+		finishRefused(c)
 		return
 	}
 	c.SetReadDeadline(time.Time{})
@@ -312,6 +313,7 @@ func (p *netProxy) serveHTTP(c net.Conn) {
 	host, port, u, err := absoluteTarget(head.target)
 	if err != nil {
 		writeStatus(c, "400 Bad Request")
+		finishRefused(c)
 		return
 	}
 	if head.count("Host") > 1 {
@@ -405,6 +407,7 @@ func (p *netProxy) serveConnect(c net.Conn, head *httpHead, rest []byte) {
 	host, port, err := splitHostPort(head.target, 0)
 	if err != nil {
 		writeStatus(c, "400 Bad Request")
+		finishRefused(c)
 		return
 	}
 	r := netRequest{protocol: protoHTTPSConnect, host: normalizeHost(host), port: port, method: "CONNECT", client: c.RemoteAddr().String()}
