@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,7 +33,8 @@ const (
 	netProxyMaxPendingDecisions = 256
 	// netProxyHeadTimeout bounds the wait for a request head or a SOCKS handshake.
 	netProxyHeadTimeout = 30 * time.Second
-	// netProxyIdleTimeout ends a tunnel or a forwarded exchange that moved no byte for so long.
+	// netProxyIdleTimeout ends a tunnel or a forwarded exchange that moved no byte, in either
+	// direction, for so long (netProxyConfig.idleTimeout overrides it).
 	netProxyIdleTimeout = 10 * time.Minute
 	// netProxyDialTimeout bounds a connection to a destination.
 	netProxyDialTimeout = 30 * time.Second
@@ -42,9 +44,11 @@ const (
 	// netProxyCopyBuffer is the buffer of one direction of a relayed connection that is not
 	// TCP to TCP.
 	netProxyCopyBuffer = 64 << 10
-	// netProxySpliceChunk is how much one splice call may move before the idle deadline is
-	// renewed.
-	netProxySpliceChunk = 4 << 20
+	// netProxyDrainBytes and netProxyDrainTimeout bound what is read and dropped from a
+	// client after its answer (a refusal, or a forwarded request's response) before the
+	// close, so that the close does not reset the connection before the client reads it.
+	netProxyDrainBytes   = 64 << 10
+	netProxyDrainTimeout = time.Second
 )
 
 // netProxyConfig is what a process's proxy is started with.
@@ -57,6 +61,8 @@ type netProxyConfig struct {
 	// tcpUpstream is the server's --tcp-upstream-proxy ("host:port"): every raw TCP
 	// connection of the SOCKS side goes through it by CONNECT (docs/network.md §7); "": none.
 	tcpUpstream string
+	// idleTimeout ends a tunnel idle for so long; 0: netProxyIdleTimeout (tests shorten it).
+	idleTimeout time.Duration
 }
 
 // netProxyHooks are what the core gives a proxy. Every field may be nil: decided drops the
@@ -333,10 +339,18 @@ type netRequest struct {
 	client   string
 }
 
+// Decisions of a policy notification, a refusal's body and a client's answer, in the
+// reference's words.
+const (
+	decisionAllow = "allow"
+	decisionDeny  = "deny"
+	decisionAsk   = "ask"
+)
+
 // netVerdict is a judgement: allowed, or refused with the words of the refusal.
 type netVerdict struct {
 	allowed  bool
-	decision string // "deny" or "ask" when refused
+	decision string // decisionDeny or decisionAsk when refused
 	reason   string
 	source   string
 	addrs    []netip.Addr // the addresses the policy checked, to connect to; nil: resolve
@@ -356,27 +370,27 @@ func (v netVerdict) message() string {
 func (p *netProxy) decide(ctx context.Context, r netRequest) netVerdict {
 	socks := r.protocol == protoSocksTCP || r.protocol == protoSocksUDP
 	if socks && p.policy.mode == modeLimited {
-		return p.refuse(r, scopeNonDomain, "deny", reasonMethodNotAllowed, sourceModeGuard, false)
+		return p.refuse(r, scopeNonDomain, decisionDeny, reasonMethodNotAllowed, sourceModeGuard, false)
 	}
 	reason, addrs := p.policy.hostVerdict(ctx, r.host, p.hooks.resolve)
 	switch {
 	case reason == "":
-		p.notify(r, scopeDomain, "allow", reasonAllow, sourceBaseline, false)
+		p.notify(r, scopeDomain, decisionAllow, reasonAllow, sourceBaseline, false)
 	case reason == reasonNotAllowed && p.timeout > 0:
 		v := p.askClient(ctx, r)
 		if !v.allowed {
 			return p.refuse(r, scopeDomain, v.decision, v.reason, v.source, false)
 		}
-		p.notify(r, scopeDomain, "allow", reasonNotAllowed, sourceDecider, true)
+		p.notify(r, scopeDomain, decisionAllow, reasonNotAllowed, sourceDecider, true)
 	default:
-		return p.refuse(r, scopeDomain, "deny", reason, sourceBaseline, false)
+		return p.refuse(r, scopeDomain, decisionDeny, reason, sourceBaseline, false)
 	}
 	if !socks && !p.policy.mode.allowsMethod(r.method) {
 		reason := reasonMethodNotAllowed
 		if r.method == "CONNECT" {
 			reason = reasonMITMRequired
 		}
-		return p.refuse(r, scopeNonDomain, "deny", reason, sourceModeGuard, false)
+		return p.refuse(r, scopeNonDomain, decisionDeny, reason, sourceModeGuard, false)
 	}
 	return netVerdict{allowed: true, addrs: addrs}
 }
@@ -403,7 +417,7 @@ func (p *netProxy) notify(r netRequest, scope, decision, reason, source string, 
 // askClient puts a request to the client and maps its answer; no answer in time, an error,
 // a malformed answer or too many pending questions deny it as not allowed.
 func (p *netProxy) askClient(ctx context.Context, r netRequest) netVerdict {
-	deny := netVerdict{decision: "deny", reason: reasonNotAllowed, source: sourceDecider}
+	deny := netVerdict{decision: decisionDeny, reason: reasonNotAllowed, source: sourceDecider}
 	if p.hooks.ask == nil {
 		return deny
 	}
@@ -427,9 +441,9 @@ func (p *netProxy) askClient(ctx context.Context, r netRequest) netVerdict {
 		return deny
 	}
 	switch a.Decision.Type {
-	case "allow":
+	case decisionAllow:
 		return netVerdict{allowed: true}
-	case "deny", "ask":
+	case decisionDeny, decisionAsk:
 		reason := a.Decision.Reason
 		if reason == "" {
 			reason = reasonPolicyDenied
@@ -445,14 +459,29 @@ func (p *netProxy) askClient(ctx context.Context, r netRequest) netVerdict {
 // the server's upstream proxy instead when the process allows it and the server has one,
 // except for a local destination, which is always dialled here, through hooks.dial (the
 // guard against this server's own listeners): an upstream would dial it from where that
-// guard cannot see, and "loopback stays local" as with the reference.
-func (p *netProxy) dialTarget(ctx context.Context, host string, port uint16, checked []netip.Addr) (net.Conn, error) {
+// guard cannot see, and "loopback stays local" as with the reference. early is what an
+// upstream proxy sent after its answer's head (a server that speaks first), for the client.
+// An upstream setting this proxy cannot use fails the dial (errUpstreamUnusable): going
+// direct instead would bypass the proxy the server was told to use.
+func (p *netProxy) dialTarget(ctx context.Context, host string, port uint16, checked []netip.Addr) (c net.Conn, early []byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, netProxyDialTimeout)
 	defer cancel()
 	addr := net.JoinHostPort(normalizeHost(host), strconv.Itoa(int(port)))
-	if up := p.upstream(); up != "" && !isLocalDestination(host, checked) {
-		return dialViaUpstream(ctx, p.hooks.dial, up, addr)
+	if !isLocalDestination(host, checked) {
+		up, err := p.upstream()
+		if err != nil {
+			return nil, nil, err
+		}
+		if up != "" {
+			return dialUpstreamConnect(ctx, p.hooks.dial, up, addr)
+		}
 	}
+	c, err = p.dialDirect(ctx, host, addr, port, checked)
+	return c, nil, err
+}
+
+// dialDirect connects to an allowed destination from here (dialTarget without upstream).
+func (p *netProxy) dialDirect(ctx context.Context, host, addr string, port uint16, checked []netip.Addr) (net.Conn, error) {
 	if _, err := parseIPHost(host); err != nil {
 		addrs := checked
 		if addrs == nil {
@@ -483,70 +512,194 @@ func (p *netProxy) dialTarget(ctx context.Context, host string, port uint16, che
 	return p.hooks.dial(ctx, "tcp", addr)
 }
 
-// upstream is the upstream proxy's host:port to use, or "".
-func (p *netProxy) upstream() string {
+// errUpstreamUnusable: the server's upstream proxy setting is one this proxy cannot speak to.
+var errUpstreamUnusable = errors.New("the upstream proxy setting is not an http:// proxy")
+
+// upstream is the upstream proxy's host:port to use, or "" for none: the first of
+// HTTPS_PROXY and HTTP_PROXY that is a plain HTTP proxy; errUpstreamUnusable when the
+// process allows an upstream and the server has one set, but none it can use
+// (https://, socks5://, a malformed URL).
+func (p *netProxy) upstream() (string, error) {
 	if !p.cfg.params.Proxy.AllowUpstreamProxy {
-		return ""
+		return "", nil
 	}
+	set := false
 	for _, u := range []string{p.cfg.upstreamHTTPS, p.cfg.upstreamHTTP} {
 		if hp := upstreamHostPort(u); hp != "" {
-			return hp
+			return hp, nil
 		}
+		set = set || u != ""
 	}
-	return ""
+	if set {
+		return "", errUpstreamUnusable
+	}
+	return "", nil
 }
 
-// relay copies between client and up in both directions until both sides end or one stays
-// idle for netProxyIdleTimeout. With oneExchange (a forwarded request) the end of the
-// response ends both directions.
-func (p *netProxy) relay(client, up net.Conn, oneExchange bool) {
+// idleOf is the proxy's idle time (netProxyConfig.idleTimeout, else netProxyIdleTimeout).
+func (p *netProxy) idleOf() time.Duration {
+	if p.cfg.idleTimeout > 0 {
+		return p.cfg.idleTimeout
+	}
+	return netProxyIdleTimeout
+}
+
+// relay copies between client and up in both directions (relayConns) with the proxy's idle
+// time. body, when not nil, is what goes to up instead of client's bytes (a forwarded
+// request's own body); with oneExchange (a forwarded request) the end of the response ends
+// both directions.
+func (p *netProxy) relay(client, up net.Conn, oneExchange bool, body io.Reader) {
+	relayConns(client, up, p.idleOf(), oneExchange, body)
+}
+
+// relayConns copies between client and up in both directions until both sides end, or until
+// the tunnel's one idle clock finds that neither direction moved a byte for idle
+// (docs/network.md §5). body, when not nil, replaces client as the source of what goes to
+// up. With oneExchange the end of up's answer ends both directions; the client then gets a
+// FIN and, for at most netProxyDrainTimeout, its unread bytes are read and dropped so that
+// it reads the answer rather than a reset. relayConns returns when its copying goroutine
+// has ended.
+func relayConns(client, up net.Conn, idle time.Duration, oneExchange bool, body io.Reader) {
+	k := startIdleClock(idle, client, up)
+	defer k.stop()
+	var src io.Reader = client
+	if body != nil {
+		src = body
+	}
 	done := make(chan struct{})
-	p.wg.Add(1)
 	go func() {
-		defer p.wg.Done()
 		defer close(done)
-		if copyIdle(up, client) != nil {
+		if k.copy(up, src) != nil {
 			up.Close()
 			client.Close()
 			return
 		}
-		closeWrite(up)
+		if body == nil {
+			closeWrite(up)
+		}
+		// After a request's body the host gets no FIN: some servers take one for a client
+		// that gave up, and cancel the answer.
 	}()
-	err := copyIdle(client, up)
-	if err != nil || oneExchange {
+	err := k.copy(client, up)
+	switch {
+	case err != nil:
 		up.Close()
 		client.Close()
-	} else {
+	case oneExchange:
+		up.Close()
+		closeWrite(client)
+		client.SetReadDeadline(time.Now().Add(netProxyDrainTimeout))
+		<-done
+		drainClient(client)
+		client.Close()
+	default:
 		closeWrite(client)
 	}
 	<-done
 }
 
-// copyIdle copies src to dst, each read bounded by netProxyIdleTimeout; nil at src's end.
-// Between two TCP sockets the bytes move by splice(2) (net.TCPConn.ReadFrom), a chunk of
-// netProxySpliceChunk at a time so that the idle deadline is renewed as they flow.
-func copyIdle(dst, src net.Conn) error {
-	if d, ok := dst.(*net.TCPConn); ok {
-		if s, ok := src.(*net.TCPConn); ok {
-			lr := &io.LimitedReader{R: s}
-			for {
-				s.SetReadDeadline(time.Now().Add(netProxyIdleTimeout))
-				lr.N = netProxySpliceChunk
-				n, err := d.ReadFrom(lr)
-				if err != nil {
-					return err
-				}
-				if n < netProxySpliceChunk {
-					return nil
-				}
+// drainClient reads and drops what the client still sends, up to netProxyDrainBytes and
+// until its read deadline, so that closing c after an answer does not reset the connection
+// (a close with unread bytes sends RST, and the client may lose the answer).
+func drainClient(c net.Conn) {
+	io.CopyN(io.Discard, c, netProxyDrainBytes)
+}
+
+// finishRefused ends a connection the proxy answered with a refusal (403, 400): a FIN after
+// the answer, then drainClient for at most netProxyDrainTimeout.
+func finishRefused(c net.Conn) {
+	closeWrite(c)
+	c.SetReadDeadline(time.Now().Add(netProxyDrainTimeout))
+	drainClient(c)
+}
+
+// idleClockTicks is how many times per idle time a tunnel's idle clock looks: a silent
+// tunnel ends between idle and idle+idle/idleClockTicks after its last byte.
+const idleClockTicks = 4
+
+// idleClock is one tunnel's idle clock: one timer (no goroutine while it waits) that every
+// idle/idleClockTicks reads how far the tunnel got, each TCP socket's kernel counters of
+// bytes received and bytes acknowledged (tcpProgress, which sees what splice(2) moves) plus
+// the bytes the copying loops counted themselves (moved), and closes both ends once that
+// figure did not change for idle. Either direction's bytes renew it.
+type idleClock struct {
+	idle  time.Duration
+	conns [2]net.Conn
+	moved atomic.Uint64 // bytes the plain copying loops moved
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	last    uint64    // progress at the last change
+	since   time.Time // when the last change was seen
+	stopped bool
+}
+
+func startIdleClock(idle time.Duration, a, b net.Conn) *idleClock {
+	k := &idleClock{idle: idle, conns: [2]net.Conn{a, b}}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.last, k.since = k.progress(), time.Now()
+	k.timer = time.AfterFunc(idle/idleClockTicks, k.tick)
+	return k
+}
+
+// progress is a figure that grows whenever a byte moves on the tunnel.
+func (k *idleClock) progress() uint64 {
+	n := k.moved.Load()
+	for _, c := range k.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			if m, ok := tcpProgress(tc); ok {
+				n += m
+			}
+		}
+	}
+	return n
+}
+
+func (k *idleClock) tick() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stopped {
+		return
+	}
+	now := time.Now()
+	if n := k.progress(); n != k.last {
+		k.last, k.since = n, now
+	} else if now.Sub(k.since) >= k.idle {
+		k.stopped = true
+		for _, c := range k.conns {
+			c.Close()
+		}
+		return
+	}
+	k.timer.Reset(k.idle / idleClockTicks)
+}
+
+// stop ends the clock; a tick already running finishes first.
+func (k *idleClock) stop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stopped = true
+	k.timer.Stop()
+}
+
+// copy copies src to dst until src's end (nil) or an error. Between two TCP sockets, where
+// the kernel counts the bytes for the clock, they move by splice(2) (net.TCPConn.ReadFrom);
+// otherwise through a buffer, counted in moved.
+func (k *idleClock) copy(dst net.Conn, src io.Reader) error {
+	if tcpCountsKernel {
+		if d, ok := dst.(*net.TCPConn); ok {
+			if s, ok := src.(*net.TCPConn); ok {
+				_, err := d.ReadFrom(s)
+				return err
 			}
 		}
 	}
 	buf := make([]byte, netProxyCopyBuffer)
 	for {
-		src.SetReadDeadline(time.Now().Add(netProxyIdleTimeout))
 		n, err := src.Read(buf)
 		if n > 0 {
+			k.moved.Add(uint64(n))
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return werr
 			}
@@ -615,5 +768,5 @@ func (p *netProxy) refusedAtConnect(r netRequest, err error) (netVerdict, bool) 
 	if !errors.Is(err, errResolvedLocal) {
 		return netVerdict{}, false
 	}
-	return p.refuse(r, scopeDomain, "deny", reasonNotAllowedLocal, sourceBaseline, false), true
+	return p.refuse(r, scopeDomain, decisionDeny, reasonNotAllowedLocal, sourceBaseline, false), true
 }

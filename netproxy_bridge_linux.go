@@ -230,6 +230,7 @@ type netBridge struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+	idle   time.Duration  // a carried connection's idle time; 0: netProxyIdleTimeout (tests shorten it)
 	wg     sync.WaitGroup // the accept loop and every connection's goroutines
 }
 
@@ -318,7 +319,8 @@ func (b *netBridge) untrack(c net.Conn) {
 	c.Close()
 }
 
-// carry splices client to a new connection to the target, both ways, until both ends are done.
+// carry relays client to a new connection to the target, both ways, until both ends are done
+// or the pair's one idle clock ends them (relayConns).
 func (b *netBridge) carry(client net.Conn) {
 	defer b.wg.Done()
 	defer func() { <-b.slots }()
@@ -332,15 +334,13 @@ func (b *netBridge) carry(client net.Conn) {
 		return
 	}
 	defer b.untrack(up)
-	half := make(chan struct{})
-	go func() {
-		defer close(half)
-		copyIdle(up, client)
-		closeWrite(up)
-	}()
-	copyIdle(client, up)
-	closeWrite(client)
-	<-half
+	b.mu.Lock()
+	idle := b.idle
+	b.mu.Unlock()
+	if idle <= 0 {
+		idle = netProxyIdleTimeout
+	}
+	relayConns(client, up, idle, false, nil)
 }
 
 // close stops the listener, ends every connection and returns once every goroutine of the

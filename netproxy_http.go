@@ -6,11 +6,12 @@ package main
 // a refused request 403 with the reference's body, a destination that cannot be reached 502.
 
 import (
+	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"net/url"
@@ -30,7 +31,129 @@ type proxyHeaderField struct{ name, value string }
 var (
 	errHeadTooLarge = errors.New("request head too large")
 	errBadHead      = errors.New("malformed request head")
+	errBadBody      = errors.New("malformed or unsupported request body framing")
 )
+
+const (
+	// netProxyHeadBuffer is the first buffer of a request head, grown up to
+	// netProxyMaxHeaderBytes.
+	netProxyHeadBuffer = 2 << 10
+	// netProxyMaxChunkLine bounds a chunk-size line or a trailer line of a chunked body.
+	netProxyMaxChunkLine = 4 << 10
+	// netProxyMaxChunkHexDigits bounds a chunk size's hex digits (a size below 2^60).
+	netProxyMaxChunkHexDigits = 15
+)
+
+// requestBody is a reader of exactly the body of the request head h (RFC 9112 §6), read from
+// r: Content-Length bytes, or a chunked body up to its last chunk and trailer section, passed
+// on verbatim; none when neither header is there. Any other framing (another transfer
+// coding, both headers, several or malformed lengths) is errBadBody: a host could read it
+// another way and find a second request in it.
+func requestBody(h *httpHead, r *bufio.Reader) (io.Reader, error) {
+	te, cl := h.count("Transfer-Encoding"), h.count("Content-Length")
+	switch {
+	case te > 0 && cl > 0, te > 1, cl > 1:
+		return nil, errBadBody
+	case te == 1:
+		v, _ := h.header("Transfer-Encoding")
+		if !strings.EqualFold(strings.TrimSpace(v), "chunked") {
+			return nil, errBadBody
+		}
+		return &chunkedBody{r: r}, nil
+	case cl == 1:
+		v, _ := h.header("Content-Length")
+		if v == "" || strings.TrimLeft(v, "0123456789") != "" {
+			return nil, errBadBody
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, errBadBody
+		}
+		return io.LimitReader(r, n), nil
+	}
+	return bytes.NewReader(nil), nil
+}
+
+// chunkedBody passes a chunked body on verbatim up to its end (RFC 9112 §7.1), checking its
+// framing as it goes: chunk-size lines, each chunk's data and CRLF, the trailer lines and
+// the blank line; it ends (io.EOF) there, before any following byte.
+type chunkedBody struct {
+	r       *bufio.Reader
+	pending []byte // framing bytes read and still to pass on
+	left    int64  // data bytes of the current chunk still to pass on
+	crlf    bool   // the current chunk's data is passed; its CRLF is next
+	trailer bool   // the last chunk is passed; trailer lines up to a blank one are next
+	done    bool
+}
+
+func (b *chunkedBody) Read(p []byte) (int, error) {
+	for {
+		if len(b.pending) > 0 {
+			n := copy(p, b.pending)
+			b.pending = b.pending[n:]
+			return n, nil
+		}
+		if b.done {
+			return 0, io.EOF
+		}
+		if b.left > 0 {
+			if int64(len(p)) > b.left {
+				p = p[:b.left]
+			}
+			n, err := b.r.Read(p)
+			b.left -= int64(n)
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return n, err
+		}
+		line, err := b.r.ReadSlice('\n')
+		if err != nil {
+			if err == io.EOF || err == bufio.ErrBufferFull {
+				err = errBadBody
+			}
+			return 0, err
+		}
+		b.pending = append(b.pending[:0], line...)
+		blank := string(line) == "\r\n"
+		switch {
+		case b.crlf:
+			if !blank {
+				return 0, errBadBody
+			}
+			b.crlf = false
+		case b.trailer:
+			b.done = blank
+		default:
+			size, ok := chunkSize(line)
+			if !ok {
+				return 0, errBadBody
+			}
+			b.trailer = size == 0
+			b.left, b.crlf = size, size > 0
+		}
+	}
+}
+
+// chunkSize parses a chunk-size line "HEX[;extensions]\r\n".
+func chunkSize(line []byte) (int64, bool) {
+	s, ok := strings.CutSuffix(string(line), "\r\n")
+	if !ok {
+		return 0, false
+	}
+	hex, ext, _ := strings.Cut(s, ";")
+	hex = strings.TrimRight(hex, " \t")
+	if hex == "" || len(hex) > netProxyMaxChunkHexDigits {
+		return 0, false
+	}
+	for _, c := range []byte(ext) {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(hex, 16, 64)
+	return n, err == nil && n >= 0 && !strings.HasPrefix(hex, "+") && !strings.HasPrefix(hex, "-")
+}
 
 // headEnd returns the length of the head at the start of b (up to and including the blank
 // line), or -1 when b does not hold a whole head yet.
@@ -88,6 +211,17 @@ func parseRequestHead(b []byte) (httpHead, error) {
 	return h, nil
 }
 
+// count is how many header fields are named name.
+func (h *httpHead) count(name string) int {
+	n := 0
+	for _, f := range h.headers {
+		if strings.EqualFold(f.name, name) {
+			n++
+		}
+	}
+	return n
+}
+
 func (h *httpHead) header(name string) (string, bool) {
 	for _, f := range h.headers {
 		if strings.EqualFold(f.name, name) {
@@ -100,7 +234,7 @@ func (h *httpHead) header(name string) (string, bool) {
 // readHead reads from c until buf holds a whole head, and returns the head's length and the
 // bytes read (the head and whatever followed it).
 func readHead(c net.Conn) (buf []byte, n int, err error) {
-	buf = make([]byte, 0, 2048)
+	buf = make([]byte, 0, netProxyHeadBuffer)
 	for {
 		if len(buf) == cap(buf) {
 			if cap(buf) >= netProxyMaxHeaderBytes {
@@ -168,36 +302,54 @@ func (p *netProxy) serveHTTP(c net.Conn) {
 	head, err := parseRequestHead(buf[:n])
 	if err != nil {
 		writeStatus(c, "400 Bad Request")
+		finishRefused(c)
 		return
 	}
 	c.SetReadDeadline(time.Time{})
-	rest := buf[n:]
 	if head.method == "CONNECT" {
-		p.serveConnect(c, &head, rest)
+		p.serveConnect(c, &head, buf[n:])
 		return
 	}
 	host, port, u, err := absoluteTarget(head.target)
 	if err != nil {
 		writeStatus(c, "400 Bad Request")
+		finishRefused(c)
+		return
+	}
+	if head.count("Host") > 1 {
+		// Which of two Host headers a host reads is its own choice, not the judged one.
+		writeText(c, "400 Bad Request", "", "duplicate Host header")
+		finishRefused(c)
 		return
 	}
 	if hh, ok := head.header("Host"); ok {
 		if h, hp, err := splitHostPort(hh, 80); err != nil || normalizeHost(h) != host || hp != port {
 			// The host judged must be the host the request reaches.
 			writeText(c, "400 Bad Request", "", "Host header does not match request target")
+			finishRefused(c)
 			return
 		}
+	}
+	// Only this request's own body goes to the host: a second request on the connection
+	// would reach it unjudged (docs/network.md §3).
+	body, err := requestBody(&head, bufio.NewReaderSize(io.MultiReader(bytes.NewReader(buf[n:]), c), netProxyMaxChunkLine))
+	if err != nil {
+		writeText(c, "400 Bad Request", "", "unsupported request body framing")
+		finishRefused(c)
+		return
 	}
 	r := netRequest{protocol: protoHTTP, host: host, port: port, method: head.method, client: c.RemoteAddr().String()}
 	v := p.decide(p.ctx, r)
 	if !v.allowed {
 		writeBlockedJSON(c, r, v)
+		finishRefused(c)
 		return
 	}
-	up, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
+	up, early, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
 	if err != nil {
 		if v, ok := p.refusedAtConnect(r, err); ok {
 			writeBlockedJSON(c, r, v)
+			finishRefused(c)
 			return
 		}
 		writeText(c, "502 Bad Gateway", "", "upstream failure")
@@ -223,12 +375,16 @@ func (p *netProxy) serveHTTP(c net.Conn) {
 		fmt.Fprintf(&out, "Host: %s\r\n", u.Host)
 	}
 	out.WriteString("Connection: close\r\n\r\n")
-	out.Write(rest)
 	if _, err := up.Write(out.Bytes()); err != nil {
 		writeText(c, "502 Bad Gateway", "", "upstream failure")
 		return
 	}
-	p.relay(c, up, true)
+	if len(early) > 0 {
+		if _, err := c.Write(early); err != nil {
+			return
+		}
+	}
+	p.relay(c, up, true, body)
 }
 
 // hopHeaders are the header names (lowercase) not forwarded: the hop-by-hop ones and those
@@ -251,18 +407,21 @@ func (p *netProxy) serveConnect(c net.Conn, head *httpHead, rest []byte) {
 	host, port, err := splitHostPort(head.target, 0)
 	if err != nil {
 		writeStatus(c, "400 Bad Request")
+		finishRefused(c)
 		return
 	}
 	r := netRequest{protocol: protoHTTPSConnect, host: normalizeHost(host), port: port, method: "CONNECT", client: c.RemoteAddr().String()}
 	v := p.decide(p.ctx, r)
 	if !v.allowed {
 		writeText(c, "403 Forbidden", blockedHeader(v.reason), v.message())
+		finishRefused(c)
 		return
 	}
-	up, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
+	up, early, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
 	if err != nil {
 		if v, ok := p.refusedAtConnect(r, err); ok {
 			writeText(c, "403 Forbidden", blockedHeader(v.reason), v.message())
+			finishRefused(c)
 			return
 		}
 		writeText(c, "502 Bad Gateway", "", "upstream failure")
@@ -275,12 +434,7 @@ func (p *netProxy) serveConnect(c net.Conn, head *httpHead, rest []byte) {
 	if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\ndate: %s\r\n\r\n", httpDate()); err != nil {
 		return
 	}
-	if len(rest) > 0 {
-		if _, err := up.Write(rest); err != nil {
-			return
-		}
-	}
-	p.relay(c, up, false)
+	p.splice(c, up, rest, early)
 }
 
 // blockedBody is the JSON body of a refused HTTP request, in the reference's key order.
@@ -335,31 +489,4 @@ func upstreamHostPort(raw string) string {
 		return net.JoinHostPort(u.Hostname(), "80")
 	}
 	return u.Host
-}
-
-// dialViaUpstream opens a tunnel to addr through the HTTP proxy at proxyAddr.
-func dialViaUpstream(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), proxyAddr, addr string) (net.Conn, error) {
-	c, err := dial(ctx, "tcp", proxyAddr)
-	if err != nil {
-		return nil, fmt.Errorf("upstream proxy %s: %w", proxyAddr, err)
-	}
-	if d, ok := ctx.Deadline(); ok {
-		c.SetDeadline(d)
-	}
-	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("upstream proxy %s: %w", proxyAddr, err)
-	}
-	buf, n, err := readHead(c)
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("upstream proxy %s: %w", proxyAddr, err)
-	}
-	status := string(buf[:n])
-	if f := strings.Fields(status); len(f) < 2 || !strings.HasPrefix(f[0], "HTTP/1.") || f[1] != "200" || n != len(buf) {
-		c.Close()
-		return nil, fmt.Errorf("upstream proxy %s refused CONNECT %s", proxyAddr, addr)
-	}
-	c.SetDeadline(time.Time{})
-	return c, nil
 }

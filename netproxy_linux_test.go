@@ -9,6 +9,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -517,4 +518,400 @@ func startConnectProxy(t *testing.T, addr netip.Addr) (string, *atomic.Int64) {
 	}()
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	return ln.Addr().String(), &n
+}
+
+// Idle clock tests (docs/network.md §5): the idle time shortened to netIdleTestIdle, a
+// stream moving a byte every netIdleTestEvery for netIdleTestFor keeps its tunnel, and once
+// silent (its host keeps the connection open) the tunnel ends between idle and
+// idle+idle/idleClockTicks after the last byte, plus scheduling slack. Read on the
+// receiving side: every byte arrived, and when the end came.
+const (
+	netIdleTestIdle  = 2 * time.Second
+	netIdleTestEvery = 500 * time.Millisecond
+	netIdleTestFor   = 6 * time.Second
+	netIdleTestSlack = 750 * time.Millisecond
+)
+
+// startTrickleHost listens on 127.0.0.1 and, to its first connection, writes a byte every
+// netIdleTestEvery for netIdleTestFor (or, with up, reads what comes until the end), then
+// stays silent with the connection open until the test ends. got receives what it read.
+func startTrickleHost(t *testing.T, up bool) (addr string, got <-chan []byte) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	ch := make(chan []byte, 1)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { close(done); ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := ln.Accept()
+		if err != nil {
+			ch <- nil
+			return
+		}
+		defer c.Close()
+		if up {
+			b, _ := io.ReadAll(c)
+			ch <- b
+			return
+		}
+		tick := time.NewTicker(netIdleTestEvery)
+		defer tick.Stop()
+		for i := 0; i < int(netIdleTestFor/netIdleTestEvery); i++ {
+			if _, err := c.Write([]byte{'.'}); err != nil {
+				break
+			}
+			<-tick.C // the stream's pace is the point of the test
+		}
+		ch <- nil
+		<-done
+	}()
+	return ln.Addr().String(), ch
+}
+
+// checkTrickleDown reads the trickle from c and checks what arrived and when the tunnel ended.
+func checkTrickleDown(t *testing.T, c io.Reader) {
+	t.Helper()
+	want := int(netIdleTestFor / netIdleTestEvery)
+	var n int
+	var last time.Time
+	buf := make([]byte, 64)
+	for {
+		m, err := c.Read(buf)
+		if m > 0 {
+			n, last = n+m, time.Now()
+		}
+		if err != nil {
+			break
+		}
+	}
+	quiet := time.Since(last)
+	t.Logf("got %d of %d bytes (one each %v, idle %v); the tunnel ended %v after the last", n, want, netIdleTestEvery, netIdleTestIdle, quiet)
+	if n != want {
+		t.Errorf("the tunnel was cut after %d of %d bytes, though a byte moved every %v", n, want, netIdleTestEvery)
+	}
+	if max := netIdleTestIdle + netIdleTestIdle/idleClockTicks + netIdleTestSlack; quiet < netIdleTestIdle-netIdleTestSlack || quiet > max {
+		t.Errorf("a silent tunnel ended %v after its last byte, want about %v..%v", quiet, netIdleTestIdle, netIdleTestIdle+netIdleTestIdle/idleClockTicks)
+	}
+}
+
+func startIdleTestProxy(t *testing.T) *netProxy {
+	t.Helper()
+	p, err := startNetProxy(netProxyConfig{processID: "idle", idleTimeout: netIdleTestIdle,
+		params: netProxyParamsFor(t, `{"enableSocks5":true,"domains":{"127.0.0.1":"allow"}}`, nil)}, netProxyHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	return p
+}
+
+// connectTunnel opens a CONNECT tunnel to addr through p and returns it past the answer.
+func connectTunnel(t *testing.T, p *netProxy, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", p.httpAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr)
+	br := bufio.NewReader(c)
+	status, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(status, " 200 ") {
+		t.Fatalf("CONNECT: %q %v", status, err)
+	}
+	for {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l == "\r\n" {
+			return c, br
+		}
+	}
+}
+
+// TestNetProxyIdleClock: one idle clock per tunnel, renewed by either direction (a download
+// whose client sends nothing; an upload whose host sends nothing), through the spliced TCP
+// path of CONNECT, SOCKS5 (whose relay the transparent path shares: splice) and the
+// sandbox bridge's carry.
+func TestNetProxyIdleClock(t *testing.T) {
+	t.Run("connect-down", func(t *testing.T) {
+		t.Parallel()
+		addr, _ := startTrickleHost(t, false)
+		_, br := connectTunnel(t, startIdleTestProxy(t), addr)
+		checkTrickleDown(t, br)
+	})
+	t.Run("connect-up", func(t *testing.T) {
+		t.Parallel()
+		addr, got := startTrickleHost(t, true)
+		c, _ := connectTunnel(t, startIdleTestProxy(t), addr)
+		want := int(netIdleTestFor / netIdleTestEvery)
+		tick := time.NewTicker(netIdleTestEvery)
+		defer tick.Stop()
+		var last time.Time
+		for i := 0; i < want; i++ {
+			if i > 0 {
+				<-tick.C
+			}
+			if _, err := c.Write([]byte{'.'}); err != nil {
+				t.Fatalf("write %d: %v", i, err)
+			}
+			last = time.Now()
+		}
+		b := <-got // the host's read ends when the proxy ends the silent tunnel
+		quiet := time.Since(last)
+		t.Logf("the host got %d of %d bytes; the tunnel ended %v after the last", len(b), want, quiet)
+		if len(b) != want {
+			t.Errorf("the host got %d of %d bytes", len(b), want)
+		}
+		if quiet > netIdleTestIdle+netIdleTestIdle/idleClockTicks+netIdleTestSlack {
+			t.Errorf("a silent tunnel ended %v after its last byte", quiet)
+		}
+	})
+	t.Run("socks", func(t *testing.T) {
+		t.Parallel()
+		addr, _ := startTrickleHost(t, false)
+		p := startIdleTestProxy(t)
+		d, err := xproxy.SOCKS5("tcp", p.socksAddr(), nil, xproxy.Direct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		checkTrickleDown(t, c)
+	})
+	t.Run("bridge", func(t *testing.T) {
+		t.Parallel()
+		addr, _ := startTrickleHost(t, false)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := ln.(*net.TCPListener).File()
+		ln.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := startNetBridge(f, addr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.close()
+		b.mu.Lock()
+		b.idle = netIdleTestIdle
+		b.mu.Unlock()
+		c, err := net.Dial("tcp", b.addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		checkTrickleDown(t, c)
+	})
+}
+
+// TestNetProxyIdleClockPipe: the fallback for connections that are not TCP (no kernel
+// counters: the copying loop counts), with in-memory pipes on both sides.
+func TestNetProxyIdleClockPipe(t *testing.T) {
+	client, clientFar := net.Pipe()
+	up, upFar := net.Pipe()
+	defer clientFar.Close()
+	defer upFar.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		relayConns(client, up, netIdleTestIdle, false, nil)
+	}()
+	go func() { // the host: a trickle, then silence with the pipe open
+		tick := time.NewTicker(netIdleTestEvery)
+		defer tick.Stop()
+		for i := 0; i < int(netIdleTestFor/netIdleTestEvery); i++ {
+			if _, err := upFar.Write([]byte{'.'}); err != nil {
+				return
+			}
+			<-tick.C
+		}
+	}()
+	checkTrickleDown(t, clientFar)
+	<-done
+}
+
+// TestNetProxyRequestFraming: a forwarded request reaches its host with exactly its own body
+// (Content-Length, or chunked up to its end), and nothing the client sent after it; framing a
+// host could read another way (another transfer coding, both headers, a malformed length, two
+// Host headers) is refused with 400 before any host is reached. Read on the host: it records
+// every byte it received until the proxy closed the connection.
+func TestNetProxyRequestFraming(t *testing.T) {
+	const next = "GET /second HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+	for _, tc := range []struct {
+		name, headers, body string
+		want                string // the body the host must get; "400": refused
+	}{
+		{"length", "Content-Length: 5\r\n", "hello", "hello"},
+		{"none", "", "", ""},
+		{"chunked", "Transfer-Encoding: chunked\r\n", "5;x=1\r\nhello\r\n0\r\nT: v\r\n\r\n", "5;x=1\r\nhello\r\n0\r\nT: v\r\n\r\n"},
+		{"gzip", "Transfer-Encoding: gzip, chunked\r\n", "0\r\n\r\n", "400"},
+		{"both", "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n", "400"},
+		{"two-lengths", "Content-Length: 5\r\nContent-Length: 5\r\n", "hello", "400"},
+		{"bad-length", "Content-Length: +5\r\n", "hello", "400"},
+		{"two-hosts", "Host: 127.0.0.1\r\n", "", "400"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			got := make(chan []byte, 1)
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					got <- nil
+					return
+				}
+				defer c.Close()
+				var raw bytes.Buffer
+				br := bufio.NewReader(io.TeeReader(c, &raw))
+				if req, err := http.ReadRequest(br); err == nil {
+					io.Copy(io.Discard, req.Body)
+				}
+				c.Write([]byte("HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"))
+				c.(*net.TCPConn).CloseWrite()
+				io.Copy(io.Discard, br)
+				got <- raw.Bytes()
+			}()
+			p := startIdleTestProxy(t)
+			c, err := net.Dial("tcp", p.httpAddr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			host := ln.Addr().String()
+			fmt.Fprintf(c, "POST http://%s/first HTTP/1.1\r\nHost: %s\r\n%s\r\n%s%s", host, host, tc.headers, tc.body, next)
+			resp, _ := io.ReadAll(c)
+			ln.Close()
+			b := <-got
+			t.Logf("the client got %q; the host received %q", resp, b)
+			if tc.want == "400" {
+				if !bytes.HasPrefix(resp, []byte("HTTP/1.1 400 ")) || b != nil {
+					t.Errorf("want 400 and no host reached")
+				}
+				return
+			}
+			_, body, _ := bytes.Cut(b, []byte("\r\n\r\n"))
+			if string(body) != tc.want {
+				t.Errorf("the host got the body %q, want %q", body, tc.want)
+			}
+			if !bytes.HasSuffix(resp, []byte("\r\n\r\nok")) {
+				t.Errorf("the client did not get the answer")
+			}
+		})
+	}
+}
+
+// TestNetProxyUpstreamRules: an upstream proxy setting the proxy cannot speak to (https://,
+// socks5://) fails the request with 502 instead of going direct; an upstream that opens a
+// tunnel with any 2xx and speaks first has its early bytes reach the client (one CONNECT
+// rule for every upstream). Read on the dialing side: which addresses the proxy dialled.
+func TestNetProxyUpstreamRules(t *testing.T) {
+	public := staticResolver(map[string][]netip.Addr{"public.example": {netip.MustParseAddr("8.8.8.8")}})
+	for _, setting := range []string{"https://127.0.0.1:1", "socks5://127.0.0.1:1"} {
+		t.Run(setting, func(t *testing.T) {
+			var mu sync.Mutex
+			var dialed []string
+			p, err := startNetProxy(netProxyConfig{processID: "u", upstreamHTTPS: setting,
+				params: netProxyParamsFor(t, `{"domains":{"public.example":"allow"},"allowUpstreamProxy":true}`, nil)},
+				netProxyHooks{resolve: public, dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+					mu.Lock()
+					dialed = append(dialed, addr)
+					mu.Unlock()
+					return nil, errors.New("the test dials nothing")
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.close()
+			c, err := net.Dial("tcp", p.httpAddr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "GET http://public.example/ HTTP/1.1\r\nHost: public.example\r\n\r\n")
+			resp, _ := io.ReadAll(c)
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("the client got %q; dialled %q", resp, dialed)
+			if !bytes.HasPrefix(resp, []byte("HTTP/1.1 502 ")) || len(dialed) != 0 {
+				t.Errorf("want 502 and no dial")
+			}
+		})
+	}
+	t.Run("2xx-early-bytes", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		asked := make(chan string, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				asked <- ""
+				return
+			}
+			defer c.Close()
+			buf, n, _ := readHead(c)
+			asked <- string(buf[:n])
+			c.Write([]byte("HTTP/1.1 204 No Content\r\n\r\nEARLY"))
+			io.Copy(io.Discard, c)
+		}()
+		p, err := startNetProxy(netProxyConfig{processID: "u", upstreamHTTPS: "http://" + ln.Addr().String(),
+			params: netProxyParamsFor(t, `{"domains":{"public.example":"allow"},"allowUpstreamProxy":true}`, nil)},
+			netProxyHooks{resolve: public, dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if addr != ln.Addr().String() {
+					return nil, fmt.Errorf("the test dials only its upstream, not %s", addr)
+				}
+				var d net.Dialer
+				return d.DialContext(ctx, network, addr)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.close()
+		_, br := connectTunnel(t, p, "public.example:443")
+		got := make([]byte, 5)
+		_, err = io.ReadFull(br, got)
+		t.Logf("the upstream was asked %q; the client got %q (%v)", <-asked, got, err)
+		if string(got) != "EARLY" {
+			t.Errorf("the upstream's early bytes did not reach the client")
+		}
+	})
+}
+
+// TestNetProxyRefusalDrained: a refused request whose body the client already sent gets its
+// 403 read by the client, not a reset: before the close the proxy reads and drops up to
+// netProxyDrainBytes of what the client sent.
+func TestNetProxyRefusalDrained(t *testing.T) {
+	p := startIdleTestProxy(t)
+	for i := 0; i < 20; i++ {
+		c, err := net.Dial("tcp", p.httpAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		const size = 32 << 10
+		fmt.Fprintf(c, "POST http://denied.example/ HTTP/1.1\r\nHost: denied.example\r\nContent-Length: %d\r\n\r\n%s", size, strings.Repeat("x", size))
+		resp, err := io.ReadAll(c)
+		c.Close()
+		if !bytes.HasPrefix(resp, []byte("HTTP/1.1 403 ")) || err != nil {
+			t.Fatalf("attempt %d: the client got %q, %v; want the whole 403", i, resp, err)
+		}
+	}
+	t.Logf("20 of 20 refusals with a %d-byte unread body read whole", 32<<10)
 }

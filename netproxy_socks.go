@@ -36,6 +36,17 @@ const (
 	socksCmdConnect      = 0x01
 	socksCmdUDPAssociate = 0x03
 	socksMaxUDPDatagram  = 65507
+	// socksMaxGreeting is the longest greeting: VER NMETHODS and up to 255 methods.
+	socksMaxGreeting = 2 + 255
+	// socksMaxRequest is the longest request: VER CMD RSV ATYP, a name of up to 255 bytes
+	// with its length byte, PORT.
+	socksMaxRequest = 4 + 1 + 255 + 2
+	// socksMaxUDPHeader is the longest header of a UDP datagram to relay (RFC 1928 §7): RSV
+	// RSV FRAG ATYP, a name with its length byte, PORT.
+	socksMaxUDPHeader = 4 + 1 + 255 + 2
+	// socksMaxUDPDestinations bounds the destinations one UDP association judges; a datagram
+	// to one more is dropped.
+	socksMaxUDPDestinations = 256
 )
 
 var errSocks = errors.New("malformed SOCKS5 message")
@@ -162,7 +173,7 @@ func socksReply(c net.Conn, code byte, addr *net.UDPAddr) error {
 // serveSocks serves one SOCKS5 client connection.
 func (p *netProxy) serveSocks(c net.Conn) {
 	c.SetReadDeadline(time.Now().Add(netProxyHeadTimeout))
-	buf := make([]byte, 0, 2+255+262)
+	buf := make([]byte, 0, socksMaxGreeting+socksMaxRequest)
 	var noAuth bool
 	buf, n, err := readSocks(c, buf, func(b []byte) (int, error) {
 		var n int
@@ -279,7 +290,7 @@ func (p *netProxy) serveUDPAssociate(c net.Conn, client string) {
 		defer in.Close()
 		buf := make([]byte, socksMaxUDPDatagram)
 		for {
-			out.SetReadDeadline(time.Now().Add(netProxyIdleTimeout))
+			out.SetReadDeadline(time.Now().Add(p.idleOf()))
 			n, from, err := out.ReadFromUDPAddrPort(buf)
 			if err != nil {
 				return
@@ -305,9 +316,9 @@ func (p *netProxy) serveUDPAssociate(c net.Conn, client string) {
 		}
 	}()
 	judged := map[string]netip.AddrPort{} // host:port judged once per association; invalid: refused
-	buf := make([]byte, socksMaxUDPDatagram+300)
+	buf := make([]byte, socksMaxUDPDatagram+socksMaxUDPHeader)
 	for {
-		in.SetReadDeadline(time.Now().Add(netProxyIdleTimeout))
+		in.SetReadDeadline(time.Now().Add(p.idleOf()))
 		n, from, err := in.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			break
@@ -329,7 +340,7 @@ func (p *netProxy) serveUDPAssociate(c net.Conn, client string) {
 		key := net.JoinHostPort(host, strconv.Itoa(int(port)))
 		dst, seen := judged[key]
 		if !seen {
-			if len(judged) >= netProxyMaxConns {
+			if len(judged) >= socksMaxUDPDestinations {
 				continue
 			}
 			dst, _ = p.udpTarget(netRequest{protocol: protoSocksUDP, host: normalizeHost(host), port: port, client: client})
@@ -368,8 +379,9 @@ func (p *netProxy) udpTarget(r netRequest) (netip.AddrPort, bool) {
 	return netip.AddrPortFrom(addrs[0].Unmap(), r.port), true
 }
 
-// errTCPUpstreamRefused is a --tcp-upstream-proxy that answered a CONNECT with other than 2xx.
-var errTCPUpstreamRefused = errors.New("TCP upstream refused CONNECT")
+// errTCPUpstreamRefused is an upstream proxy (--tcp-upstream-proxy, or the server's
+// HTTP(S)_PROXY) that answered a CONNECT with other than 2xx.
+var errTCPUpstreamRefused = errors.New("upstream proxy refused CONNECT")
 
 // dialRawTCP connects the SOCKS side's raw TCP to an allowed destination: through the
 // server's --tcp-upstream-proxy when it has one (every such connection, whatever the
@@ -377,32 +389,32 @@ var errTCPUpstreamRefused = errors.New("TCP upstream refused CONNECT")
 // upstream proxy sent after its answer's head, to give the client first.
 func (p *netProxy) dialRawTCP(host string, port uint16, checked []netip.Addr) (up net.Conn, early []byte, err error) {
 	if p.cfg.tcpUpstream == "" || isLocalDestination(host, checked) {
-		up, err = p.dialTarget(p.ctx, host, port, checked)
-		return up, nil, err
+		return p.dialTarget(p.ctx, host, port, checked)
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, netProxyDialTimeout)
 	defer cancel()
-	return dialTCPUpstream(ctx, p.hooks.dial, p.cfg.tcpUpstream, net.JoinHostPort(normalizeHost(host), strconv.Itoa(int(port))))
+	return dialUpstreamConnect(ctx, p.hooks.dial, p.cfg.tcpUpstream, net.JoinHostPort(normalizeHost(host), strconv.Itoa(int(port))))
 }
 
-// dialTCPUpstream opens a tunnel to addr through the HTTP CONNECT proxy proxyAddr: any 2xx
-// answer opens it, and the bytes that came after the answer's head (a server that speaks
-// first) are returned with it; any other answer is errTCPUpstreamRefused.
-func dialTCPUpstream(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), proxyAddr, addr string) (net.Conn, []byte, error) {
+// dialUpstreamConnect opens a tunnel to addr through the HTTP CONNECT proxy proxyAddr, the
+// one rule of every upstream (--tcp-upstream-proxy, HTTP(S)_PROXY): any 2xx answer opens it,
+// and the bytes that came after the answer's head (a server that speaks first) are returned
+// with it; any other answer is errTCPUpstreamRefused.
+func dialUpstreamConnect(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), proxyAddr, addr string) (net.Conn, []byte, error) {
 	c, err := dial(ctx, "tcp", proxyAddr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("TCP upstream %s: %w", proxyAddr, err)
+		return nil, nil, fmt.Errorf("upstream proxy %s: %w", proxyAddr, err)
 	}
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr); err != nil {
 		c.Close()
-		return nil, nil, fmt.Errorf("TCP upstream %s: %w", proxyAddr, err)
+		return nil, nil, fmt.Errorf("upstream proxy %s: %w", proxyAddr, err)
 	}
 	buf, n, err := readHead(c)
 	if err != nil {
 		c.Close()
-		return nil, nil, fmt.Errorf("TCP upstream %s: %w", proxyAddr, err)
+		return nil, nil, fmt.Errorf("upstream proxy %s: %w", proxyAddr, err)
 	}
 	line, _, _ := strings.Cut(string(buf[:n]), "\r\n")
 	f := strings.Fields(line)
@@ -431,7 +443,7 @@ func (p *netProxy) splice(client, up net.Conn, rest, early []byte) {
 			return
 		}
 	}
-	p.relay(client, up, false)
+	p.relay(client, up, false, nil)
 }
 
 // serveTransparentListener serves f, the transparent listener of a sandbox's namespace, and
