@@ -42,6 +42,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -372,7 +373,8 @@ func runRelayCommand(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stdout, "usage: exec-server relay --config FILE [--listen IP:PORT] [--tls-cert FILE --tls-key FILE] [--public-url URL] [--behind-proxy]")
-			fmt.Fprintln(stdout, "       exec-server relay token --config FILE --environment-id ID --role executor|harness [--ttl DURATION]")
+			fmt.Fprintln(stdout, "       exec-server relay token --config FILE --environment-id ID --role executor|harness [--ttl DURATION] [--bare]")
+			fmt.Fprintln(stdout, "SIGHUP reloads --config; a broken file is logged and the previous configuration kept.")
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 			return 0
@@ -400,6 +402,7 @@ func runRelayToken(args []string, stdout io.Writer) error {
 	envID := fs.String("environment-id", "", "the environment `ID` the token is for")
 	role := fs.String("role", relaydRoleExecutor, "executor (register, validate) or harness (connect)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is good")
+	bare := fs.Bool("bare", false, "print the token alone, not the credential frame (for CODEX_EXEC_SERVER_NOISE_AUTH_TOKEN)")
 	if err := fs.Parse(args); err != nil {
 		return &usageError{err.Error()}
 	}
@@ -422,8 +425,13 @@ func runRelayToken(args []string, stdout io.Writer) error {
 		return errors.New("relay token: the configuration has no environment_token_secret_file")
 	}
 	exp := time.Now().Add(*ttl)
+	tok := relaydMintToken(cfg.secret, *role, *envID, exp)
+	if *bare {
+		_, err := fmt.Fprintf(stdout, "%s\n", tok)
+		return err
+	}
 	line, err := json.Marshal(map[string]any{"version": 1, "environment_id": *envID,
-		"token": relaydMintToken(cfg.secret, *role, *envID, exp), "expires_at": exp.Unix()})
+		"token": tok, "expires_at": exp.Unix()})
 	if err != nil {
 		return err
 	}
@@ -488,6 +496,22 @@ func serveRelay(ctx context.Context, o *relaydOptions, stdout io.Writer, log *sl
 	if tlsConf != nil {
 		ln = tls.NewListener(ln, tlsConf)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	reloaderDone := make(chan struct{})
+	defer func() { cancel(); signal.Stop(hup); <-reloaderDone }()
+	go func() { // the reloader: ends with ctx
+		defer close(reloaderDone)
+		for {
+			select {
+			case <-hup:
+				d.reload(o.config)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	fmt.Fprintf(stdout, "%s\n", public)
 	log.Info("relay serving", "listen", ln.Addr().String(), "public_url", public, "tls", !plain,
 		"static_tokens", len(cfg.tokens), "environment_tokens", cfg.secret != nil)
@@ -514,8 +538,8 @@ func checkRelaydPublicURL(s string) error {
 
 // relayd is one relay node: its configuration, its registrations and its sockets.
 type relayd struct {
-	cfg    *relaydConfig
-	public string // scheme://host[:port] of this node
+	cfg    atomic.Pointer[relaydConfig] // replaced whole on SIGHUP (reload)
+	public string                       // scheme://host[:port] of this node
 	log    *slog.Logger
 	now    func() time.Time
 
@@ -530,8 +554,24 @@ type relayd struct {
 }
 
 func newRelayd(cfg *relaydConfig, public string, log *slog.Logger) *relayd {
-	return &relayd{cfg: cfg, public: public, log: log, now: time.Now,
+	d := &relayd{public: public, log: log, now: time.Now,
 		envs: map[string]*relaydEnv{}, conns: map[string]int{}, live: map[*relaydSocket]struct{}{}, pending: map[net.Conn]struct{}{}}
+	d.cfg.Store(cfg)
+	return d
+}
+
+// reload reads the configuration file again and, if it is sound, uses it for every request
+// from now on: a token removed is refused at its next register, validate, connect or
+// upgrade. Sockets already up are kept. A broken file is logged and the old configuration
+// kept.
+func (d *relayd) reload(path string) {
+	cfg, err := loadRelaydConfig(path)
+	if err != nil {
+		d.log.Error("relay: configuration not reloaded; the previous one stays", "error", err)
+		return
+	}
+	d.cfg.Store(cfg)
+	d.log.Info("relay: configuration reloaded", "static_tokens", len(cfg.tokens), "environment_tokens", cfg.secret != nil)
 }
 
 // place names the node that serves an environment: the base URL its rendezvous URLs point

@@ -51,7 +51,7 @@ type relaydAuth struct {
 // relaydBearer authenticates a request and checks one grant of its token; it answers the
 // refusal itself and returns nil then.
 func (d *relayd) relaydBearer(w http.ResponseWriter, r *http.Request, envID string, register bool) *relaydToken {
-	tok, err := d.cfg.authenticate(r.Header, d.now())
+	tok, err := d.cfg.Load().authenticate(r.Header, d.now())
 	if err != nil {
 		relaydError(w, http.StatusUnauthorized, "unauthorized", err.Error())
 		return nil

@@ -145,7 +145,7 @@ func (d *relayd) rendezvous(w http.ResponseWriter, r *http.Request, rest string)
 		switch {
 		case d.sockets >= relaydMaxSockets:
 			status, msg = http.StatusServiceUnavailable, "the relay holds its maximum of sockets"
-		case d.conns[s.token] >= d.cfg.maxConnections:
+		case d.conns[s.token] >= d.cfg.Load().maxConnections:
 			status, msg = http.StatusTooManyRequests, "token "+s.token+" holds its maximum of connections"
 		}
 	}
@@ -285,7 +285,7 @@ func (d *relayd) serveExecutor(s *relaydSocket) {
 		h := st.harness
 		d.mu.Unlock()
 		h.write(data)
-		h.touch(d.cfg.idleTimeout)
+		h.touch(d.cfg.Load().idleTimeout)
 	}
 	d.mu.Lock()
 	var gone []*relaydStream
@@ -307,7 +307,7 @@ func (d *relayd) serveExecutor(s *relaydSocket) {
 func (d *relayd) serveHarness(s *relaydSocket) {
 	env := s.env
 	for {
-		s.touch(d.cfg.idleTimeout)
+		s.touch(d.cfg.Load().idleTimeout)
 		op, data, err := s.ws.readFrameMessage()
 		if err != nil {
 			break
@@ -333,11 +333,11 @@ func (d *relayd) serveHarness(s *relaydSocket) {
 		case st == nil && body == relayBodyReset:
 			d.mu.Unlock()
 			continue
-		case st == nil && len(env.streams) >= d.cfg.maxStreams:
+		case st == nil && len(env.streams) >= d.cfg.Load().maxStreams:
 			refuse = "stream_limit"
 		case st == nil:
 			st = &relaydStream{id: id, harness: s}
-			st.timer = time.AfterFunc(d.cfg.handshakeTimeout, func() { d.handshakeExpired(env, st) })
+			st.timer = time.AfterFunc(d.cfg.Load().handshakeTimeout, func() { d.handshakeExpired(env, st) })
 			env.streams[id] = st
 			s.streams[id] = st
 		}

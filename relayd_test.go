@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -57,7 +58,7 @@ func init() {
 // relaydProc is an exec-server process under test.
 type relaydProc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *remoteLog
 	exited chan struct{}
 	err    error // after exited
 }
@@ -65,7 +66,7 @@ type relaydProc struct {
 // startExecServer runs this binary as `exec-server args…`; stdout, if set, gets its output.
 func startExecServer(t *testing.T, stdin io.Reader, stdout io.Writer, args ...string) *relaydProc {
 	t.Helper()
-	p := &relaydProc{cmd: exec.Command(os.Args[0], args...), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &relaydProc{cmd: exec.Command(os.Args[0], args...), stderr: &remoteLog{written: make(chan struct{}, 1)}, exited: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), relaydTestMainEnv+"=1")
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = stdin, stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
@@ -485,12 +486,11 @@ func TestRelaydAccessControl(t *testing.T) {
 	credW.Write(frame.Bytes())
 	startExecServer(t, credR, nil, "--remote", base, "--environment-id", "box-e", "--executor-credential-stdin")
 	credR.Close()
-	var hframe bytes.Buffer
-	if p := startExecServer(t, nil, &hframe, "relay", "token", "--config", f.config, "--environment-id", "box-e", "--role", "harness"); p.wait(t) != nil {
+	var htok bytes.Buffer
+	if p := startExecServer(t, nil, &htok, "relay", "token", "--config", f.config, "--environment-id", "box-e", "--role", "harness", "--bare"); p.wait(t) != nil {
 		t.Fatalf("relay token: %s", p.stderr.String())
 	}
-	json.Unmarshal(hframe.Bytes(), &cred)
-	hc := newRelaydHarnessClient(t, base, cred.Token)
+	hc := newRelaydHarnessClient(t, base, strings.TrimSpace(htok.String()))
 	_, s := hc.open("box-e", "s-env-token")
 	s.initialize()
 	cfg, err := loadRelaydConfig(f.config)
@@ -822,4 +822,35 @@ func TestRelaydSystemdUnit(t *testing.T) {
 	if code := run(append(exec[1:], "--help"), nil, &stdout, &stderr); code != 0 {
 		t.Errorf("the unit's flags: exit %d: %s", code, stderr.String())
 	}
+}
+
+// TestRelaydReloadRevokesAToken: SIGHUP rereads the configuration: a broken file is refused
+// and the old one kept; a token taken out is refused from then on, while the sockets already
+// up go on.
+func TestRelaydReloadRevokesAToken(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	p, base := startRelayProcess(t, f, "127.0.0.1:0")
+	startRelayExecutor(t, base, "box-h", f.fleet)
+	c := newRelaydHarnessClient(t, base, f.alice)
+	_, s := c.open("box-h", "s-before")
+	s.initialize()
+
+	if err := os.WriteFile(f.config, []byte(`{"tokens":[],"bogus":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.stderr.waitFor(t, "configuration not reloaded")
+	c.connect("box-h") // alice still admitted
+
+	cfg := `{"tokens":[{"name":"fleet","file":"fleet.token","register":["box-*"]}]}`
+	if err := os.WriteFile(f.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.stderr.waitFor(t, "configuration reloaded")
+	id, _ := newNoiseIdentity(rand.Reader)
+	if st, v := relaydPost(t, nil, base, "box-h", "connect", f.alice, map[string]any{"harness_public_key": id.publicKey()}); st != 401 {
+		t.Errorf("alice after her token was taken out: %d %v, want 401", st, v)
+	}
+	s.mustCall("environment/info", nil) // her open stream goes on
 }
