@@ -541,7 +541,10 @@ type relayd struct {
 	cfg    atomic.Pointer[relaydConfig] // replaced whole on SIGHUP (reload)
 	public string                       // scheme://host[:port] of this node
 	log    *slog.Logger
-	now    func() time.Time
+	// peerLog throttles the lines that peers decide the rate of: refusals, resets, sockets
+	// coming and going (logthrottle.go).
+	peerLog *logThrottle
+	now     func() time.Time
 
 	mu      sync.Mutex
 	envs    map[string]*relaydEnv
@@ -554,7 +557,7 @@ type relayd struct {
 }
 
 func newRelayd(cfg *relaydConfig, public string, log *slog.Logger) *relayd {
-	d := &relayd{public: public, log: log, now: time.Now,
+	d := &relayd{public: public, log: log, peerLog: newLogThrottle(log), now: time.Now,
 		envs: map[string]*relaydEnv{}, conns: map[string]int{}, live: map[*relaydSocket]struct{}{}, pending: map[net.Conn]struct{}{}}
 	d.cfg.Store(cfg)
 	return d

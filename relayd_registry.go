@@ -61,7 +61,7 @@ func (d *relayd) relaydBearer(w http.ResponseWriter, r *http.Request, envID stri
 		grants, verb = tok.register, "register"
 	}
 	if !tok.may(grants, envID) {
-		d.log.Info("relay: refused", "token", tok.name, "environment_id", envID, "action", verb)
+		d.peerLog.Info("relay: refused", "token", tok.name, "environment_id", envID, "action", verb)
 		relaydError(w, http.StatusForbidden, "forbidden", "token "+tok.name+" may not "+verb+" environment "+envID)
 		return nil
 	}
@@ -236,7 +236,7 @@ func (d *relayd) validate(w http.ResponseWriter, r *http.Request, envID string) 
 	}
 	d.mu.Unlock()
 	if why != "" {
-		d.log.Info("relay: validate refused", "environment_id", envID, "stream_id", logStreamID(streamID), "why", why)
+		d.peerLog.Info("relay: validate refused", "environment_id", envID, "stream_id", logStreamID(streamID), "why", why)
 	}
 	relaydJSON(w, http.StatusOK, map[string]bool{"valid": why == ""})
 }

@@ -151,7 +151,7 @@ func (d *relayd) rendezvous(w http.ResponseWriter, r *http.Request, rest string)
 	}
 	if status != 0 {
 		d.mu.Unlock()
-		d.log.Info("relay: upgrade refused", "role", role, "environment_id", clipEnvID(envID), "status", status, "reason", reason, "why", msg)
+		d.peerLog.Info("relay: upgrade refused", "role", role, "environment_id", clipEnvID(envID), "status", status, "reason", reason, "why", msg)
 		rejectUpgrade(w, status, reason, msg)
 		return
 	}
@@ -179,14 +179,14 @@ func (d *relayd) rendezvous(w http.ResponseWriter, r *http.Request, rest string)
 		s.ws.closeTCP()
 		return
 	}
-	d.log.Info("relay: socket up", "role", role, "environment_id", envID, "token", s.token)
+	d.peerLog.Info("relay: socket up", "role", role, "environment_id", envID, "token", s.token)
 	if s.harness {
 		d.serveHarness(s)
 	} else {
 		d.serveExecutor(s)
 	}
 	s.ws.closeTCP()
-	d.log.Info("relay: socket down", "role", role, "environment_id", envID)
+	d.peerLog.Info("relay: socket down", "role", role, "environment_id", envID)
 }
 
 // join makes a socket live: shutdown closes it; an executor socket becomes its environment's
@@ -245,7 +245,7 @@ func (d *relayd) handshakeExpired(env *relaydEnv, st *relaydStream) {
 	d.releaseLocked(env, st)
 	exec := env.executor
 	d.mu.Unlock()
-	d.log.Info("relay: stream reset", "environment_id", env.id, "stream_id", logStreamID(st.id), "reason", "handshake_timeout")
+	d.peerLog.Info("relay: stream reset", "environment_id", env.id, "stream_id", logStreamID(st.id), "reason", "handshake_timeout")
 	st.harness.reset(st.id, "handshake_timeout")
 	if exec != nil {
 		exec.reset(st.id, "handshake_timeout")
@@ -343,7 +343,7 @@ func (d *relayd) serveHarness(s *relaydSocket) {
 		}
 		if refuse != "" {
 			d.mu.Unlock()
-			d.log.Info("relay: stream refused", "environment_id", env.id, "stream_id", logStreamID(id), "reason", refuse)
+			d.peerLog.Info("relay: stream refused", "environment_id", env.id, "stream_id", logStreamID(id), "reason", refuse)
 			s.reset(id, refuse)
 			continue
 		}

@@ -24,6 +24,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -853,4 +854,31 @@ func TestRelaydReloadRevokesAToken(t *testing.T) {
 		t.Errorf("alice after her token was taken out: %d %v, want 401", st, v)
 	}
 	s.mustCall("environment/info", nil) // her open stream goes on
+}
+
+// TestRelaydRefusalsDoNotFloodTheLog: anyone can make the relay refuse an upgrade, as often
+// as it likes; the refusals' log lines are throttled (logthrottle.go).
+func TestRelaydRefusalsDoNotFloodTheLog(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	cfg, err := loadRelaydConfig(f.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	d := newRelayd(cfg, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(&logs, nil)))
+	for range 200 {
+		r, _ := http.NewRequest("GET", "/relay/v1/harness/box-1?role=harness&ticket=x", nil)
+		r.Header.Set("Connection", "Upgrade")
+		r.Header.Set("Upgrade", "websocket")
+		r.Header.Set("Sec-WebSocket-Version", "13")
+		r.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+		w := httptest.NewRecorder()
+		d.ServeHTTP(w, r)
+		if w.Code != http.StatusNotFound || w.Header().Get(rendezvousRejectionHeader) != "unknown_route" {
+			t.Fatalf("upgrade to an unregistered environment: %d %v", w.Code, w.Header())
+		}
+	}
+	if n := strings.Count(logs.String(), "relay: upgrade refused"); n > logThrottleBurst {
+		t.Errorf("200 refusals wrote %d log lines, want at most %d", n, logThrottleBurst)
+	}
 }
