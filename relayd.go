@@ -13,8 +13,9 @@ package main
 //
 // Its only state is in memory: the registrations and the streams of each environment. A
 // restarted relay answers the executor's reconnect with unknown_route, and the executor
-// registers again (docs/remote.md §2.4); the environment id → node mapping is one function
-// (relayd.place), so that several nodes can later share a fleet by rendezvous hashing.
+// registers again (docs/remote.md §2.4). The environment id → node mapping is one function
+// (relayd.place): several nodes share a fleet by rendezvous hashing over a peer list
+// (relayd_fleet.go).
 
 import (
 	"bytes"
@@ -24,6 +25,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -128,6 +130,8 @@ type relaydConfigFile struct {
 	MaxConnectionsPerToken     int               `json:"max_connections_per_token"`
 	HandshakeTimeout           string            `json:"handshake_timeout"`
 	IdleTimeout                string            `json:"idle_timeout"`
+	Peers                      []relaydPeer      `json:"peers"`
+	PeerCAFile                 string            `json:"peer_ca_file"`
 }
 
 type relaydTokenFile struct {
@@ -145,6 +149,8 @@ type relaydConfig struct {
 	maxConnections   int
 	handshakeTimeout time.Duration
 	idleTimeout      time.Duration
+	peers            []relaydPeer   // the fleet (relayd_fleet.go); empty: one node
+	peerCA           *x509.CertPool // roots for the peers' TLS certificates; nil: the system's
 }
 
 // relaydToken is one credential: a static token from the configuration, or a per-environment
@@ -209,6 +215,15 @@ func loadRelaydConfig(path string) (*relaydConfig, error) {
 			return nil, fmt.Errorf("relay config %s: %s must be a duration from %v to %v, like \"30s\"", path, l.name, relaydMinTimeout, relaydMaxTimeout)
 		}
 		*l.dst = v
+	}
+	if err := checkRelaydPeers(f.Peers); err != nil {
+		return nil, fmt.Errorf("relay config %s: %w", path, err)
+	}
+	cfg.peers = f.Peers
+	if f.PeerCAFile != "" {
+		if cfg.peerCA, err = loadRelaydPeerCA(filepath.Join(dir, f.PeerCAFile)); err != nil {
+			return nil, fmt.Errorf("relay config %s: peer_ca_file: %w", path, err)
+		}
 	}
 	names := map[string]bool{}
 	for i, t := range f.Tokens {
@@ -353,6 +368,7 @@ type relaydOptions struct {
 	publicURL   string
 	behindProxy bool
 	logLevel    string
+	nodeID      string
 }
 
 // runRelayCommand is `exec-server relay …` and `exec-server relay token …`.
@@ -370,9 +386,10 @@ func runRelayCommand(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.publicURL, "public-url", "", "the `URL` executors and harnesses reach this relay at (default: from --listen)")
 	fs.BoolVar(&o.behindProxy, "behind-proxy", false, "serve plain HTTP on a non-loopback address: a TLS reverse proxy fronts the relay")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	fs.StringVar(&o.nodeID, "node-id", "", "this node's `ID` in the configuration's peers (a fleet; its URL there is its public URL)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "usage: exec-server relay --config FILE [--listen IP:PORT] [--tls-cert FILE --tls-key FILE] [--public-url URL] [--behind-proxy]")
+			fmt.Fprintln(stdout, "usage: exec-server relay --config FILE [--listen IP:PORT] [--tls-cert FILE --tls-key FILE] [--public-url URL] [--behind-proxy] [--node-id ID]")
 			fmt.Fprintln(stdout, "       exec-server relay token --config FILE --environment-id ID --role executor|harness [--ttl DURATION] [--bare]")
 			fmt.Fprintln(stdout, "SIGHUP reloads --config; a broken file is logged and the previous configuration kept.")
 			fs.SetOutput(stdout)
@@ -467,6 +484,21 @@ func serveRelay(ctx context.Context, o *relaydOptions, stdout io.Writer, log *sl
 	if err != nil {
 		return err
 	}
+	var self *relaydPeer
+	switch {
+	case o.nodeID == "" && len(cfg.peers) > 0:
+		return &usageError{"relay: the configuration lists peers: give --node-id, this node's id among them"}
+	case o.nodeID != "" && len(cfg.peers) == 0:
+		return &usageError{"relay: --node-id needs the configuration's peers"}
+	case o.nodeID != "":
+		if self = cfg.peer(o.nodeID); self == nil {
+			return &usageError{fmt.Sprintf("relay: --node-id %q is not among the configuration's peers", o.nodeID)}
+		}
+		if o.publicURL != "" && strings.TrimSuffix(o.publicURL, "/") != self.URL {
+			return &usageError{fmt.Sprintf("relay: --public-url %s is not node %s's url in the peers (%s)", o.publicURL, self.ID, self.URL)}
+		}
+		o.publicURL = self.URL
+	}
 	var tlsConf *tls.Config
 	if !plain {
 		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
@@ -493,6 +525,9 @@ func serveRelay(ctx context.Context, o *relaydOptions, stdout io.Writer, log *sl
 		return &usageError{"relay: --public-url: " + err.Error()}
 	}
 	d := newRelayd(cfg, strings.TrimSuffix(public, "/"), log)
+	if self != nil {
+		d.fleet = newRelaydFleet(self.ID, cfg.peerCA)
+	}
 	if tlsConf != nil {
 		ln = tls.NewListener(ln, tlsConf)
 	}
@@ -501,6 +536,14 @@ func serveRelay(ctx context.Context, o *relaydOptions, stdout io.Writer, log *sl
 	signal.Notify(hup, syscall.SIGHUP)
 	reloaderDone := make(chan struct{})
 	defer func() { cancel(); signal.Stop(hup); <-reloaderDone }()
+	proberDone := make(chan struct{})
+	defer func() { cancel(); <-proberDone }()
+	go func() { // the fleet's prober: ends with ctx
+		defer close(proberDone)
+		if d.fleet != nil {
+			d.probePeers(ctx)
+		}
+	}()
 	go func() { // the reloader: ends with ctx
 		defer close(reloaderDone)
 		for {
@@ -514,7 +557,7 @@ func serveRelay(ctx context.Context, o *relaydOptions, stdout io.Writer, log *sl
 	}()
 	fmt.Fprintf(stdout, "%s\n", public)
 	log.Info("relay serving", "listen", ln.Addr().String(), "public_url", public, "tls", !plain,
-		"static_tokens", len(cfg.tokens), "environment_tokens", cfg.secret != nil)
+		"static_tokens", len(cfg.tokens), "environment_tokens", cfg.secret != nil, "node_id", o.nodeID, "peers", len(cfg.peers))
 	return d.serve(ctx, ln)
 }
 
@@ -546,6 +589,9 @@ type relayd struct {
 	peerLog *logThrottle
 	now     func() time.Time
 
+	// fleet is this node's view of its peers (relayd_fleet.go); nil: one node.
+	fleet *relaydFleet
+
 	mu      sync.Mutex
 	envs    map[string]*relaydEnv
 	conns   map[string]int // token name → rendezvous sockets open
@@ -573,14 +619,13 @@ func (d *relayd) reload(path string) {
 		d.log.Error("relay: configuration not reloaded; the previous one stays", "error", err)
 		return
 	}
+	if err := d.checkFleetConfig(cfg); err != nil {
+		d.log.Error("relay: configuration not reloaded; the previous one stays", "error", err)
+		return
+	}
 	d.cfg.Store(cfg)
 	d.log.Info("relay: configuration reloaded", "static_tokens", len(cfg.tokens), "environment_tokens", cfg.secret != nil)
 }
-
-// place names the node that serves an environment: the base URL its rendezvous URLs point
-// at. One node places everything on itself; a fleet would pick by rendezvous hashing over
-// its peer list here, and nowhere else.
-func (d *relayd) place(envID string) string { return d.public }
 
 // serve answers HTTP on ln until ctx ends, then closes every socket and waits for them.
 func (d *relayd) serve(ctx context.Context, ln net.Listener) error {
@@ -669,7 +714,7 @@ func (d *relayd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			relaydError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use GET")
 			return
 		}
-		relaydJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		d.readyz(w)
 	case strings.HasPrefix(p, "/cloud/environment/"):
 		rest := strings.TrimPrefix(p, "/cloud/environment/")
 		envID, op, ok := strings.Cut(rest, "/")
@@ -684,6 +729,9 @@ func (d *relayd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
 			relaydError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+			return
+		}
+		if (op == "register" || op == "validate" || op == "connect") && d.forwardToOwner(w, r, envID, op) {
 			return
 		}
 		switch op {
