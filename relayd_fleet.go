@@ -214,6 +214,7 @@ func (d *relayd) place(envID string) string { return d.owner(envID).URL }
 func (d *relayd) probePeers(ctx context.Context) {
 	t := time.NewTicker(relaydPeerProbeInterval)
 	defer t.Stop()
+	defer d.fleet.client.CloseIdleConnections()
 	for {
 		d.probeRound(ctx)
 		d.rebalance()
