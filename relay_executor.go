@@ -126,6 +126,9 @@ func (x *relayExecutor) run(ctx context.Context) error {
 	if err != nil {
 		return quietCancel(ctx, err)
 	}
+	// dialNow: the last dial got no answer and the registration after it gave a URL to dial at
+	// once, without a backoff step; dialedNow: the last dial was such, so the next waits.
+	dialNow, dialedNow := false, false
 	for attempt := 1; ; attempt++ {
 		ws, resp, requestID, err := x.dial(ctx, reg, attempt)
 		var floor time.Duration // a Retry-After on a refused upgrade
@@ -160,7 +163,13 @@ func (x *relayExecutor) run(ctx context.Context) error {
 			if reg, err = x.registry.registerWithRetry(ctx, x.id.publicKey(), bo); err != nil {
 				return quietCancel(ctx, err)
 			}
+			dialNow = !dialedNow
 		}
+		if dialNow {
+			dialNow, dialedNow = false, true
+			continue
+		}
+		dialedNow = false
 		d := bo.next(floor)
 		x.log.Info("reconnecting to the rendezvous", "retry_in", d.Round(time.Millisecond))
 		if sleepCtx(ctx, d) != nil {
