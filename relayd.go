@@ -93,6 +93,12 @@ const (
 	// registered environment (between its registration and its dial, or during a reconnect)
 	// before the stream is reset.
 	relaydExecutorWait = 10 * time.Second
+	// relaydConnectWait is how long a connect for an environment not registered here waits
+	// for its registration, within relaydMoveWindow of this node's start or of a change in
+	// the fleet's live set: executors are registering again then (a restart, a node gone or
+	// back), and the real harness gives up a session's reconnect at the first 404.
+	relaydConnectWait = 5 * time.Second
+	relaydMoveWindow  = time.Minute
 	// relaydWriteTimeout bounds one write to a socket; a peer that does not read for that
 	// long is dropped rather than left to stall the sockets that forward to it.
 	relaydWriteTimeout = 10 * time.Second
@@ -594,6 +600,8 @@ type relayd struct {
 
 	mu      sync.Mutex
 	envs    map[string]*relaydEnv
+	regUp   chan struct{}  // closed, and replaced, whenever an environment registers
+	moving  time.Time      // until then, connects wait for registrations (relaydMoveWindow)
 	conns   map[string]int // token name → rendezvous sockets open
 	sockets int            // rendezvous sockets open in all
 	closed  bool
@@ -604,7 +612,7 @@ type relayd struct {
 
 func newRelayd(cfg *relaydConfig, public string, log *slog.Logger) *relayd {
 	d := &relayd{public: public, log: log, peerLog: newLogThrottle(log), now: time.Now,
-		envs: map[string]*relaydEnv{}, conns: map[string]int{}, live: map[*relaydSocket]struct{}{}, pending: map[net.Conn]struct{}{}}
+		envs: map[string]*relaydEnv{}, regUp: make(chan struct{}), moving: time.Now().Add(relaydMoveWindow), conns: map[string]int{}, live: map[*relaydSocket]struct{}{}, pending: map[net.Conn]struct{}{}}
 	d.cfg.Store(cfg)
 	return d
 }

@@ -48,7 +48,7 @@ const (
 	relaydPeerProbeTimeout = time.Second
 	// relaydPeerForwardTimeout bounds a registry request forwarded to the owning node: under
 	// the 10 s the executor and the harness give the whole request.
-	relaydPeerForwardTimeout = 5 * time.Second
+	relaydPeerForwardTimeout = relaydConnectWait + 3*time.Second
 	// relaydPeerMaxAnswer bounds the answer of a forwarded request read back.
 	relaydPeerMaxAnswer = 1 << 20
 	// relaydMaxPeers bounds the peer list.
@@ -238,7 +238,12 @@ func (d *relayd) probeRound(ctx context.Context) {
 			defer wg.Done()
 			up := d.probe(ctx, p)
 			if d.fleet.mark(p.ID, up) && ctx.Err() == nil {
-				d.log.Warn("relay: peer "+map[bool]string{true: "up", false: "down"}[up], "peer", p.ID, "url", p.URL)
+				d.startMoving()
+				if up {
+					d.log.Info("relay: peer up", "peer", p.ID, "url", p.URL)
+				} else {
+					d.log.Warn("relay: peer down", "peer", p.ID, "url", p.URL)
+				}
 			}
 		}()
 	}
@@ -310,6 +315,7 @@ func (d *relayd) forwardToOwner(w http.ResponseWriter, r *http.Request, envID, o
 		if err != nil && errors.As(err, &dialErr) && dialErr.Op == "dial" {
 			// The owner is gone: leave it out now, without waiting for the probe.
 			if d.fleet.mark(owner.ID, false) {
+				d.startMoving()
 				d.log.Warn("relay: peer down", "peer", owner.ID, "url", owner.URL, "error", err)
 			}
 			owner = d.owner(envID)
@@ -368,6 +374,14 @@ func (d *relayd) forwardOnce(r *http.Request, to relaydPeer, body []byte) (*rela
 		return nil, fmt.Errorf("answer over %d bytes", relaydPeerMaxAnswer)
 	}
 	return &relaydAnswer{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// startMoving opens a relaydMoveWindow: the live set changed, executors will register
+// again, and connects wait for them.
+func (d *relayd) startMoving() {
+	d.mu.Lock()
+	d.moving = d.now().Add(relaydMoveWindow)
+	d.mu.Unlock()
 }
 
 // peer finds a node of the configuration's peer list by id.

@@ -385,3 +385,32 @@ func TestRelaydFleetConfigRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestRelaydConnectWaitsForARegistration: in the minute after a node starts (or its fleet's
+// live set changes) executors are registering again, and the real harness gives up a
+// session's reconnect at the first 404: a connect for an environment not registered yet
+// waits for its registration (up to relaydConnectWait) and gets the bundle in one request.
+func TestRelaydConnectWaitsForARegistration(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	p, base := startRelayProcess(t, f, "127.0.0.1:0", "--log-level", "debug")
+	c := newRelaydHarnessClient(t, base, f.alice)
+	type answer struct {
+		status int
+		took   time.Duration
+	}
+	done := make(chan answer, 1)
+	start := time.Now()
+	go func() {
+		status, _ := relaydPost(t, c.http, base, "box-w", "connect", f.alice, map[string]any{"harness_public_key": c.id.publicKey()})
+		done <- answer{status, time.Since(start)}
+	}()
+	p.stderr.waitFor(t, "connect waits for a registration")
+	waiting := time.Since(start)
+	startRelayExecutor(t, base, "box-w", f.fleet)
+	a := <-done
+	if a.status != http.StatusOK || a.took > relaydConnectWait {
+		t.Fatalf("connect while the executor registers: %d after %v, want 200 within %v", a.status, a.took, relaydConnectWait)
+	}
+	t.Logf("a connect waiting %v before the executor started was answered 200 after %v",
+		waiting.Round(time.Millisecond), a.took.Round(time.Millisecond))
+}

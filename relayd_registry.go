@@ -104,6 +104,8 @@ func (d *relayd) register(w http.ResponseWriter, r *http.Request, envID string) 
 		return
 	}
 	d.envs[envID] = env
+	close(d.regUp)
+	d.regUp = make(chan struct{})
 	drop := d.retireLocked(old)
 	d.mu.Unlock()
 	for _, s := range drop {
@@ -153,7 +155,7 @@ func (d *relayd) connect(w http.ResponseWriter, r *http.Request, envID string) {
 	a := &relaydAuth{authorization: randomRelaydID("hka-", 24), ticket: randomRelaydID("", 24),
 		key: body.HarnessPublicKey, token: tok.name, expires: now.Add(relaydAuthorizationTTL)}
 	d.mu.Lock()
-	env := d.envs[envID]
+	env := d.awaitRegistrationLocked(r, envID)
 	if env == nil {
 		d.mu.Unlock()
 		relaydError(w, http.StatusNotFound, "not_registered", "no executor has registered environment "+envID)
@@ -175,6 +177,35 @@ func (d *relayd) connect(w http.ResponseWriter, r *http.Request, envID string) {
 	d.mu.Unlock()
 	d.log.Debug("relay: connect bundle issued", "environment_id", envID, "token", tok.name)
 	relaydJSON(w, http.StatusOK, bundle)
+}
+
+// awaitRegistrationLocked returns envID's registration. While environments are moving
+// (relaydMoveWindow after this node started or its fleet's live set changed) it waits up to
+// relaydConnectWait for one to appear, with d.mu released meanwhile.
+func (d *relayd) awaitRegistrationLocked(r *http.Request, envID string) *relaydEnv {
+	env := d.envs[envID]
+	if env != nil || !d.now().Before(d.moving) {
+		return env
+	}
+	d.log.Debug("relay: connect waits for a registration", "environment_id", envID)
+	t := time.NewTimer(relaydConnectWait)
+	defer t.Stop()
+	for env == nil {
+		up := d.regUp
+		d.mu.Unlock()
+		select {
+		case <-up:
+		case <-t.C:
+			d.mu.Lock()
+			return d.envs[envID]
+		case <-r.Context().Done():
+			d.mu.Lock()
+			return d.envs[envID]
+		}
+		d.mu.Lock()
+		env = d.envs[envID]
+	}
+	return env
 }
 
 // pruneAuthsLocked forgets the connect bundles past their time.
