@@ -97,6 +97,7 @@ func FuzzRelaydHTTP(f *testing.F) {
 	allowed := map[int]bool{200: true, 400: true, 401: true, 403: true, 404: true, 405: true, 429: true, 503: true}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d := newRelayd(cfg, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+		d.moving = time.Time{} // a connect's wait for a moving registration is timing, not parsing
 		br := bufio.NewReader(bytes.NewReader(b))
 		for range 4 {
 			r, err := http.ReadRequest(br)
