@@ -181,6 +181,8 @@ const usageSynopsis = `usage:
                                                          register an existing websocket exec-server
                                                          as a remote environment
                                                          (exec-server forward --help)
+  exec-server relay --config FILE [flags]                serve a self-hosted registry and rendezvous
+                                                         (exec-server relay --help)
   exec-server sandbox [flags] -- CMD ARGS...             run one command under a sandbox
                                                          (exec-server sandbox --help)
   exec-server --version | --help

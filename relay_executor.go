@@ -14,7 +14,8 @@ package main
 //	dial the URL        X-Request-Id: req_<32 hex>, no Authorization: the URL carries its credential;
 //	                    TCP, TLS and the upgrade bounded by one dial timeout
 //	upgrade refused     a 4xx but 408, 425 and 429, or a named rejection reason: register again at
-//	                    once (a new URL); 408, 425, 429, 5xx and no answer: the same URL again
+//	                    once (a new URL); 408, 425, 429 and 5xx: the same URL again; no answer
+//	                    (nobody listens, a timeout): register again, then dial the URL it gives
 //	socket dropped      the same URL again, no registration
 //	between attempts    exponential backoff with jitter, a Retry-After floor; reset by a socket that
 //	                    stayed up for stableConnection
@@ -125,6 +126,9 @@ func (x *relayExecutor) run(ctx context.Context) error {
 	if err != nil {
 		return quietCancel(ctx, err)
 	}
+	// dialNow: the last dial got no answer and the registration after it gave a URL to dial at
+	// once, without a backoff step; dialedNow: the last dial was such, so the next waits.
+	dialNow, dialedNow := false, false
 	for attempt := 1; ; attempt++ {
 		ws, resp, requestID, err := x.dial(ctx, reg, attempt)
 		var floor time.Duration // a Retry-After on a refused upgrade
@@ -150,8 +154,22 @@ func (x *relayExecutor) run(ctx context.Context) error {
 			x.log.Info("rendezvous connection failed", "connection_attempt", attempt, "error", scrubURL(err, reg.url))
 			if resp != nil {
 				floor = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+				break
 			}
+			// No answer at all: the node behind the URL may be gone, and a relay fleet
+			// places the environment on a live one at the next registration
+			// (docs/remote.md 12.7).
+			x.log.Info("rendezvous did not answer; registering again")
+			if reg, err = x.registry.registerWithRetry(ctx, x.id.publicKey(), bo); err != nil {
+				return quietCancel(ctx, err)
+			}
+			dialNow = !dialedNow
 		}
+		if dialNow {
+			dialNow, dialedNow = false, true
+			continue
+		}
+		dialedNow = false
 		d := bo.next(floor)
 		x.log.Info("reconnecting to the rendezvous", "retry_in", d.Round(time.Millisecond))
 		if sleepCtx(ctx, d) != nil {
