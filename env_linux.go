@@ -5,10 +5,6 @@ package main
 // `exec-server sandbox --status` says it. New file: the probe is Linux-only (bpf(2)).
 
 import (
-	"fmt"
-	"runtime"
-	"unsafe"
-
 	"golang.org/x/sys/unix"
 )
 
@@ -43,39 +39,18 @@ func transparentTCPText(sbx *sandboxer) string {
 }
 
 // probeTransparentTCP does what attachSkLookup does before it attaches anything: it creates
-// the sockmap and loads the sk_lookup program, then closes both. Either fails where the
+// the sockmap and loads the sk_lookup program (newSkLookupMap, loadSkLookup), then closes both. Either fails where the
 // server lacks CAP_BPF or CAP_NET_ADMIN or the kernel lacks sk_lookup (Linux 5.9) or
 // bpf_sk_assign, as a transparent start would.
 func probeTransparentTCP() error {
-	mapAttr := [4]uint32{unix.BPF_MAP_TYPE_SOCKMAP, 4, 4, 1}
-	mapFD, err := bpfCall(unix.BPF_MAP_CREATE, unsafe.Pointer(&mapAttr), unsafe.Sizeof(mapAttr))
+	mapFD, err := newSkLookupMap()
 	if err != nil {
-		return fmt.Errorf("create the sockmap (needs CAP_BPF and CAP_NET_ADMIN): %w", err)
+		return err
 	}
 	defer unix.Close(mapFD)
-	insns := skLookupProgram(mapFD)
-	license := []byte("GPL\x00")
-	// BPF_PROG_LOAD, laid out as attachSkLookup's.
-	load := struct {
-		progType, insnCnt     uint32
-		insns, license        unsafe.Pointer
-		logLevel, logSize     uint32
-		logBuf                unsafe.Pointer
-		kernVersion, flags    uint32
-		name                  [16]byte
-		ifindex, expectedType uint32
-	}{
-		progType: unix.BPF_PROG_TYPE_SK_LOOKUP, insnCnt: uint32(len(insns)),
-		insns:        unsafe.Pointer(&insns[0]),
-		license:      unsafe.Pointer(&license[0]),
-		expectedType: unix.BPF_SK_LOOKUP,
-	}
-	copy(load.name[:], "exec_transp_prb")
-	progFD, err := bpfCall(unix.BPF_PROG_LOAD, unsafe.Pointer(&load), unsafe.Sizeof(load))
-	runtime.KeepAlive(insns)
-	runtime.KeepAlive(license)
+	progFD, err := loadSkLookup(mapFD, "exec_transp_prb")
 	if err != nil {
-		return fmt.Errorf("load the sk_lookup program: %w", err)
+		return err
 	}
 	unix.Close(progFD)
 	return nil

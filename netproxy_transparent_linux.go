@@ -381,11 +381,9 @@ func bpfCall(cmd int, attr unsafe.Pointer, n uintptr) (int, error) {
 // needs CAP_BPF and CAP_NET_ADMIN (the server runs as root); without them it fails, and the
 // command is not started.
 func attachSkLookup(netns, ln *os.File) (*skLookupLink, error) {
-	// union bpf_attr for BPF_MAP_CREATE: map_type, key_size, value_size, max_entries.
-	mapAttr := [4]uint32{unix.BPF_MAP_TYPE_SOCKMAP, 4, 4, 1}
-	mapFD, err := bpfCall(unix.BPF_MAP_CREATE, unsafe.Pointer(&mapAttr), unsafe.Sizeof(mapAttr))
+	mapFD, err := newSkLookupMap()
 	if err != nil {
-		return nil, fmt.Errorf("transparent TCP: create the sockmap (needs CAP_BPF and CAP_NET_ADMIN): %w", err)
+		return nil, fmt.Errorf("transparent TCP: %w", err)
 	}
 	defer unix.Close(mapFD)
 	key, value := uint32(0), uint32(ln.Fd())
@@ -401,9 +399,37 @@ func attachSkLookup(netns, ln *os.File) (*skLookupLink, error) {
 	if _, err := bpfCall(unix.BPF_MAP_UPDATE_ELEM, unsafe.Pointer(&upd), unsafe.Sizeof(upd)); err != nil {
 		return nil, fmt.Errorf("transparent TCP: put the listener in the sockmap: %w", err)
 	}
+	progFD, err := loadSkLookup(mapFD, "exec_transp_tcp")
+	if err != nil {
+		return nil, fmt.Errorf("transparent TCP: %w", err)
+	}
+	defer unix.Close(progFD)
+	// BPF_LINK_CREATE: prog_fd, target_fd, attach_type, flags.
+	link := [4]uint32{uint32(progFD), uint32(netns.Fd()), unix.BPF_SK_LOOKUP, 0}
+	linkFD, err := bpfCall(unix.BPF_LINK_CREATE, unsafe.Pointer(&link), unsafe.Sizeof(link))
+	if err != nil {
+		return nil, fmt.Errorf("transparent TCP: attach the program to the namespace: %w", err)
+	}
+	unix.CloseOnExec(linkFD)
+	return &skLookupLink{fd: linkFD}, nil
+}
+
+// newSkLookupMap creates the one-slot SOCKMAP the sk_lookup program assigns from.
+func newSkLookupMap() (int, error) {
+	// union bpf_attr for BPF_MAP_CREATE: map_type, key_size, value_size, max_entries.
+	mapAttr := [4]uint32{unix.BPF_MAP_TYPE_SOCKMAP, 4, 4, 1}
+	fd, err := bpfCall(unix.BPF_MAP_CREATE, unsafe.Pointer(&mapAttr), unsafe.Sizeof(mapAttr))
+	if err != nil {
+		return -1, fmt.Errorf("create the sockmap (needs CAP_BPF and CAP_NET_ADMIN): %w", err)
+	}
+	return fd, nil
+}
+
+// loadSkLookup loads the sk_lookup program over the map mapFD under name (at most 15
+// bytes); where the verifier refuses it, the error carries the verifier's words.
+func loadSkLookup(mapFD int, name string) (int, error) {
 	insns := skLookupProgram(mapFD)
 	license := []byte("GPL\x00")
-	log := make([]byte, bpfLogSize)
 	// BPF_PROG_LOAD: prog_type, insn_cnt, insns, license, log_level, log_size, log_buf,
 	// kern_version, prog_flags, prog_name[16], prog_ifindex, expected_attach_type.
 	load := struct {
@@ -420,25 +446,18 @@ func attachSkLookup(netns, ln *os.File) (*skLookupLink, error) {
 		license:      unsafe.Pointer(&license[0]),
 		expectedType: unix.BPF_SK_LOOKUP,
 	}
-	copy(load.name[:], "exec_transp_tcp")
+	copy(load.name[:15], name)
 	progFD, err := bpfCall(unix.BPF_PROG_LOAD, unsafe.Pointer(&load), unsafe.Sizeof(load))
 	if err != nil {
 		// Ask for the verifier's words only when it refused.
+		log := make([]byte, bpfLogSize)
 		load.logLevel, load.logSize, load.logBuf = 1, uint32(len(log)), unsafe.Pointer(&log[0])
 		if fd, err2 := bpfCall(unix.BPF_PROG_LOAD, unsafe.Pointer(&load), unsafe.Sizeof(load)); err2 == nil {
 			unix.Close(fd)
 		}
-		return nil, fmt.Errorf("transparent TCP: load the sk_lookup program: %w: %s", err, cString(log))
+		return -1, fmt.Errorf("load the sk_lookup program: %w: %s", err, cString(log))
 	}
-	defer unix.Close(progFD)
-	// BPF_LINK_CREATE: prog_fd, target_fd, attach_type, flags.
-	link := [4]uint32{uint32(progFD), uint32(netns.Fd()), unix.BPF_SK_LOOKUP, 0}
-	linkFD, err := bpfCall(unix.BPF_LINK_CREATE, unsafe.Pointer(&link), unsafe.Sizeof(link))
-	if err != nil {
-		return nil, fmt.Errorf("transparent TCP: attach the program to the namespace: %w", err)
-	}
-	unix.CloseOnExec(linkFD)
-	return &skLookupLink{fd: linkFD}, nil
+	return progFD, nil
 }
 
 func cString(b []byte) string {
