@@ -211,11 +211,13 @@ func TestWarmAdvStoppedBeforeReady(t *testing.T) {
 	t.Skip("never caught a warm stage before its ready byte in 5 attempts")
 }
 
-// warmAdvStateScript prints what a command inherits from its stage.
+// warmAdvStateScript prints what a command inherits from its stage. The shell lists its own
+// descriptors by a glob it expands itself, before any subshell: a subshell listing the
+// shell's /proc/$$/fd races the shell's closing of the pipes it made for that subshell.
 const warmAdvStateScript = `
 echo "env: $(env | sort | tr '\n' ' ')"
 echo "cwd: $(pwd) umask: $(umask)"
-echo "fds: $(for f in /proc/$$/fd/*; do echo "${f##*/}=$(readlink $f | sed 's/:.*//')"; done | tr '\n' ' ')"
+fds=; for f in /proc/$$/fd/*; do fds="$fds ${f##*/}=$(readlink $f | sed 's/:.*//')"; done; echo "fds:$fds"
 echo "limits: $(tr -s ' ' < /proc/$$/limits | tr '\n' '|')"
 grep -E '^(SigIgn|Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups|NSpid|NSpgid|NSsid|Cpus_allowed_list)' /proc/$$/status
 echo "stat: $(cut -d' ' -f 4-8 /proc/$$/stat)"
