@@ -62,6 +62,10 @@ const (
 	relaydStartWait = 30 * time.Second
 	// relaydExitWait bounds how long a refused executor may take to exit.
 	relaydExitWait = 20 * time.Second
+	// relaydBackWait bounds the wait for a registration on a restarted node: Codex's own
+	// executor comes back only on its next retry of the node's URL, and its retries are up to
+	// a minute apart by then (docs/remote.md §2.4).
+	relaydBackWait = 75 * time.Second
 	// relaydSystemRoots is the system's CA bundle (Debian's path), which Codex's
 	// SSL_CERT_FILE bundle must keep for its other HTTPS peers.
 	relaydSystemRoots = "/etc/ssl/certs/ca-certificates.crt"
@@ -578,7 +582,13 @@ func runRelayd(ctx context.Context, cfg config, log *eventLog, m modeRun, rc rel
 			down := relaydAwaitDown(ctx, harnessNode.url, owner.id, 10*time.Second)
 			survivors := []string{relaydFleetHarness, relaydFleetRegistry}
 			next := byID[relaydOwner(survivors, envID)]
-			_, u, err := relaydAwaitServed(ctx, setup.client, harnessNode.url, envID, codexToken, 4*relaydRegisterBound, relaydOnAddr(next.addr))
+			// Codex's own executor is not expected on a survivor (docs/remote.md §12.7): one
+			// bound shows it; ours get four, to say how late they were if they were.
+			limit := 4 * relaydRegisterBound
+			if rc.executor == "ref" {
+				limit = relaydRegisterBound
+			}
+			_, u, err := relaydAwaitServed(ctx, setup.client, harnessNode.url, envID, codexToken, limit, relaydOnAddr(next.addr))
 			d := time.Since(t0)
 			measure(fmt.Sprintf("%s (owner of %s) killed (SIGKILL): %s saw it down after %s; the executor registered on the survivor %s",
 				owner.id, envID, relaydFleetHarness, down, next.id), d, err)
@@ -591,7 +601,7 @@ func runRelayd(ctx context.Context, cfg config, log *eventLog, m modeRun, rc rel
 				measure(owner.id+" started again", 0, err)
 				return owner.id + " failed to start again"
 			}
-			_, _, err := relaydAwaitServed(ctx, setup.client, harnessNode.url, envID, codexToken, 4*relaydRegisterBound, relaydOnAddr(owner.addr))
+			_, _, err := relaydAwaitServed(ctx, setup.client, harnessNode.url, envID, codexToken, relaydBackWait, relaydOnAddr(owner.addr))
 			d := time.Since(t0)
 			r := stepResult{Name: fmt.Sprintf("%s started again: %s moved back to it and was registered there after %.2f s", owner.id, envID, d.Seconds()), OK: err == nil}
 			if err != nil {
