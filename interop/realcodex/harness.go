@@ -86,6 +86,8 @@ type scenario struct {
 	// breaks each break a connection and say how; after each one another agent turn runs,
 	// which only works if the harness reconnects and resumes its session.
 	breaks []func() string
+	// afterBreakTurn, if set, is called with the break's index once the turn after it ended.
+	afterBreakTurn func(i int)
 }
 
 // agentStep is one tool call of the agent turn and what its output must show.
@@ -306,6 +308,9 @@ func (s *scenario) run(ctx context.Context) []stepResult {
 	for i, brk := range s.breaks {
 		note := brk()
 		out = append(out, s.agentTurn(ctx, thread.Thread.ID, "agent turn after "+note, s.resumeSteps(i), policy)...)
+		if s.afterBreakTurn != nil {
+			s.afterBreakTurn(i)
+		}
 	}
 	switch s.mode {
 	case modeFull:

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -32,7 +33,7 @@ type config struct {
 	net     bool     // run the network scenario (netscenario.go) in them (-scenarios)
 }
 
-const allChecks = "local-ref,local-ours,diff,remote-ref,remote-ours,credentials,forward"
+const allChecks = "local-ref,local-ours,diff,remote-ref,remote-ours,credentials,forward,relayd"
 
 // The sandbox modes of -s, as config.toml's sandbox_mode and thread/start's sandbox spell them.
 const (
@@ -51,7 +52,9 @@ func main() {
 	flag.StringVar(&cfg.ours, "ours", "", "our exec-server binary (required)")
 	flag.StringVar(&cfg.workdir, "workdir", "", "scratch directory, outside /tmp when a sandbox mode is run (default: a new directory under ~/.cache/realcodex)")
 	flag.StringVar(&checks, "checks", allChecks, "comma-separated checks: local-ref, local-ours, diff (needs both local runs), remote-ref, remote-ours, credentials, "+
-		"forward-ref, forward-ours, forward-control, forward-upgrade (needs forward-ref and forward-control); local and remote name both of their pair, forward all four")
+		"forward-ref, forward-ours, forward-control, forward-upgrade (needs forward-ref and forward-control), "+
+		"relayd-ours, relayd-forward, relayd-ref, relayd-fleet-ours, relayd-fleet-forward, relayd-fleet-ref, relayd-acl; "+
+		"local and remote name both of their pair, forward all four, relayd all seven")
 	flag.BoolVar(&cfg.agent, "agent", true, "also run an agent turn against the loopback mock model")
 	flag.BoolVar(&cfg.verbose, "v", false, "copy the event log to stderr")
 	flag.StringVar(&modes, "s", modeFull, "sandbox mode(s) of the thread, comma-separated: danger-full-access, workspace-write, read-only, or all; every check runs under each")
@@ -90,12 +93,19 @@ func main() {
 				cfg.checks[fc.name] = true
 			}
 			cfg.checks["forward-upgrade"] = true
+		case "relayd":
+			for _, n := range relaydCheckNames() {
+				cfg.checks[n] = true
+			}
 		case "forward-upgrade":
 			cfg.checks[c], cfg.checks["forward-ref"], cfg.checks["forward-control"] = true, true, true
 		case "local-ref", "local-ours", "remote-ref", "remote-ours", "credentials", "forward-ref", "forward-ours", "forward-control":
 			cfg.checks[c] = true
 		default:
-			fatal(fmt.Errorf("unknown check %q", c))
+			if !slices.Contains(relaydCheckNames(), c) {
+				fatal(fmt.Errorf("unknown check %q", c))
+			}
+			cfg.checks[c] = true
 		}
 	}
 	if cfg.workdir == "" {
@@ -282,6 +292,14 @@ func run(cfg config) int {
 		}
 		if cfg.checks["forward-upgrade"] {
 			report(m.label("forward-upgrade"), compareUpgrades(forwards["forward-ref"], forwards["forward-control"]))
+		}
+		for _, rc := range relaydChecks {
+			if cfg.checks[rc.name] && cfg.base && ctx.Err() == nil {
+				report(m.label(rc.name), runRelayd(ctx, cfg, log, m, rc))
+			}
+		}
+		if cfg.checks["relayd-acl"] && m.mode == cfg.modes[0] && ctx.Err() == nil {
+			report("relayd-acl", runRelaydACL(ctx, cfg, log, m))
 		}
 		if cfg.checks["credentials"] && m.mode == cfg.modes[0] {
 			report("credentials", runCredentials(ctx, cfg, log, m))
