@@ -11,6 +11,7 @@ package main
 // credential registry behind the two interfaces below live elsewhere.
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -23,6 +24,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +53,15 @@ type credentialInjector interface {
 // value of the process's credentials by its stand-in, so that an origin that echoes a
 // credential back does not hand the child the real value.
 type responseUnmasker interface{ unmask(h http.Header) }
+
+// bodyUnmasker is what an injector may add for response bodies (D6): the real value of each
+// of the process's credentials with its stand-in. A response body that is not compressed
+// (no Content-Encoding, or identity) then reaches the child with every real value replaced
+// by its stand-in (unmaskReader).
+type bodyUnmasker interface{ unmaskPairs() []unmaskPair }
+
+// unmaskPair is one real value and the stand-in that replaces it in responses.
+type unmaskPair struct{ real, standIn []byte }
 
 // interceptConfig is what a process's proxy intercepts with.
 type interceptConfig struct {
@@ -110,6 +121,8 @@ func newMITMProxy(p *netProxy, cfg interceptConfig) *mitmProxy {
 		DialContext:         m.dialOrigin,
 		TLSClientConfig:     &tls.Config{RootCAs: cfg.roots, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2:   true,
+		DisableCompression:  true, // the child's Accept-Encoding and the origin's body, as they are
+		MaxConnsPerHost:     netProxyMaxConns,
 		MaxIdleConnsPerHost: mitmMaxIdlePerHost,
 		IdleConnTimeout:     p.idleOf(),
 		TLSHandshakeTimeout: netProxyDialTimeout,
@@ -343,8 +356,124 @@ func (m *mitmProxy) modifyResponse(resp *http.Response) error {
 		u.unmask(resp.Header)
 		u.unmask(resp.Trailer)
 	}
+	bu, ok := m.cfg.injector.(bodyUnmasker)
+	if !ok || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		return nil
+	}
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+		return nil // compressed: not scanned (docs/network.md "Interception")
+	}
+	var pairs []unmaskPair
+	for _, pr := range bu.unmaskPairs() {
+		if len(pr.real) > 0 {
+			pairs = append(pairs, pr)
+			if len(pr.real) != len(pr.standIn) {
+				// The body's length may change: let it be framed by its end.
+				resp.ContentLength = -1
+				resp.Header.Del("Content-Length")
+			}
+		}
+	}
+	if len(pairs) > 0 {
+		resp.Body = newUnmaskReader(resp.Body, pairs)
+	}
 	return nil
 }
+
+// unmaskReader passes a body on with every real value of its pairs replaced by the stand-in.
+// It holds back only a tail that could be the start of a real value (so a streamed event is
+// passed on at once unless it ends in such a prefix) and scans nothing twice.
+type unmaskReader struct {
+	src   io.ReadCloser
+	pairs []unmaskPair
+	buf   []byte // bytes read and not yet passed on: out first, then held
+	out   int    // buf[:out] is ready to pass on
+	err   error  // src's end or error, returned once buf is empty
+}
+
+func newUnmaskReader(src io.ReadCloser, pairs []unmaskPair) *unmaskReader {
+	return &unmaskReader{src: src, pairs: pairs}
+}
+
+func (u *unmaskReader) Read(p []byte) (int, error) {
+	for u.out == 0 {
+		if u.err != nil {
+			if len(u.buf) > 0 { // the end: what was held cannot start a match any more
+				u.out = len(u.buf)
+				break
+			}
+			return 0, u.err
+		}
+		held := len(u.buf)
+		u.buf = slices.Grow(u.buf, netProxyCopyBuffer)
+		n, err := u.src.Read(u.buf[held : held+netProxyCopyBuffer])
+		u.buf = u.buf[:held+n]
+		u.err = err
+		u.scan(held)
+	}
+	n := copy(p, u.buf[:u.out])
+	u.buf = u.buf[:copy(u.buf, u.buf[n:])]
+	u.out -= n
+	return n, nil
+}
+
+// scan replaces the real values in u.buf (whose first from bytes were held: no match starts
+// before from-maxLen) and sets u.out to what can be passed on: all of it at the end, else
+// up to the tail that is a proper prefix of a real value.
+func (u *unmaskReader) scan(from int) {
+	maxLen := 0
+	for _, pr := range u.pairs {
+		maxLen = max(maxLen, len(pr.real))
+	}
+	start := max(0, from-maxLen)
+	out := u.buf
+	if u.anyReal(start) {
+		out = append(make([]byte, 0, len(u.buf)+64), u.buf[:start]...)
+	} else {
+		start = len(u.buf) // nothing to replace: pass the buffer on as it is
+	}
+	for i := start; i < len(u.buf); {
+		best, which := -1, -1
+		for k, pr := range u.pairs {
+			if j := bytes.Index(u.buf[i:], pr.real); j >= 0 && (best < 0 || j < best) {
+				best, which = j, k
+			}
+		}
+		if best < 0 {
+			out = append(out, u.buf[i:]...)
+			break
+		}
+		out = append(out, u.buf[i:i+best]...)
+		out = append(out, u.pairs[which].standIn...)
+		i += best + len(u.pairs[which].real)
+	}
+	u.buf = out
+	u.out = len(out)
+	if u.err != nil {
+		return
+	}
+	for l := min(maxLen-1, len(out)); l > 0; l-- {
+		tail := out[len(out)-l:]
+		for _, pr := range u.pairs {
+			if bytes.HasPrefix(pr.real, tail) {
+				u.out = len(out) - l
+				return
+			}
+		}
+	}
+}
+
+// anyReal reports whether a real value occurs in u.buf[from:].
+func (u *unmaskReader) anyReal(from int) bool {
+	for _, pr := range u.pairs {
+		if bytes.Contains(u.buf[from:], pr.real) {
+			return true
+		}
+	}
+	return false
+}
+
+func (u *unmaskReader) Close() error { return u.src.Close() }
 
 // dialOrigin connects the transport to an intercepted connection's destination: the
 // addresses the policy checked, through the upstream proxy where the process allows it

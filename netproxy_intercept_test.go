@@ -145,6 +145,12 @@ func (i *testInjector) unmask(h http.Header) {
 	}
 }
 
+// unmaskPairs: the D6 body scan. The stand-in is longer than the real value here, so the
+// body's length changes too.
+func (i *testInjector) unmaskPairs() []unmaskPair {
+	return []unmaskPair{{real: []byte(testRealCred), standIn: []byte(testStandIn + "LONGER")}}
+}
+
 // originSeen is one request as the origin received it.
 type originSeen struct {
 	host, auth, proto, method, path string
@@ -193,6 +199,18 @@ func (o *testOrigin) serve(w http.ResponseWriter, r *http.Request) {
 		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
 		brw.Flush()
 		io.Copy(c, brw)
+		return
+	}
+	if r.URL.Path == "/echo-body" {
+		// The Authorization it got, in two parts flushed apart, and with a known length.
+		a := r.Header.Get("Authorization")
+		w.Header().Set("Content-Length", fmt.Sprint(len("got ")+len(a)+len(" end")))
+		if r.URL.Query().Get("gzip") != "" {
+			w.Header().Set("Content-Encoding", "gzip") // a label only: the body is not scanned
+		}
+		io.WriteString(w, "got "+a[:len(a)/2])
+		http.NewResponseController(w).Flush()
+		io.WriteString(w, a[len(a)/2:]+" end")
 		return
 	}
 	if r.URL.Path == "/big" {
@@ -354,6 +372,23 @@ func TestNetProxyIntercept(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("real value in a response body comes back as the stand-in", func(t *testing.T) {
+		c := mitmClient(p, mitmCA.pool, false)
+		c.Transport.(*http.Transport).DisableCompression = true
+		resp, body, err := doAuth(t, c, "GET", "https://api.test/echo-body", bearer)
+		if want := "got Bearer " + testStandIn + "LONGER end"; err != nil || resp.StatusCode != 200 || body != want {
+			t.Fatalf("GET: %v %q %v, want %q", resp, body, err, want)
+		}
+		if s := o.last(t); s.auth != "Bearer "+testRealCred {
+			t.Fatalf("the origin saw %+v", s)
+		}
+		// A compressed body is not scanned (docs/network.md "Interception").
+		_, body, err = doAuth(t, c, "GET", "https://api.test/echo-body?gzip=1", bearer)
+		if want := "got Bearer " + testRealCred + " end"; err != nil || body != want {
+			t.Fatalf("GET gzip: %q %v, want %q", body, err, want)
+		}
+	})
 
 	t.Run("stand-in to another intercepted host is not swapped", func(t *testing.T) {
 		resp, _, err := doAuth(t, mitmClient(p, mitmCA.pool, false), "POST", "https://echo.test/leak", bearer)
@@ -598,6 +633,45 @@ func TestNetProxyInterceptClose(t *testing.T) {
 	if f > baseF {
 		t.Errorf("%d descriptors left", f-baseF)
 	}
+}
+
+// TestUnmaskReader: the body scan gives strings.ReplaceAll's result however the body is cut
+// into reads, and holds back only a tail that could start a real value.
+func TestUnmaskReader(t *testing.T) {
+	pairs := []unmaskPair{{[]byte("SECRETone"), []byte("standin1-longer")}, {[]byte("SEC2"), []byte("xx")}}
+	in := "aSECRETonebSECRETSECRETonecSEC2SEC2SECRETon" + strings.Repeat("z", 200) + "SECRETone" + "SECRE"
+	want := strings.NewReplacer("SECRETone", "standin1-longer", "SEC2", "xx").Replace(in)
+	for cut := 1; cut <= len(in); cut++ {
+		u := newUnmaskReader(io.NopCloser(&cutReader{s: in, n: cut}), pairs)
+		got, err := io.ReadAll(u)
+		if err != nil || string(got) != want {
+			t.Fatalf("reads of %d: %q %v, want %q", cut, got, err, want)
+		}
+	}
+	// A read that ends in text that cannot start a real value is passed on at once.
+	pr, pw := io.Pipe()
+	u := newUnmaskReader(pr, pairs)
+	go pw.Write([]byte("data: event\n\n"))
+	buf := make([]byte, 64)
+	if n, err := u.Read(buf); err != nil || string(buf[:n]) != "data: event\n\n" {
+		t.Fatalf("first read %q %v", buf[:n], err)
+	}
+	pw.Close()
+}
+
+// cutReader reads s n bytes at a time.
+type cutReader struct {
+	s string
+	n int
+}
+
+func (r *cutReader) Read(b []byte) (int, error) {
+	if r.s == "" {
+		return 0, io.EOF
+	}
+	n := copy(b[:min(len(b), r.n)], r.s)
+	r.s = r.s[n:]
+	return n, nil
 }
 
 // FuzzMITMPeek: the classification of a tunnel's first bytes never panics, calls TLS only
