@@ -95,12 +95,26 @@ func BenchmarkNetProxyMITMRequest(b *testing.B) {
 	}
 }
 
-// BenchmarkNetProxyMITMDownload: 256 MiB over HTTP/1.1, spliced and intercepted; cpu-ms/MiB
-// is the process's CPU time per MiB.
+// headerOnlyInjector is the test injector without the body scan (no unmaskPairs).
+type headerOnlyInjector struct{ i *testInjector }
+
+func (h headerOnlyInjector) intercepts(host string, port uint16) bool {
+	return h.i.intercepts(host, port)
+}
+func (h headerOnlyInjector) inject(r *http.Request) []string { return h.i.inject(r) }
+func (h headerOnlyInjector) unmask(hd http.Header)           { h.i.unmask(hd) }
+
+// BenchmarkNetProxyMITMDownload: 256 MiB over HTTP/1.1, spliced, intercepted with the
+// response-body scan (D6) and without it; cpu-ms/MiB is the process's CPU time per MiB.
 func BenchmarkNetProxyMITMDownload(b *testing.B) {
 	o, mitmCA, p := benchMITMCases(b)
-	for _, c := range []struct{ name, host string }{{"spliced", "plain.test"}, {"intercepted", "api.test"}} {
+	headersOnly, _ := startInterceptProxyWith(b, o, mitmCA, "", headerOnlyInjector{&testInjector{hosts: map[string]bool{"api.test": true}, credHost: "api.test"}})
+	for _, c := range []struct {
+		name, host string
+		p          *netProxy
+	}{{"spliced", "plain.test", p}, {"intercepted-scan", "api.test", p}, {"intercepted-noscan", "api.test", headersOnly}} {
 		b.Run(c.name, func(b *testing.B) {
+			p := c.p
 			roots := o.ca.pool
 			if c.host == "api.test" {
 				roots = mitmCA.pool

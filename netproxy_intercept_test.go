@@ -261,6 +261,12 @@ var (
 // connection to the test addresses on port 443 goes to the origin.
 func startInterceptProxy(t testing.TB, o *testOrigin, mitmCA *testCA, over string) (*netProxy, *decisionLog) {
 	t.Helper()
+	return startInterceptProxyWith(t, o, mitmCA, over, &testInjector{hosts: map[string]bool{"api.test": true, "echo.test": true}, credHost: "api.test"})
+}
+
+// startInterceptProxyWith is startInterceptProxy with another injector.
+func startInterceptProxyWith(t testing.TB, o *testOrigin, mitmCA *testCA, over string, inj credentialInjector) (*netProxy, *decisionLog) {
+	t.Helper()
 	originAddr := o.srv.Listener.Addr().String()
 	known := map[string]bool{}
 	for _, a := range []netip.Addr{mitmAddrAPI, mitmAddrEcho, mitmAddrPlain} {
@@ -284,8 +290,7 @@ func startInterceptProxy(t testing.TB, o *testOrigin, mitmCA *testCA, over strin
 		over = `{"domains":{"*.test":"allow"}}`
 	}
 	cfg := netProxyConfig{processID: "p1", params: netProxyParamsFor(t, over, nil),
-		intercept: &interceptConfig{issuer: mitmCA, roots: o.ca.pool,
-			injector: &testInjector{hosts: map[string]bool{"api.test": true, "echo.test": true}, credHost: "api.test"}}}
+		intercept: &interceptConfig{issuer: mitmCA, roots: o.ca.pool, injector: inj}}
 	p, err := startNetProxy(cfg, hooks)
 	if err != nil {
 		t.Fatal(err)
