@@ -63,6 +63,9 @@ type netProxyConfig struct {
 	tcpUpstream string
 	// idleTimeout ends a tunnel idle for so long; 0: netProxyIdleTimeout (tests shorten it).
 	idleTimeout time.Duration
+	// intercept, when set, intercepts the CONNECTs to credential destinations
+	// (netproxy_intercept.go); nil: every CONNECT is spliced.
+	intercept *interceptConfig
 }
 
 // netProxyHooks are what the core gives a proxy. Every field may be nil: decided drops the
@@ -133,6 +136,7 @@ type netProxy struct {
 
 	httpLn, socksLn net.Listener
 	udpAllowed      bool
+	mitm            *mitmProxy // nil: no interception
 
 	ctx    context.Context // ends at close
 	cancel context.CancelFunc
@@ -170,6 +174,9 @@ func startNetProxy(cfg netProxyConfig, hooks netProxyHooks) (*netProxy, error) {
 	}
 	if t := cfg.params.PolicyDecisionTimeoutMs; t != nil {
 		p.timeout = time.Duration(min(*t, uint64(time.Duration(1<<62)/time.Millisecond)))*time.Millisecond + netProxyDecisionSlack
+	}
+	if cfg.intercept != nil {
+		p.mitm = newMITMProxy(p, *cfg.intercept)
 	}
 	var err error
 	if p.httpLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
@@ -385,7 +392,7 @@ func (p *netProxy) decide(ctx context.Context, r netRequest) netVerdict {
 	default:
 		return p.refuse(r, scopeDomain, decisionDeny, reason, sourceBaseline, false)
 	}
-	if !socks && !p.policy.mode.allowsMethod(r.method) {
+	if !socks && !p.policy.mode.allowsMethod(r.method) && !(r.method == "CONNECT" && p.mitm.intercepts(r.host, r.port)) {
 		reason := reasonMethodNotAllowed
 		if r.method == "CONNECT" {
 			reason = reasonMITMRequired

@@ -417,6 +417,13 @@ func (p *netProxy) serveConnect(c net.Conn, head *httpHead, rest []byte) {
 		finishRefused(c)
 		return
 	}
+	if p.mitm.intercepts(r.host, port) {
+		p.mitm.serveTunnel(c, r, v, rest, func() error {
+			_, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\ndate: %s\r\n\r\n", httpDate())
+			return err
+		}, func(v netVerdict, blocked bool) { writeConnectRefusal(c, v, blocked) })
+		return
+	}
 	up, early, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
 	if err != nil {
 		if v, ok := p.refusedAtConnect(r, err); ok {

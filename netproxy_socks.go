@@ -216,6 +216,11 @@ func (p *netProxy) serveSocks(c net.Conn) {
 			socksReply(c, socksNotAllowed, nil)
 			return
 		}
+		if p.mitm.intercepts(r.host, req.port) {
+			p.mitm.serveTunnel(c, r, v, rest, func() error { return socksReply(c, socksSucceeded, nil) },
+				func(_ netVerdict, blocked bool) { socksConnectRefusal(c, blocked) })
+			return
+		}
 		up, early, err := p.dialRawTCP(r.host, req.port, v.addrs)
 		if err != nil {
 			code := byte(socksHostUnreachable)
