@@ -449,7 +449,8 @@ func compileMaskProvider(name string, c credentialProvider, env map[string]strin
 }
 
 // customStandIn draws from the pattern the real value matches (else the first), keeping the
-// value's trimmed-ness and, for basic, whether it holds a ":".
+// value's trimmed-ness and, for basic, whether it holds a ":". One draw: the registry's
+// maskDrawAttempts retries bound the work (each draw is itself at most maskGenAttempts tries).
 func (p *maskProvider) customStandIn(real string, r maskRand) (string, error) {
 	pat := p.patterns[0]
 	for _, q := range p.patterns {
@@ -458,20 +459,15 @@ func (p *maskProvider) customStandIn(real string, r maskRand) (string, error) {
 			break
 		}
 	}
-	for range maskGenAttempts {
-		s, err := pat.generate(r)
-		if err != nil {
-			return "", err
-		}
-		if (strings.TrimSpace(s) == s) != (strings.TrimSpace(real) == real) {
-			continue
-		}
-		if p.hasAuth(maskAuthBasic) && strings.Contains(s, ":") != strings.Contains(real, ":") {
-			continue
-		}
-		return s, nil
+	s, err := pat.generate(r)
+	switch {
+	case err != nil:
+		return "", err
+	case (strings.TrimSpace(s) == s) != (strings.TrimSpace(real) == real),
+		p.hasAuth(maskAuthBasic) && strings.Contains(s, ":") != strings.Contains(real, ":"):
+		return "", errors.New("no stand-in of the same form as the value")
 	}
-	return "", errors.New("no stand-in of the same form as the value")
+	return s, nil
 }
 
 func (p *maskProvider) customFind(s string) [][2]int {

@@ -655,3 +655,27 @@ func FuzzMaskGen(f *testing.F) {
 		}
 	})
 }
+
+// TestMaskCustomStandInForm: a custom stand-in keeps, for basic, whether the value holds a
+// ":", and always whether it is trimmed; it matches the pattern the real value matches.
+func TestMaskCustomStandInForm(t *testing.T) {
+	c := credentialProvider{Env: []string{"PAIR"}, Patterns: []string{`[a-z]{6}(:[a-z]{6})?`, `tok [a-z]{12}`},
+		URLPrefixes: []string{"https://pair.test"}, Auth: []string{"basic"}}
+	p, err := compileMaskProvider("pair", c, nil, testRand(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := newMaskRegistry()
+	second := regexp.MustCompile(`^tok [a-z]{12}$`)
+	for i := range 300 {
+		real := []string{"abcdef:ghijkl", "abcdef", "tok abcdefghijkl"}[i%3]
+		e, err := reg.register(p, "PAIR", real+strings.Repeat("x", 0), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(e.standIn, ":") != strings.Contains(real, ":") || second.MatchString(e.standIn) != second.MatchString(real) {
+			t.Fatalf("%q → %q", real, e.standIn)
+		}
+		reg = newMaskRegistry() // a fresh draw each time
+	}
+}
