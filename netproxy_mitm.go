@@ -101,10 +101,14 @@ func defaultStateDir(goos string, getenv func(string) string) (string, error) {
 	return filepath.Join(home, ".local", "state", "exec-server"), nil
 }
 
-// stateDirOf is o's --state-dir, or the default; "" when neither can be had.
+// stateDirOf is o's --state-dir (made absolute), or the default; "" when neither can be had.
 func stateDirOf(o *cliOptions) string {
 	if o.stateDir != "" {
-		return o.stateDir
+		abs, err := filepath.Abs(o.stateDir)
+		if err != nil {
+			return ""
+		}
+		return abs
 	}
 	d, _ := defaultStateDir(runtime.GOOS, os.Getenv)
 	return d

@@ -451,6 +451,11 @@ func TestMITMCACommand(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
+	// a relative --state-dir is taken from the working directory
+	t.Chdir(dir)
+	if code := run([]string{"mitm-ca", "rotate", "--state-dir", "."}, nil, io.Discard, &errb); code != 0 {
+		t.Fatalf("rotate --state-dir .: exit %d: %s", code, errb.String())
+	}
 	// a key others can read is refused by rotate too, and left as it is
 	os.Chmod(filepath.Join(dir, "mitm", "ca.key"), 0o640)
 	if code := run([]string{"mitm-ca", "rotate", "--state-dir", dir}, nil, io.Discard, &errb); code != 1 {
