@@ -28,6 +28,10 @@ const (
 	// maskGenMaxBytes caps a generated value, and maskPatternMaxBytes a pattern.
 	maskGenMaxBytes     = 2048
 	maskPatternMaxBytes = 2048
+	// maskGenMaxSteps bounds the work of one draw (nodes visited, repetitions included): a
+	// nest of repetitions of something empty, ((a?)*)*, emits nothing and would otherwise run
+	// 64^depth steps.
+	maskGenMaxSteps = 8192
 	// maskGenAttempts is how many draws a pattern gets to produce a value that matches it.
 	maskGenAttempts = 64
 	// maskStandInMinTail is how many drawn characters a stand-in has at least past its prefix.
@@ -228,13 +232,14 @@ func (p *maskPattern) generate(r maskRand) (string, error) {
 type maskGen struct {
 	r     maskRand
 	ascii bool
+	steps int
 	b     strings.Builder
 }
 
 // gen appends a random match of re; false when re cannot be generated (no match, a repetition
-// past maskGenMaxRepeat, an empty class, the size bound).
+// past maskGenMaxRepeat, an empty class, the size or the work bound).
 func (g *maskGen) gen(re *syntax.Regexp) bool {
-	if g.b.Len() > maskGenMaxBytes {
+	if g.steps++; g.steps > maskGenMaxSteps || g.b.Len() > maskGenMaxBytes {
 		return false
 	}
 	switch re.Op {

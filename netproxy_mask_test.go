@@ -312,6 +312,14 @@ func TestMaskGenCorpus(t *testing.T) {
 			}
 		}
 	}
+	// nests of repetitions of something that may be empty end within the work bound
+	for _, slow := range []string{`((((a?)*)*)*)*b`, `(?:(?:(?:(?:(?:(?:x|)*)*)*)*)*)*y`, `((a*)*){64}c`} {
+		if p, err := compileMaskPattern(slow, testRand(5)); err == nil {
+			if v, err := p.generate(testRand(6)); err == nil && !p.anchored.MatchString(v) {
+				t.Errorf("%s generated %q", slow, v)
+			}
+		}
+	}
 	for _, bad := range []string{`a*`, `(?:)`, `x{65}`, `\bx\B`, `[^\x00-\x{10FFFF}]`, `$a`, strings.Repeat("a", 2049)} {
 		if _, err := compileMaskPattern(bad, testRand(1)); err == nil {
 			t.Errorf("%q compiled", bad)
