@@ -41,6 +41,9 @@ type cliOptions struct {
 	limits           serverLimits
 	compat           compatOptions
 	netproxy         netProxyServerOptions
+	// stateDir is --state-dir: where the server keeps its credential-masking CA
+	// (docs/network.md §8); empty means defaultStateDir.
+	stateDir string
 }
 
 // compatOptions are the flags `codex exec-server` takes for the Codex configuration
@@ -129,6 +132,7 @@ func newFlagSet(o *cliOptions) *flag.FlagSet {
 	o.shmSize = defaultShmSize
 	fs.Var(&o.shmSize, "linux-sandbox-shm-size", "`SIZE` of a sandbox's /dev/shm, in bytes or with a K, M or G suffix (memory of the host's; default 64M)")
 	fs.BoolVar(&o.netproxy.transparentTCP, "linux-sandbox-transparent-tcp", false, "route every TCP connection of a managed Linux sandbox through its proxy's SOCKS policy")
+	fs.StringVar(&o.stateDir, "state-dir", "", "`DIR` of the server's state: the credential-masking CA under DIR/mitm (default $XDG_STATE_HOME/exec-server, else ~/.local/state/exec-server; on macOS ~/Library/Application Support/exec-server)")
 	fs.Var(&o.netproxy.tcpUpstream, "tcp-upstream-proxy", "send the raw TCP of the managed SOCKS listener through this HTTP CONNECT proxy (`HOST:PORT`)")
 	fs.IntVar(&o.maxSandboxProcs, "linux-sandbox-max-processes", defaultSandboxMaxProcesses, "processes and threads (`N`) one sandbox may run at once, in its own user namespace")
 	fs.StringVar(&o.wsAuth, "ws-auth", "", "websocket auth `MODE`: capability-token or signed-bearer-token")
@@ -167,7 +171,7 @@ var flagGroups = []struct {
 		"use-agent-identity-auth", "aws-sigv4", "aws-profile", "aws-region", "aws-service"}},
 	{"sandbox", []string{"managed-sandbox", "linux-sandbox-pid-namespace",
 		"linux-sandbox-shm-size", "linux-sandbox-max-processes"}},
-	{"managed network proxy", []string{"linux-sandbox-transparent-tcp", "tcp-upstream-proxy"}},
+	{"managed network proxy", []string{"linux-sandbox-transparent-tcp", "tcp-upstream-proxy", "state-dir"}},
 	{"logging", []string{"log-level", "log-format"}},
 	{"compatibility with codex exec-server", []string{"concurrent-requests", "c", "config", "enable", "disable", "strict-config", "proxy-private-ips-via-upstream"}},
 	{"information", []string{"version"}},
@@ -185,6 +189,7 @@ const usageSynopsis = `usage:
                                                          (exec-server relay --help)
   exec-server sandbox [flags] -- CMD ARGS...             run one command under a sandbox
                                                          (exec-server sandbox --help)
+  exec-server mitm-ca rotate [--state-dir DIR]           replace the credential-masking CA
   exec-server --version | --help
 `
 

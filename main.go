@@ -67,6 +67,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "relay" { // the self-hosted relay (relayd.go)
 		return runRelayCommand(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "mitm-ca" { // the credential-masking CA (cli_mitm.go)
+		return runMITMCACommand(args[1:], stdout, stderr)
+	}
 	var o cliOptions
 	fs, err := parseFlags(args, &o)
 	switch {

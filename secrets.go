@@ -34,6 +34,7 @@ func secretFiles(o *cliOptions) []string {
 	if r.credMode == credCodexLogin && r.codexHome != "" {
 		add(filepath.Join(r.codexHome, codexAuthFile))
 	}
+	add(mitmCAKeyFile(o)) // the credential-masking CA key (netproxy_mitm.go)
 	if r.awsSigV4 {
 		cred, _ := awsFilePaths(os.Getenv)
 		add(cred)
