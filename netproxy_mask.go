@@ -887,6 +887,36 @@ func (b *maskBinding) maskText(s string) string {
 	return s
 }
 
+// unmask replaces, in a response's headers from an intercepted destination, every real value
+// bound to the process by its stand-in (D6): an origin that echoes a credential back must not
+// hand the child the real one.
+func (b *maskBinding) unmask(h http.Header) {
+	for k, vs := range h {
+		for i, v := range vs {
+			vs[i] = b.maskText(v)
+		}
+		h[k] = vs
+	}
+}
+
+// unmaskPairs is the real value and stand-in of each bound credential, the longest real value
+// first, for the interception's response-body scan (D6).
+func (b *maskBinding) unmaskPairs() []unmaskPair {
+	var out []unmaskPair
+	for _, x := range b.byLength() {
+		out = append(out, unmaskPair{real: []byte(x.e.real), standIn: []byte(x.e.standIn)})
+	}
+	return out
+}
+
+// What the interception needs from masking (netproxy_intercept.go).
+var (
+	_ credentialInjector = (*maskBinding)(nil)
+	_ responseUnmasker   = (*maskBinding)(nil)
+	_ bodyUnmasker       = (*maskBinding)(nil)
+	_ leafIssuer         = (*mitmCA)(nil)
+)
+
 // trimNoProxy drops from a NO_PROXY list every entry that would let a masked destination
 // bypass the proxy (D7): "*", the host, a parent domain of it, a wildcard's suffix or a name
 // under it, an address or a CIDR holding it.

@@ -687,3 +687,31 @@ func TestMaskCustomStandInForm(t *testing.T) {
 		reg = newMaskRegistry() // a fresh draw each time
 	}
 }
+
+// TestMaskBindingUnmask: what the interception hands back to the child from an origin that
+// echoes a credential (D6) carries the stand-in: in response headers, and as the pairs the
+// body scan replaces, the longest real value first.
+func TestMaskBindingUnmask(t *testing.T) {
+	res, err := newMaskRegistry().maskEnv(testMaskEnv(), testMaskProviders(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh := entryOf(t, res.binding, "GH_TOKEN")
+	h := http.Header{"X-Echo": {"token " + gh.real, "none"}, "Www-Authenticate": {gh.real}}
+	res.binding.unmask(h)
+	if h.Get("X-Echo") != "token "+gh.standIn || h.Values("X-Echo")[1] != "none" || h.Get("Www-Authenticate") != gh.standIn {
+		t.Errorf("unmasked headers: %v", h)
+	}
+	pairs := res.binding.unmaskPairs()
+	if len(pairs) != len(res.binding.bound) {
+		t.Fatalf("%d pairs for %d credentials", len(pairs), len(res.binding.bound))
+	}
+	for i, p := range pairs {
+		if i > 0 && len(p.real) > len(pairs[i-1].real) {
+			t.Errorf("pair %d is longer than the one before it", i)
+		}
+		if string(p.real) == gh.real && string(p.standIn) != gh.standIn {
+			t.Errorf("GH_TOKEN's pair has another stand-in")
+		}
+	}
+}
