@@ -53,7 +53,7 @@ type relaydBenchEnv struct {
 	pid                                         int
 }
 
-func relaydBenchEnvironment(b *testing.B) relaydBenchEnv {
+func relaydBenchEnvironment() relaydBenchEnv {
 	e := relaydBenchEnv{ws: os.Getenv("EXEC_SERVER_BENCH_WS"), relay: os.Getenv("EXEC_SERVER_BENCH_RELAY"),
 		env: os.Getenv("EXEC_SERVER_BENCH_ENV"), connectToken: os.Getenv("EXEC_SERVER_BENCH_CONNECT_TOKEN"),
 		registerToken: os.Getenv("EXEC_SERVER_BENCH_REGISTER_TOKEN")}
@@ -104,7 +104,7 @@ type relaydBenchClient struct {
 
 // dialRelaydBench connects as the environment variables say and initializes a session.
 func dialRelaydBench(b *testing.B) *relaydBenchClient {
-	e := relaydBenchEnvironment(b)
+	e := relaydBenchEnvironment()
 	var c *relaydBenchClient
 	var err error
 	switch {
@@ -499,7 +499,7 @@ func relaydRawHarness(e relaydBenchEnv, envID string, bundle *relaydBundle, stre
 
 // relaydBenchRaw is the setup of the relay-only benchmarks.
 func relaydBenchRaw(b *testing.B) relaydBenchEnv {
-	e := relaydBenchEnvironment(b)
+	e := relaydBenchEnvironment()
 	if e.relay == "" || e.registerToken == "" {
 		b.Skip("set EXEC_SERVER_BENCH_RELAY, EXEC_SERVER_BENCH_REGISTER_TOKEN and EXEC_SERVER_BENCH_CONNECT_TOKEN: scripts/bench-relay.sh runs these")
 	}
@@ -515,9 +515,12 @@ func relaydProcCPU(pid int) time.Duration {
 	if err != nil {
 		return 0
 	}
-	i := bytes.LastIndexByte(raw, ')')
+	i := bytes.LastIndexByte(raw, ')') // the command name may hold spaces
+	if i < 0 {
+		return 0
+	}
 	f := strings.Fields(string(raw[i+1:]))
-	if i < 0 || len(f) < 13 {
+	if len(f) < 13 {
 		return 0
 	}
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
