@@ -32,7 +32,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"sync"
@@ -59,8 +58,15 @@ const (
 	relaydForwardedHeader = "X-Exec-Server-Relay-Forwarded-By"
 )
 
-// relaydNodeIDPattern is what a node id may be.
-var relaydNodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// relaydMaxNodeID bounds a node id.
+const relaydMaxNodeID = 64
+
+// checkRelaydNodeID accepts what a node id may be: 1 to relaydMaxNodeID letters, digits, _
+// or -. A loop, not a regexp: the regexp matcher it would pull in costs the binary more than
+// the whole check (BENCHMARKS.md, the relay's size row).
+func checkRelaydNodeID(id string) bool {
+	return len(id) <= relaydMaxNodeID && checkEnvironmentID(id) == nil
+}
 
 // relaydPeer is one node of the fleet, as configured.
 type relaydPeer struct {
@@ -76,7 +82,7 @@ func checkRelaydPeers(peers []relaydPeer) error {
 	}
 	ids, urls := map[string]bool{}, map[string]bool{}
 	for i, p := range peers {
-		if !relaydNodeIDPattern.MatchString(p.ID) {
+		if !checkRelaydNodeID(p.ID) {
 			return fmt.Errorf("peers[%d]: id %q: want 1 to 64 letters, digits, _ or -", i, p.ID)
 		}
 		if err := checkRelaydPublicURL(p.URL); err != nil {
@@ -366,6 +372,12 @@ func (d *relayd) forwardOnce(r *http.Request, to relaydPeer, body []byte) (*rela
 		return nil, err
 	}
 	defer resp.Body.Close()
+	// A final status only: the answer is passed on with WriteHeader, which takes nothing
+	// outside 100-999 (a peer's "000" made it panic: FuzzRelaydFleet), and an informational
+	// or switching status would be followed by an implicit 200.
+	if resp.StatusCode < 200 || resp.StatusCode > 599 {
+		return nil, fmt.Errorf("the peer answered status %d", resp.StatusCode)
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, relaydPeerMaxAnswer+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the answer: %w", err)

@@ -6,16 +6,20 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -133,6 +137,197 @@ func FuzzRelaydHTTP(f *testing.F) {
 		defer d.mu.Unlock()
 		if d.sockets != 0 || len(d.conns) != 0 || len(d.live) != 0 {
 			t.Fatalf("left counted: %d sockets, conns %v", d.sockets, d.conns)
+		}
+	})
+}
+
+// relaydFuzzPeer is a peer node of FuzzRelaydFleet: a loopback listener that reads each
+// request a node sends it, records its head, and answers with the bytes of the current
+// input, then closes.
+type relaydFuzzPeer struct {
+	ln     net.Listener
+	url    string
+	answer atomic.Pointer[[]byte]
+	mu     sync.Mutex
+	got    []*http.Request // the requests read since the last take
+	wg     sync.WaitGroup
+}
+
+func startRelaydFuzzPeer(f *testing.F) *relaydFuzzPeer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	p := &relaydFuzzPeer{ln: ln, url: "http://" + ln.Addr().String()}
+	p.answer.Store(&[]byte{})
+	p.wg.Add(1)
+	go func() { // the accept loop: ends when the listener is closed
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Add(1)
+			go func() { // one connection: ends within its deadline
+				defer p.wg.Done()
+				p.serve(c)
+			}()
+		}
+	}()
+	f.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+// serve answers one connection, each in a goroutine of its own: a connection the node opened
+// and left idle must not hold back the next input's requests.
+func (p *relaydFuzzPeer) serve(c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	r, err := http.ReadRequest(bufio.NewReader(c))
+	if err != nil {
+		return
+	}
+	io.Copy(io.Discard, r.Body)
+	if r.URL.Path != "/readyz" { // a probe is not a forward; a late one (its client gave up) must not count for the next input
+		p.mu.Lock()
+		p.got = append(p.got, r)
+		p.mu.Unlock()
+	}
+	c.Write(*p.answer.Load())
+}
+
+func (p *relaydFuzzPeer) take() []*http.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	got := p.got
+	p.got = nil
+	return got
+}
+
+// FuzzRelaydFleet: what a fleet node parses from others (docs/remote.md 12.7). A client's
+// registry request (with or without the forwarded mark, for any environment, so any owner)
+// and a peer's answer (any bytes, to the forwarded request and to the /readyz probe) are of
+// the fuzzer's making, and down picks peers that are not listening. The node (a, of a, b, c)
+// serves the request: a request marked as forwarded, or from a bearer without the grant, is
+// never forwarded; a forwarded one goes to the owner placement names, at most once per peer,
+// with the mark and the client's bearer; what comes back carries only the headers the node
+// passes on; the owner placement names is a live node with the highest weight.
+func FuzzRelaydFleet(f *testing.F) {
+	dir := f.TempDir()
+	for name, v := range map[string]string{"fleet.token": relaydFuzzFleet, "alice.token": relaydFuzzAlice} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+			f.Fatal(err)
+		}
+	}
+	b, c := startRelaydFuzzPeer(f), startRelaydFuzzPeer(f)
+	dead, err := net.Listen("tcp", "127.0.0.1:0") // an address nobody listens on once closed
+	if err != nil {
+		f.Fatal(err)
+	}
+	deadURL := "http://" + dead.Addr().String()
+	dead.Close()
+	// down bit 0: b's URL is a closed port; bit 1: c's is port 3, where nobody listens; bit 2:
+	// a probe round follows the request.
+	cfgs := map[uint8]*relaydConfig{}
+	for down := range uint8(4) {
+		peers := []relaydPeer{{ID: "a", URL: "http://127.0.0.1:1"}, {ID: "b", URL: b.url}, {ID: "c", URL: c.url}}
+		if down&1 != 0 {
+			peers[1].URL = deadURL
+		}
+		if down&2 != 0 {
+			peers[2].URL = "http://127.0.0.1:3"
+		}
+		raw, _ := json.Marshal(peers)
+		path := filepath.Join(dir, fmt.Sprintf("relay-%d.json", down))
+		os.WriteFile(path, []byte(`{"tokens":[{"name":"fleet","file":"fleet.token","register":["box-*"]},
+			{"name":"alice","file":"alice.token","connect":["box-*"]}],"peers":`+string(raw)+`}`), 0o600)
+		cfg, err := loadRelaydConfig(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		cfgs[down] = cfg
+	}
+	req := func(env, op, bearer, extra, body string) []byte {
+		return []byte(fmt.Sprintf("POST /cloud/environment/%s/%s HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer %s\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			env, op, bearer, extra, len(body), body))
+	}
+	ok := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 14\r\n\r\n{\"valid\":true}")
+	for i, env := range []string{"box-1", "box-2", "box-3", "box-4", "box-5", "box-6", "box-7", "box-8"} {
+		f.Add(req(env, "connect", relaydFuzzAlice, "", `{"harness_public_key":{}}`), ok, uint8(i))
+		f.Add(req(env, "register", relaydFuzzFleet, "", `{}`), []byte("HTTP/1.1 404 Not Found\r\nSet-Cookie: x=1\r\nRetry-After: 3\r\n\r\n{}"), uint8(0))
+		f.Add(req(env, "validate", relaydFuzzFleet, relaydForwardedHeader+": b\r\n", `{}`), ok, uint8(0))
+		f.Add(req(env, "connect", relaydFuzzFleet, "", `{}`), ok, uint8(3))
+	}
+	f.Add(req("box-1", "connect", relaydFuzzAlice, "", `{}`), []byte("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"), uint8(0))
+	f.Add(req("box-1", "connect", relaydFuzzAlice, "", `{}`), []byte("HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n{"), uint8(0))
+	passed := map[string]bool{"Content-Type": true, "Cache-Control": true, "Www-Authenticate": true, "Retry-After": true,
+		http.CanonicalHeaderKey(rendezvousRejectionHeader): true, "Content-Length": true}
+	f.Fuzz(func(t *testing.T, request, answer []byte, down uint8) {
+		probe := down&4 != 0
+		down &= 3
+		cfg := cfgs[down]
+		d := newRelayd(cfg, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+		d.moving = time.Time{}
+		d.fleet = newRelaydFleet("a", nil)
+		defer d.fleet.client.CloseIdleConnections()
+		b.answer.Store(&answer)
+		c.answer.Store(&answer)
+		b.take()
+		c.take()
+
+		r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(request)))
+		if err != nil {
+			return
+		}
+		r.RemoteAddr = "127.0.0.1:2"
+		envID, op, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/cloud/environment/"), "/")
+		ownerBefore := d.owner(envID)
+		w := httptest.NewRecorder()
+		d.ServeHTTP(w, r)
+		r.Body.Close()
+		got := append(b.take(), c.take()...)
+
+		marked := r.Header.Get(relaydForwardedHeader) != ""
+		tok, authErr := cfg.authenticate(r.Header, time.Now())
+		granted := authErr == nil && tok.may(map[bool][]string{true: tok.connect, false: tok.register}[op == "connect"], envID)
+		switch {
+		case len(got) > 0 && marked:
+			t.Fatalf("a request marked %s was forwarded", relaydForwardedHeader)
+		case len(got) > 0 && !granted:
+			t.Fatalf("a request without the grant was forwarded (%d)", w.Code)
+		case len(got) > len(cfg.peers)-1:
+			t.Fatalf("forwarded %d times", len(got))
+		case len(got) > 0 && ownerBefore.ID == "a":
+			t.Fatalf("forwarded a request for %s, which this node owns", envID)
+		}
+		for _, g := range got {
+			if g.Header.Get(relaydForwardedHeader) != "a" || g.Header.Get("Authorization") != r.Header.Get("Authorization") || g.URL.Path != r.URL.Path {
+				t.Fatalf("forwarded %s with mark %q, bearer %q", g.URL.Path, g.Header.Get(relaydForwardedHeader), g.Header.Get("Authorization"))
+			}
+		}
+		if len(got) > 0 {
+			for k := range w.Header() {
+				if !passed[k] {
+					t.Fatalf("the peer's header %s was passed on", k)
+				}
+			}
+		}
+		if !d.fleet.live("a") {
+			t.Fatal("this node left its own placement")
+		}
+		if o := d.owner(envID); !d.fleet.live(o.ID) {
+			t.Fatalf("owner %s is not live", o.ID)
+		} else {
+			for _, p := range cfg.peers {
+				if d.fleet.live(p.ID) && relaydWeight(p.ID, envID) > relaydWeight(o.ID, envID) {
+					t.Fatalf("owner %s, but live %s weighs more", o.ID, p.ID)
+				}
+			}
+		}
+		// With bit 2 of down, a probe round reads the same answer: whatever it is, the round ends.
+		if probe {
+			d.probeRound(context.Background())
 		}
 	})
 }

@@ -208,6 +208,20 @@ func (d *relayd) awaitRegistrationLocked(r *http.Request, envID string) *relaydE
 	return env
 }
 
+// pendingStreamLocked finds, for a validate without a stream id, a stream not answered yet
+// whose harness socket came in with the bundle of authorization. Codex 0.171's executor
+// sends no X-Codex-Noise-Stream-Id (checked on the running binary; 0.169 sends it), so the
+// stream is known only as one of that bundle's harness's: the rest of validate's checks
+// (registration, key, expiry) are the same.
+func (e *relaydEnv) pendingStreamLocked(authorization string) *relaydStream {
+	for _, st := range e.streams {
+		if !st.established && st.harness.auth != nil && authorization != "" && st.harness.auth.authorization == authorization {
+			return st
+		}
+	}
+	return nil
+}
+
 // pruneAuthsLocked forgets the connect bundles past their time.
 func (e *relaydEnv) pruneAuthsLocked(now time.Time) {
 	i := 0
@@ -251,6 +265,9 @@ func (d *relayd) validate(w http.ResponseWriter, r *http.Request, envID string) 
 	}
 	why := ""
 	st := env.streams[streamID]
+	if streamID == "" {
+		st = env.pendingStreamLocked(body.Authorization)
+	}
 	switch {
 	case body.RegistrationID != env.regID:
 		why = "not the current registration"

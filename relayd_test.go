@@ -882,3 +882,62 @@ func TestRelaydRefusalsDoNotFloodTheLog(t *testing.T) {
 		t.Errorf("200 refusals wrote %d log lines, want at most %d", n, logThrottleBurst)
 	}
 }
+
+// TestRelaydValidateWithoutStreamID: Codex 0.171's executor asks /validate without the
+// X-Codex-Noise-Stream-Id header (0.169 sends it). The relay then accepts the authorization
+// of a harness that has a stream waiting for the executor's answer, and still refuses one
+// whose harness has none, another bundle's, and a stream already answered.
+func TestRelaydValidateWithoutStreamID(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	_, base := startRelayProcess(t, f, "127.0.0.1:0")
+	exec, _ := newNoiseIdentity(rand.Reader)
+	st, reg := relaydPost(t, nil, base, "box-v", "register", f.fleet, map[string]any{"security_profile": registrySecurityProfile, "executor_public_key": exec.publicKey()})
+	if st != http.StatusOK {
+		t.Fatalf("register: %d %v", st, reg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTestTimeout)
+	defer cancel()
+	ews, _, err := dialWebsocket(ctx, reg["url"].(string), nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ews.closeTCP()
+	c := newRelaydHarnessClient(t, base, f.alice)
+	b := c.connect("box-v")
+	other := c.connect("box-v") // a second bundle, whose harness opens nothing
+	h, err := c.dial(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate := func(auth string) bool {
+		t.Helper()
+		st, v := relaydPost(t, nil, base, "box-v", "validate", f.fleet, map[string]any{
+			"executor_registration_id": reg["executor_registration_id"], "harness_public_key": c.id.publicKey(), "harness_key_authorization": auth})
+		if st != http.StatusOK {
+			t.Fatalf("validate: %d %v", st, v)
+		}
+		return v["valid"] == true
+	}
+	if validate(b.Authorization) {
+		t.Fatal("valid before the harness opened a stream")
+	}
+	h.send(relayFrame{streamID: "s-v", body: relayBodyResume})
+	if _, data, err := ews.readFrameMessage(); err != nil { // the relay forwarded the claim: the stream is open
+		t.Fatal(err)
+	} else if f, _ := decodeRelayFrame(data); f.body != relayBodyResume || f.streamID != "s-v" {
+		t.Fatalf("executor got %v on %q", f.body, f.streamID)
+	}
+	if !validate(b.Authorization) {
+		t.Fatal("the authorization of the harness with a waiting stream was refused without a stream id")
+	}
+	if validate(other.Authorization) || validate("") {
+		t.Fatal("another bundle's authorization, or none, was accepted")
+	}
+	ews.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &relayFrame{version: relayFrameVersion, streamID: "s-v", body: relayBodyHandshake, payload: []byte{2}}))
+	if f := h.nextFrame("s-v"); f.body != relayBodyHandshake {
+		t.Fatalf("harness got %v", f.body)
+	}
+	if validate(b.Authorization) {
+		t.Fatal("valid for a stream the executor has answered")
+	}
+}

@@ -9,7 +9,8 @@
 // are measured once per round. The report is a markdown table on stdout; progress goes to
 // stderr. The exit status is 1 if any metric of A failed (and of B, with -strict-b).
 //
-// `bench netproxy …` measures the servers' managed network proxies instead (netproxy.go).
+// `bench netproxy …` measures the servers' managed network proxies instead (netproxy.go), and
+// `bench relay …` a server and the reference behind `exec-server relay` (relay.go).
 package main
 
 import (
@@ -58,6 +59,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "netproxy" {
 		os.Exit(runNetProxy(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "relay" {
+		os.Exit(runRelay(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
