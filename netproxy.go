@@ -6,6 +6,7 @@ package main
 // netproxy_policy.go, then the client when the policy leaves a host undecided), and an end
 // that takes every listener, connection and goroutine with it. The core supplies the hooks:
 // its notifications, its server→client requests, and (for tests) the dialer and resolver.
+// Names are resolved by Go's resolver, the system's or one aimed at netProxyConfig.nameserver.
 
 import (
 	"context"
@@ -63,6 +64,11 @@ type netProxyConfig struct {
 	tcpUpstream string
 	// idleTimeout ends a tunnel idle for so long; 0: netProxyIdleTimeout (tests shorten it).
 	idleTimeout time.Duration
+	// nameserver, when set, is the one DNS server the proxy's resolver asks (UDP, and TCP
+	// for an answer too large for a datagram) instead of those of the system's resolv.conf;
+	// the lookup code is the same (docs/network.md §3, "Resolution"). The tests aim it at a
+	// server they run; the zero value is the system's resolver.
+	nameserver netip.AddrPort
 }
 
 // netProxyHooks are what the core gives a proxy. Every field may be nil: decided drops the
@@ -75,7 +81,9 @@ type netProxyHooks struct {
 	ask func(ctx context.Context, req policyRequestParams) (json.RawMessage, error)
 	// dial connects to a destination ("tcp" or "udp", "host:port").
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// resolve resolves a host name for the local-address check and for dialing.
+	// resolve resolves a host name for the local-address check and for dialing; nil: the
+	// proxy's own resolver (proxyResolver, netProxyConfig.nameserver). Tests that need a
+	// lookup to change between two steps of one request use it; the others run a DNS server.
 	resolve resolveFunc
 }
 
@@ -153,7 +161,7 @@ func startNetProxy(cfg netProxyConfig, hooks netProxyHooks) (*netProxy, error) {
 	}
 	pc := &cfg.params.Proxy
 	if hooks.resolve == nil {
-		hooks.resolve = systemResolve
+		hooks.resolve = proxyResolver(cfg.nameserver)
 	}
 	if hooks.dial == nil {
 		d := &net.Dialer{Timeout: netProxyDialTimeout}

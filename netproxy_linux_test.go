@@ -3,8 +3,9 @@ package main
 // The managed network proxy with real sockets in a network namespace the test makes
 // (docs/network.md §5): the test re-executes itself in a new network namespace, puts
 // documentation addresses (192.0.2.10, 198.51.100.10, 2001:db8::10) on its lo (the only
-// interface there; a dummy one needs a module this kernel may lack), runs its test hosts on them and answers DNS through the proxy's resolve hook. No
-// other address is ever contacted. Every verdict is read on the test host's side (did the
+// interface there; a dummy one needs a module this kernel may lack), runs its test hosts on them and answers DNS from a server it runs on the namespace's
+// 127.0.0.1 (startTestDNS), which the proxy's own resolver asks. No other address is ever
+// contacted. Every verdict is read on the test host's side (did the
 // request reach it?), not only from what the proxy answered.
 
 import (
@@ -133,15 +134,16 @@ func (w *nsWeb) port(s *httptest.Server) string {
 	return fmt.Sprint(s.Listener.Addr().(*net.TCPAddr).Port)
 }
 
-// nsDNS is the test's DNS: names of the test hosts.
-func nsDNS() resolveFunc {
-	return staticResolver(map[string][]netip.Addr{
-		"web.example":    {nsHost6},
-		"review.example": {nsHost6},
-		"priv.example":   {nsHost4a},
-		"mixed.example":  {nsHost6, nsHost4b},
-	})
+// nsZone is what the test's DNS server answers: names of the test hosts.
+var nsZone = testDNSZone{
+	"web.example":    {{nsHost6}},
+	"review.example": {{nsHost6}},
+	"priv.example":   {{nsHost4a}},
+	"mixed.example":  {{nsHost6, nsHost4b}},
 }
+
+// nsDNSAddr is where the test's DNS servers listen in the namespace.
+var nsDNSAddr = netip.MustParseAddr("127.0.0.1")
 
 // proxyClient is an HTTP client that goes through the proxy and trusts the test hosts.
 func proxyClient(p *netProxy, w *nsWeb) *http.Client {
@@ -165,12 +167,19 @@ func (l *decisionLog) all() []policyDecision {
 	return append([]policyDecision(nil), l.ds...)
 }
 
+// startTestProxy starts a proxy whose resolver asks a DNS server of the test answering
+// nsZone (unless hooks.resolve replaces the resolver).
 func startTestProxy(t *testing.T, over string, timeoutMs *uint64, hooks netProxyHooks) (*netProxy, *decisionLog) {
 	t.Helper()
+	p, log, _ := startTestProxyZone(t, over, timeoutMs, hooks, nsZone)
+	return p, log
+}
+
+// startTestProxyZone is startTestProxy with a DNS server answering zone, which it returns.
+func startTestProxyZone(t *testing.T, over string, timeoutMs *uint64, hooks netProxyHooks, zone testDNSZone) (*netProxy, *decisionLog, *testDNS) {
+	t.Helper()
 	log := &decisionLog{}
-	if hooks.resolve == nil {
-		hooks.resolve = nsDNS()
-	}
+	dns := startTestDNS(t, nsDNSAddr, zone)
 	hooks.decided = log.add
 	if hooks.dial == nil { // the system's, with its failures in the test's log
 		d := &net.Dialer{}
@@ -182,12 +191,12 @@ func startTestProxy(t *testing.T, over string, timeoutMs *uint64, hooks netProxy
 			return c, err
 		}
 	}
-	p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, over, timeoutMs)}, hooks)
+	p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, over, timeoutMs), nameserver: dns.addr}, hooks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.close)
-	return p, log
+	return p, log, dns
 }
 
 func get(t *testing.T, c *http.Client, method, u string) (int, string, error) {
@@ -264,26 +273,100 @@ func TestNetProxySockets(t *testing.T) {
 	})
 
 	t.Run("the checked addresses are the ones reached", func(t *testing.T) {
-		// A name that answers a public address to the policy's lookup and a private one to
-		// any later lookup (DNS rebinding) must reach the public one.
-		var lookups atomic.Int64
-		rebind := func(ctx context.Context, host string) ([]netip.Addr, error) {
-			if lookups.Add(1) == 1 {
-				return []netip.Addr{nsHost6}, nil
-			}
-			return []netip.Addr{nsHost4a}, nil
-		}
-		p, _ := startTestProxy(t, `{"domains":{"rebind.example":"allow"}}`, nil, netProxyHooks{resolve: rebind})
+		// A name whose DNS server answers a public address to the policy's lookup and a
+		// private one to any later query (DNS rebinding) must reach the public one.
+		p, _, dns := startTestProxyZone(t, `{"domains":{"rebind.example":"allow"}}`, nil, netProxyHooks{},
+			testDNSZone{"rebind.example": {{nsHost6}, {nsHost4a}}})
 		beforeWeb, beforePriv := w.hits.Load(), priv.hits.Load()
 		// A connection to the rebound address would reach 192.0.2.10 (the private host, or
 		// nothing on this port): the request must reach the public host, after one lookup.
 		code, body, err := get(t, proxyClient(p, w), "GET", "http://rebind.example:"+w.port(w.http)+"/r")
+		aaaa, a := dns.count("rebind.example", "AAAA", ""), dns.count("rebind.example", "A", "")
 		if err != nil || code != 200 || body != "hello GET /r" {
 			t.Fatalf("GET: %d %q %v", code, body, err)
 		}
-		if w.hits.Load()-beforeWeb != 1 || priv.hits.Load() != beforePriv || lookups.Load() != 1 {
-			t.Fatalf("public host %d, private host %d requests, %d lookups: want 1, 0, 1",
-				w.hits.Load()-beforeWeb, priv.hits.Load()-beforePriv, lookups.Load())
+		if w.hits.Load()-beforeWeb != 1 || priv.hits.Load() != beforePriv || aaaa != 1 || a != 1 {
+			t.Fatalf("public host %d, private host %d requests, %d AAAA and %d A queries: want 1, 0, 1, 1",
+				w.hits.Load()-beforeWeb, priv.hits.Load()-beforePriv, aaaa, a)
+		}
+	})
+
+	t.Run("names resolved by the test's DNS server", func(t *testing.T) {
+		// The proxy's own resolver against a DNS server of the test: names answering loopback,
+		// private, NAT64, IPv4-mapped and 6to4 forms are refused after resolution and never
+		// dialled; a name answering many addresses (too many for a datagram: asked again over
+		// TCP) is allowed when all are public and reaches its host, refused when one is local;
+		// a name that does not exist is refused. Read on the hosts: the loopback listener and
+		// the private host see nothing; and on the dial hook: no local address was dialled.
+		loop := startNSWeb(t, netip.MustParseAddr("127.0.0.1"))
+		var many, manyLocal []netip.Addr
+		for i := range 60 {
+			a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: 0x10, 15: byte(i + 1)}) // 2001:db8::10xx, nothing there
+			many, manyLocal = append(many, a), append(manyLocal, a)
+		}
+		many = append(many, nsHost6)
+		manyLocal = append(manyLocal, netip.MustParseAddr("::1"))
+		zone := testDNSZone{
+			"loop.example":      {{netip.MustParseAddr("127.0.0.1")}},
+			"ten.example":       {{netip.MustParseAddr("10.1.2.3")}},
+			"priv.example":      {{nsHost4a}},
+			"nat64.example":     {{netip.MustParseAddr("64:ff9b::7f00:1")}},
+			"mapped.example":    {{netip.MustParseAddr("::ffff:127.0.0.1")}},
+			"sixtofour.example": {{netip.MustParseAddr("2002:7f00:1::1")}},
+			"many.example":      {many},
+			"manylocal.example": {manyLocal},
+		}
+		var mu sync.Mutex
+		var dialed []string
+		d := &net.Dialer{}
+		p, log, dns := startTestProxyZone(t, `{"domains":{"*.example":"allow"}}`, nil, netProxyHooks{
+			dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				mu.Lock()
+				dialed = append(dialed, addr)
+				mu.Unlock()
+				return d.DialContext(ctx, network, addr)
+			},
+		}, zone)
+		c := proxyClient(p, w)
+		beforeLoop, beforePriv := loop.hits.Load(), priv.hits.Load()
+		for _, tc := range []struct{ name, port string }{
+			{"loop.example", loop.port(loop.http)}, {"ten.example", "80"}, {"priv.example", priv.port(priv.http)},
+			{"nat64.example", "80"}, {"mapped.example", loop.port(loop.http)}, {"sixtofour.example", "80"},
+			{"manylocal.example", w.port(w.http)}, {"nx.example", w.port(w.http)},
+		} {
+			code, body, err := get(t, c, "GET", "http://"+tc.name+":"+tc.port+"/")
+			if err != nil || code != 403 || !strings.Contains(body, `"reason":"not_allowed_local"`) {
+				t.Errorf("%s: %d %q %v, want 403 not_allowed_local", tc.name, code, body, err)
+			}
+			if dns.count(tc.name, "A", "")+dns.count(tc.name, "AAAA", "") == 0 {
+				t.Errorf("%s: the DNS server was not asked", tc.name)
+			}
+		}
+		before := w.hits.Load()
+		if code, body, err := get(t, c, "GET", "http://many.example:"+w.port(w.http)+"/many"); err != nil || code != 200 || body != "hello GET /many" {
+			t.Errorf("many.example: %d %q %v, want 200", code, body, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("dialled %d addresses; many.example: %d AAAA queries over UDP, %d over TCP; manylocal.example: %d over TCP",
+			len(dialed), dns.count("many.example", "AAAA", "udp"), dns.count("many.example", "AAAA", "tcp"), dns.count("manylocal.example", "AAAA", "tcp"))
+		if w.hits.Load()-before != 1 {
+			t.Errorf("the host of many.example saw %d requests, want 1", w.hits.Load()-before)
+		}
+		if dns.count("many.example", "AAAA", "tcp") != 1 || dns.count("manylocal.example", "AAAA", "tcp") != 1 {
+			t.Errorf("the answers too large for a datagram were not asked again over TCP")
+		}
+		if loop.hits.Load() != beforeLoop || priv.hits.Load() != beforePriv {
+			t.Errorf("a local host was reached: loopback %d, private %d requests", loop.hits.Load()-beforeLoop, priv.hits.Load()-beforePriv)
+		}
+		for _, a := range dialed {
+			ap, err := netip.ParseAddrPort(a)
+			if err != nil || isNonPublicIP(ap.Addr()) {
+				t.Errorf("the proxy dialled %s", a)
+			}
+		}
+		if n := len(log.all()); n != 9 {
+			t.Errorf("%d decisions, want 9", n)
 		}
 	})
 
@@ -391,7 +474,8 @@ func TestNetProxySockets(t *testing.T) {
 		up, tunnels := startConnectProxy(t, nsHost4b)
 		log := &decisionLog{}
 		params := netProxyParamsFor(t, `{"domains":{"web.example":"allow"},"allowUpstreamProxy":true}`, nil)
-		p, err := startNetProxy(netProxyConfig{processID: "p1", params: params, upstreamHTTPS: "http://" + up}, netProxyHooks{resolve: nsDNS(), decided: log.add})
+		dns := startTestDNS(t, nsDNSAddr, nsZone)
+		p, err := startNetProxy(netProxyConfig{processID: "p1", params: params, upstreamHTTPS: "http://" + up, nameserver: dns.addr}, netProxyHooks{decided: log.add})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -500,8 +584,8 @@ func startConnectProxy(t *testing.T, addr netip.Addr) (string, *atomic.Int64) {
 					return
 				}
 				host, port, _ := net.SplitHostPort(f[1])
-				if addrs, err := nsDNS()(context.Background(), host); err == nil {
-					host = addrs[0].String() // the upstream's DNS knows the test hosts too
+				if sets, ok := nsZone[host]; ok {
+					host = sets[0][0].String() // the upstream's DNS knows the test hosts too
 				}
 				d, err := net.Dial("tcp", net.JoinHostPort(host, port))
 				if err != nil {
@@ -821,14 +905,15 @@ func TestNetProxyRequestFraming(t *testing.T) {
 // tunnel with any 2xx and speaks first has its early bytes reach the client (one CONNECT
 // rule for every upstream). Read on the dialing side: which addresses the proxy dialled.
 func TestNetProxyUpstreamRules(t *testing.T) {
-	public := staticResolver(map[string][]netip.Addr{"public.example": {netip.MustParseAddr("8.8.8.8")}})
+	// public.example has a public address, which the dial hooks never reach.
+	dns := startTestDNS(t, netip.MustParseAddr("127.0.0.1"), testDNSZone{"public.example": {{netip.MustParseAddr("8.8.8.8")}}})
 	for _, setting := range []string{"https://127.0.0.1:1", "socks5://127.0.0.1:1"} {
 		t.Run(setting, func(t *testing.T) {
 			var mu sync.Mutex
 			var dialed []string
-			p, err := startNetProxy(netProxyConfig{processID: "u", upstreamHTTPS: setting,
+			p, err := startNetProxy(netProxyConfig{processID: "u", upstreamHTTPS: setting, nameserver: dns.addr,
 				params: netProxyParamsFor(t, `{"domains":{"public.example":"allow"},"allowUpstreamProxy":true}`, nil)},
-				netProxyHooks{resolve: public, dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				netProxyHooks{dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 					mu.Lock()
 					dialed = append(dialed, addr)
 					mu.Unlock()
@@ -872,9 +957,9 @@ func TestNetProxyUpstreamRules(t *testing.T) {
 			c.Write([]byte("HTTP/1.1 204 No Content\r\n\r\nEARLY"))
 			io.Copy(io.Discard, c)
 		}()
-		p, err := startNetProxy(netProxyConfig{processID: "u", upstreamHTTPS: "http://" + ln.Addr().String(),
+		p, err := startNetProxy(netProxyConfig{processID: "u", upstreamHTTPS: "http://" + ln.Addr().String(), nameserver: dns.addr,
 			params: netProxyParamsFor(t, `{"domains":{"public.example":"allow"},"allowUpstreamProxy":true}`, nil)},
-			netProxyHooks{resolve: public, dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			netProxyHooks{dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				if addr != ln.Addr().String() {
 					return nil, fmt.Errorf("the test dials only its upstream, not %s", addr)
 				}
