@@ -697,8 +697,12 @@ func (k *idleClock) stop() {
 func (k *idleClock) copy(dst net.Conn, src io.Reader) error {
 	if tcpCountsKernel {
 		if d, ok := dst.(*net.TCPConn); ok {
-			if s, ok := src.(*net.TCPConn); ok {
-				_, err := d.ReadFrom(s)
+			s := src
+			if lr, ok := src.(*io.LimitedReader); ok { // a length-framed body: splice too
+				s = lr.R
+			}
+			if _, ok := s.(*net.TCPConn); ok {
+				_, err := d.ReadFrom(src)
 				return err
 			}
 		}

@@ -685,8 +685,14 @@ func checkTrickleDown(t *testing.T, c io.Reader) {
 
 func startIdleTestProxy(t *testing.T) *netProxy {
 	t.Helper()
+	return startIdleTestProxyWith(t, `{"enableSocks5":true,"domains":{"127.0.0.1":"allow"}}`)
+}
+
+// startIdleTestProxyWith is startIdleTestProxy with the proxy config over.
+func startIdleTestProxyWith(t *testing.T, over string) *netProxy {
+	t.Helper()
 	p, err := startNetProxy(netProxyConfig{processID: "idle", idleTimeout: netIdleTestIdle,
-		params: netProxyParamsFor(t, `{"enableSocks5":true,"domains":{"127.0.0.1":"allow"}}`, nil)}, netProxyHooks{})
+		params: netProxyParamsFor(t, over, nil)}, netProxyHooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -828,7 +834,8 @@ func TestNetProxyIdleClockPipe(t *testing.T) {
 }
 
 // TestNetProxyRequestFraming: a forwarded request reaches its host with exactly its own body
-// (Content-Length, or chunked up to its end), and nothing the client sent after it; framing a
+// (Content-Length, or chunked up to its end), and nothing the client sent after it (which is
+// read as the next request); framing a
 // host could read another way (another transfer coding, both headers, a malformed length, two
 // Host headers) is refused with 400 before any host is reached. Read on the host: it records
 // every byte it received until the proxy closed the connection.
@@ -893,8 +900,9 @@ func TestNetProxyRequestFraming(t *testing.T) {
 			if string(body) != tc.want {
 				t.Errorf("the host got the body %q, want %q", body, tc.want)
 			}
-			if !bytes.HasSuffix(resp, []byte("\r\n\r\nok")) {
-				t.Errorf("the client did not get the answer")
+			// The request after it is read as a request of its own (an origin-form one: 400).
+			if !bytes.Contains(resp, []byte("\r\n\r\nokHTTP/1.1 400 ")) {
+				t.Errorf("the client did not get the answer, then the next request's 400")
 			}
 		})
 	}
@@ -999,4 +1007,230 @@ func TestNetProxyRefusalDrained(t *testing.T) {
 		}
 	}
 	t.Logf("20 of 20 refusals with a %d-byte unread body read whole", 32<<10)
+}
+
+// keepAliveHost is a test host on a loopback address that answers by path (below) and
+// records every request that reaches it ("METHOD /path body").
+type keepAliveHost struct {
+	addr string
+	mu   sync.Mutex
+	got  []string
+}
+
+// startKeepAliveHost listens on ip. Answers: /nolen a body without length, then the close;
+// /chunked a chunked body; /204 204; /304 304 with a Content-Length but no body; any other
+// path "hello IP /path" with its Content-Length (a HEAD's answer the same head, no body).
+func startKeepAliveHost(t *testing.T, ip string) *keepAliveHost {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &keepAliveHost{addr: ln.Addr().String()}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					b, _ := io.ReadAll(req.Body)
+					h.mu.Lock()
+					h.got = append(h.got, strings.TrimSpace(req.Method+" "+req.URL.Path+" "+string(b)))
+					h.mu.Unlock()
+					var resp string
+					switch req.URL.Path {
+					case "/nolen":
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nno length body")
+						return
+					case "/chunked":
+						resp = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+					case "/204":
+						resp = "HTTP/1.1 204 No Content\r\n\r\n"
+					case "/304":
+						resp = "HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n"
+					default:
+						body := "hello " + ip + " " + req.URL.Path
+						resp = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", len(body))
+						if req.Method != "HEAD" {
+							resp += body
+						}
+					}
+					if _, err := io.WriteString(c, resp); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return h
+}
+
+func (h *keepAliveHost) requests() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.got...)
+}
+
+// keepAliveRequest is an absolute-form request to path on h.
+func keepAliveRequest(method string, h *keepAliveHost, path, extra, body string) string {
+	if body != "" {
+		extra += fmt.Sprintf("Content-Length: %d\r\n", len(body))
+	}
+	return fmt.Sprintf("%s http://%s%s HTTP/1.1\r\nHost: %s\r\n%s\r\n%s", method, h.addr, path, h.addr, extra, body)
+}
+
+// readAnswer reads one answer to a request of method from br: its status, body and whether
+// it says the connection closes.
+func readAnswer(t *testing.T, br *bufio.Reader, method string) (int, string, bool) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("read the answer to a %s: %v", method, err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read the body of the answer to a %s: %v", method, err)
+	}
+	return resp.StatusCode, string(b), resp.Close
+}
+
+// TestNetProxyKeepAlive: a client connection carries several plain requests, as with the
+// reference (docs/network.md §2, "Keep-alive", measured): each is judged anew (a denied host
+// between two allowed ones gets its 403 and the connection goes on), pipelined requests are
+// answered in order, an answer without length ends the connection after it, answers without
+// a body (HEAD, 204, 304) leave it usable, and limited mode judges each method. Read on the
+// hosts: which requests reached which host.
+func TestNetProxyKeepAlive(t *testing.T) {
+	a, b, denied := startKeepAliveHost(t, "127.0.0.1"), startKeepAliveHost(t, "127.0.0.2"), startKeepAliveHost(t, "127.0.0.4")
+	const policy = `{"domains":{"127.0.0.1":"allow","127.0.0.2":"allow","127.0.0.4":"deny"}}`
+	dial := func(t *testing.T, p *netProxy) (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", p.httpAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	expectEOF := func(t *testing.T, br *bufio.Reader) {
+		t.Helper()
+		if n, err := io.Copy(io.Discard, br); n != 0 || err != nil {
+			t.Errorf("after the last answer: %d more bytes, %v; want the end", n, err)
+		}
+	}
+	hostsSaw := func(t *testing.T, before [3]int, want ...[]string) {
+		t.Helper()
+		for i, h := range []*keepAliveHost{a, b, denied} {
+			got := h.requests()[before[i]:]
+			if fmt.Sprint(got) != fmt.Sprint(want[i]) {
+				t.Errorf("host %s received %q, want %q", h.addr, got, want[i])
+			}
+		}
+	}
+	counts := func() [3]int { return [3]int{len(a.requests()), len(b.requests()), len(denied.requests())} }
+
+	t.Run("one after another", func(t *testing.T) {
+		p := startIdleTestProxyWith(t, policy)
+		before := counts()
+		c, br := dial(t, p)
+		for i, step := range []struct {
+			req, method string
+			code        int
+			body        string
+		}{
+			{keepAliveRequest("GET", a, "/1", "", ""), "GET", 200, "hello 127.0.0.1 /1"},
+			{keepAliveRequest("GET", b, "/2", "", ""), "GET", 200, "hello 127.0.0.2 /2"},
+			{keepAliveRequest("GET", denied, "/3", "", ""), "GET", 403, `"reason":"denied"`},
+			{keepAliveRequest("POST", a, "/4", "", "four"), "POST", 200, "hello 127.0.0.1 /4"},
+			{keepAliveRequest("GET", b, "/5", "Connection: close\r\n", ""), "GET", 200, "hello 127.0.0.2 /5"},
+		} {
+			io.WriteString(c, step.req)
+			code, body, closing := readAnswer(t, br, step.method)
+			if code != step.code || !strings.Contains(body, step.body) || closing != (i == 4) {
+				t.Fatalf("request %d: %d %q (closing %v), want %d %q", i+1, code, body, closing, step.code, step.body)
+			}
+		}
+		expectEOF(t, br)
+		hostsSaw(t, before, []string{"GET /1", "POST /4 four"}, []string{"GET /2", "GET /5"}, nil)
+	})
+
+	t.Run("pipelined", func(t *testing.T) {
+		p := startIdleTestProxyWith(t, policy)
+		before := counts()
+		c, br := dial(t, p)
+		io.WriteString(c, keepAliveRequest("GET", a, "/p1", "", "")+keepAliveRequest("POST", denied, "/p2", "", strings.Repeat("x", 100))+
+			keepAliveRequest("GET", b, "/p3", "", "")+keepAliveRequest("HEAD", a, "/p4", "", "")+keepAliveRequest("GET", a, "/p5", "", ""))
+		for i, want := range []struct {
+			method string
+			code   int
+			body   string
+		}{{"GET", 200, "hello 127.0.0.1 /p1"}, {"POST", 403, `"reason":"denied"`}, {"GET", 200, "hello 127.0.0.2 /p3"}, {"HEAD", 200, ""}, {"GET", 200, "hello 127.0.0.1 /p5"}} {
+			code, body, _ := readAnswer(t, br, want.method)
+			if code != want.code || !strings.Contains(body, want.body) || want.body == "" && body != "" {
+				t.Fatalf("answer %d: %d %q, want %d %q", i+1, code, body, want.code, want.body)
+			}
+		}
+		hostsSaw(t, before, []string{"GET /p1", "HEAD /p4", "GET /p5"}, []string{"GET /p3"}, nil)
+	})
+
+	t.Run("no body and chunked", func(t *testing.T) {
+		p := startIdleTestProxyWith(t, policy)
+		c, br := dial(t, p)
+		for i, step := range []struct {
+			method, path string
+			code         int
+			body         string
+		}{{"HEAD", "/h", 200, ""}, {"GET", "/204", 204, ""}, {"GET", "/304", 304, ""}, {"GET", "/chunked", 200, "hello"}, {"GET", "/last", 200, "hello 127.0.0.1 /last"}} {
+			io.WriteString(c, keepAliveRequest(step.method, a, step.path, "", ""))
+			code, body, closing := readAnswer(t, br, step.method)
+			if code != step.code || body != step.body || closing {
+				t.Fatalf("request %d (%s %s): %d %q closing %v, want %d %q", i+1, step.method, step.path, code, body, closing, step.code, step.body)
+			}
+		}
+	})
+
+	t.Run("an answer without length ends the connection", func(t *testing.T) {
+		p := startIdleTestProxyWith(t, policy)
+		before := counts()
+		c, br := dial(t, p)
+		io.WriteString(c, keepAliveRequest("GET", a, "/nolen", "", "")+keepAliveRequest("GET", a, "/after", "", ""))
+		code, body, closing := readAnswer(t, br, "GET")
+		if code != 200 || body != "no length body" || !closing {
+			t.Fatalf("got %d %q closing %v, want 200 %q and connection: close", code, body, closing, "no length body")
+		}
+		expectEOF(t, br)
+		hostsSaw(t, before, []string{"GET /nolen"}, nil, nil)
+	})
+
+	t.Run("limited mode judges each method", func(t *testing.T) {
+		p := startIdleTestProxyWith(t, `{"mode":"limited","domains":{"127.0.0.1":"allow"}}`)
+		before := counts()
+		c, br := dial(t, p)
+		io.WriteString(c, keepAliveRequest("GET", a, "/g1", "", "")+keepAliveRequest("POST", a, "/smuggled", "", "abc")+keepAliveRequest("GET", a, "/g2", "", ""))
+		for i, want := range []struct {
+			code int
+			body string
+		}{{200, "hello 127.0.0.1 /g1"}, {403, `"reason":"method_not_allowed","decision":"deny","source":"mode_guard"`}, {200, "hello 127.0.0.1 /g2"}} {
+			code, body, _ := readAnswer(t, br, "GET")
+			if code != want.code || !strings.Contains(body, want.body) {
+				t.Fatalf("answer %d: %d %q, want %d %q", i+1, code, body, want.code, want.body)
+			}
+		}
+		hostsSaw(t, before, []string{"GET /g1", "GET /g2"}, nil, nil)
+	})
 }

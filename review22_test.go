@@ -74,7 +74,7 @@ func TestReview22LimitedPipelinedPOST(t *testing.T) {
 	if bytes.Contains(b, []byte("POST /smuggled")) {
 		t.Errorf("limited mode: a POST reached the host behind an allowed GET")
 	}
-	if !bytes.HasSuffix(resp, []byte("\r\n\r\nok")) {
+	if !bytes.Contains(resp, []byte("\r\n\r\nok")) {
 		t.Errorf("the client did not get the GET's answer")
 	}
 }
