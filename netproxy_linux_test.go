@@ -999,7 +999,9 @@ func TestNetProxyRefusalDrained(t *testing.T) {
 			t.Fatal(err)
 		}
 		const size = 32 << 10
-		fmt.Fprintf(c, "POST http://denied.example/ HTTP/1.1\r\nHost: denied.example\r\nContent-Length: %d\r\n\r\n%s", size, strings.Repeat("x", size))
+		// Connection: close: the refusal ends the connection (without it the body is dropped
+		// and the connection waits for the next request, TestNetProxyKeepAlive).
+		fmt.Fprintf(c, "POST http://denied.example/ HTTP/1.1\r\nHost: denied.example\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", size, strings.Repeat("x", size))
 		resp, err := io.ReadAll(c)
 		c.Close()
 		if !bytes.HasPrefix(resp, []byte("HTTP/1.1 403 ")) || err != nil {
@@ -1215,6 +1217,22 @@ func TestNetProxyKeepAlive(t *testing.T) {
 		}
 		expectEOF(t, br)
 		hostsSaw(t, before, []string{"GET /nolen"}, nil, nil)
+	})
+
+	t.Run("a silent connection ends after the idle time", func(t *testing.T) {
+		p := startIdleTestProxyWith(t, policy) // idle time netIdleTestIdle
+		c, br := dial(t, p)
+		io.WriteString(c, keepAliveRequest("GET", a, "/i", "", ""))
+		if code, _, _ := readAnswer(t, br, "GET"); code != 200 {
+			t.Fatalf("got %d", code)
+		}
+		last := time.Now()
+		expectEOF(t, br)
+		quiet := time.Since(last)
+		t.Logf("the silent connection ended %v after the answer (idle time %v)", quiet, netIdleTestIdle)
+		if quiet < netIdleTestIdle-netIdleTestSlack || quiet > netIdleTestIdle+netIdleTestSlack {
+			t.Errorf("a silent kept-alive connection ended %v after its last answer, want about %v", quiet, netIdleTestIdle)
+		}
 	})
 
 	t.Run("limited mode judges each method", func(t *testing.T) {

@@ -201,7 +201,7 @@ func TestReview22DeciderAllowedNameResolvingLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "GET http://inner.example:%d/ HTTP/1.1\r\nHost: inner.example:%d\r\n\r\n", port, port)
+	fmt.Fprintf(c, "GET http://inner.example:%d/ HTTP/1.1\r\nHost: inner.example:%d\r\nConnection: close\r\n\r\n", port, port)
 	resp, _ := io.ReadAll(c)
 	ln.Close()
 	t.Logf("asked %d time(s); the client got %q", len(asked), resp)
