@@ -1020,8 +1020,9 @@ type keepAliveHost struct {
 }
 
 // startKeepAliveHost listens on ip. Answers: /nolen a body without length, then the close;
-// /chunked a chunked body; /204 204; /304 304 with a Content-Length but no body; any other
-// path "hello IP /path" with its Content-Length (a HEAD's answer the same head, no body).
+// /chunked a chunked body; /204 204; /304 304 with a Content-Length but no body (these three
+// keep the host's connection open); any other path "hello IP /path" with its Content-Length
+// and Connection: close, then the close (a HEAD's answer the same head, no body).
 func startKeepAliveHost(t *testing.T, ip string) *keepAliveHost {
 	t.Helper()
 	ln, err := net.Listen("tcp", ip+":0")
@@ -1072,7 +1073,7 @@ func startKeepAliveHost(t *testing.T, ip string) *keepAliveHost {
 							resp += body
 						}
 					}
-					if _, err := io.WriteString(c, resp); err != nil {
+					if _, err := io.WriteString(c, resp); err != nil || strings.Contains(resp, "Connection: close") {
 						return
 					}
 				}
