@@ -6,6 +6,7 @@ package main
 // netproxy_policy.go, then the client when the policy leaves a host undecided), and an end
 // that takes every listener, connection and goroutine with it. The core supplies the hooks:
 // its notifications, its server→client requests, and (for tests) the dialer and resolver.
+// Names are resolved by Go's resolver, the system's or one aimed at netProxyConfig.nameserver.
 
 import (
 	"context"
@@ -66,6 +67,11 @@ type netProxyConfig struct {
 	// intercept, when set, intercepts the CONNECTs to credential destinations
 	// (netproxy_intercept.go); nil: every CONNECT is spliced.
 	intercept *interceptConfig
+	// nameserver, when set, is the one DNS server the proxy's resolver asks (UDP, and TCP
+	// for an answer too large for a datagram) instead of those of the system's resolv.conf;
+	// the lookup code is the same (docs/network.md §3, "Resolution"). The tests aim it at a
+	// server they run; the zero value is the system's resolver.
+	nameserver netip.AddrPort
 }
 
 // netProxyHooks are what the core gives a proxy. Every field may be nil: decided drops the
@@ -78,7 +84,9 @@ type netProxyHooks struct {
 	ask func(ctx context.Context, req policyRequestParams) (json.RawMessage, error)
 	// dial connects to a destination ("tcp" or "udp", "host:port").
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// resolve resolves a host name for the local-address check and for dialing.
+	// resolve resolves a host name for the local-address check and for dialing; nil: the
+	// proxy's own resolver (proxyResolver, netProxyConfig.nameserver). Tests that need a
+	// lookup to change between two steps of one request use it; the others run a DNS server.
 	resolve resolveFunc
 }
 
@@ -157,7 +165,7 @@ func startNetProxy(cfg netProxyConfig, hooks netProxyHooks) (*netProxy, error) {
 	}
 	pc := &cfg.params.Proxy
 	if hooks.resolve == nil {
-		hooks.resolve = systemResolve
+		hooks.resolve = proxyResolver(cfg.nameserver)
 	}
 	if hooks.dial == nil {
 		d := &net.Dialer{Timeout: netProxyDialTimeout}
@@ -696,8 +704,12 @@ func (k *idleClock) stop() {
 func (k *idleClock) copy(dst net.Conn, src io.Reader) error {
 	if tcpCountsKernel {
 		if d, ok := dst.(*net.TCPConn); ok {
-			if s, ok := src.(*net.TCPConn); ok {
-				_, err := d.ReadFrom(s)
+			s := src
+			if lr, ok := src.(*io.LimitedReader); ok { // a length-framed body: splice too
+				s = lr.R
+			}
+			if _, ok := s.(*net.TCPConn); ok {
+				_, err := d.ReadFrom(src)
 				return err
 			}
 		}

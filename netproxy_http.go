@@ -1,7 +1,8 @@
 package main
 
 // The HTTP side of the managed network proxy (docs/network.md §2): absolute-form requests
-// (`GET http://host/path`), forwarded one per connection, and CONNECT tunnels. The request
+// (`GET http://host/path`), several per client connection, each judged and forwarded on a
+// connection of its own to its host, and CONNECT tunnels. The request
 // head is parsed here, bounded by netProxyMaxHeaderBytes; a head it cannot parse gets 400,
 // a refused request 403 with the reference's body, a destination that cannot be reached 502.
 
@@ -177,13 +178,9 @@ func headEnd(b []byte) int {
 // or LF. Names must be tokens; values must not hold control bytes other than tab.
 func parseRequestHead(b []byte) (httpHead, error) {
 	var h httpHead
-	lines := strings.Split(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n")
-	if len(lines) < 2 || lines[len(lines)-1] != "" || lines[len(lines)-2] != "" {
-		return h, errBadHead
-	}
-	lines = lines[:len(lines)-2]
-	if len(lines) == 0 {
-		return h, errBadHead
+	lines, err := headLines(b)
+	if err != nil {
+		return h, err
 	}
 	parts := strings.Split(lines[0], " ")
 	if len(parts) != 3 || !isToken(parts[0]) || parts[1] == "" || (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0") {
@@ -195,20 +192,44 @@ func parseRequestHead(b []byte) (httpHead, error) {
 		}
 	}
 	h.method, h.target, h.proto = parts[0], parts[1], parts[2]
-	for _, l := range lines[1:] {
+	if h.headers, err = parseHeaderLines(lines[1:]); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// headLines splits a whole head into its lines without their ends and without the blank
+// line; the first (the start line) is there.
+func headLines(b []byte) ([]string, error) {
+	lines := strings.Split(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n")
+	if len(lines) < 2 || lines[len(lines)-1] != "" || lines[len(lines)-2] != "" {
+		return nil, errBadHead
+	}
+	lines = lines[:len(lines)-2]
+	if len(lines) == 0 {
+		return nil, errBadHead
+	}
+	return lines, nil
+}
+
+// parseHeaderLines parses header lines "name: value": names must be tokens; values, trimmed,
+// must not hold control bytes other than tab.
+func parseHeaderLines(lines []string) ([]proxyHeaderField, error) {
+	var out []proxyHeaderField
+	for _, l := range lines {
 		name, value, ok := strings.Cut(l, ":")
 		if !ok || !isToken(name) {
-			return h, errBadHead
+			return nil, errBadHead
 		}
 		value = strings.Trim(value, " \t")
 		for _, c := range []byte(value) {
 			if c < ' ' && c != '\t' || c == 0x7f || c == '\r' {
-				return h, errBadHead
+				return nil, errBadHead
 			}
 		}
-		h.headers = append(h.headers, proxyHeaderField{name, value})
+		out = append(out, proxyHeaderField{name, value})
 	}
-	return h, nil
+	return out, nil
 }
 
 // count is how many header fields are named name.
@@ -289,79 +310,96 @@ func absoluteTarget(target string) (string, uint16, *url.URL, error) {
 	return normalizeHost(host), port, u, nil
 }
 
-// serveHTTP serves one client connection of the HTTP proxy: one request, then the end.
+// serveHTTP serves one client connection of the HTTP proxy: its requests one after the
+// other, each judged anew (docs/network.md §2, "Keep-alive"), until one cannot be followed
+// by another on the connection (a CONNECT's tunnel, a head that does not parse, a response
+// read to its end, a request that asks to close) or the client ends. The first head must
+// come within netProxyHeadTimeout; between two requests the client may stay silent for the
+// proxy's idle time, and a head, once begun, must be whole within netProxyHeadTimeout.
 func (p *netProxy) serveHTTP(c net.Conn) {
+	br := bufio.NewReaderSize(c, netProxyMaxChunkLine)
 	c.SetReadDeadline(time.Now().Add(netProxyHeadTimeout))
-	buf, n, err := readHead(c)
+	for p.serveHTTPRequest(c, br) {
+		c.SetReadDeadline(time.Now().Add(p.idleOf()))
+		if _, err := br.Peek(1); err != nil {
+			return
+		}
+		c.SetReadDeadline(time.Now().Add(netProxyHeadTimeout))
+	}
+}
+
+// serveHTTPRequest serves one request read from br (c's reader) and reports whether c may
+// carry another.
+func (p *netProxy) serveHTTPRequest(c net.Conn, br *bufio.Reader) bool {
+	raw, err := readHeadFrom(br)
 	if err != nil {
 		if errors.Is(err, errHeadTooLarge) {
 			writeStatus(c, "431 Request Header Fields Too Large")
 		}
-		return
+		return false
 	}
-	head, err := parseRequestHead(buf[:n])
+	head, err := parseRequestHead(raw)
 	if err != nil {
 		writeStatus(c, "400 Bad Request")
 		finishRefused(c)
-		return
+		return false
 	}
 	c.SetReadDeadline(time.Time{})
 	if head.method == "CONNECT" {
-		p.serveConnect(c, &head, buf[n:])
-		return
+		rest, _ := br.Peek(br.Buffered())
+		p.serveConnect(c, &head, append([]byte(nil), rest...))
+		return false
 	}
 	host, port, u, err := absoluteTarget(head.target)
 	if err != nil {
 		writeStatus(c, "400 Bad Request")
 		finishRefused(c)
-		return
+		return false
 	}
 	if head.count("Host") > 1 {
 		// Which of two Host headers a host reads is its own choice, not the judged one.
 		writeText(c, "400 Bad Request", "", "duplicate Host header")
 		finishRefused(c)
-		return
+		return false
 	}
 	if hh, ok := head.header("Host"); ok {
 		if h, hp, err := splitHostPort(hh, 80); err != nil || normalizeHost(h) != host || hp != port {
 			// The host judged must be the host the request reaches.
 			writeText(c, "400 Bad Request", "", "Host header does not match request target")
 			finishRefused(c)
-			return
+			return false
 		}
 	}
-	// Only this request's own body goes to the host: a second request on the connection
-	// would reach it unjudged (docs/network.md §3).
-	body, err := requestBody(&head, bufio.NewReaderSize(io.MultiReader(bytes.NewReader(buf[n:]), c), netProxyMaxChunkLine))
+	// Only this request's own body goes to the host: the next request on the connection is
+	// read and judged after it (docs/network.md §3).
+	body, err := requestBody(&head, br)
 	if err != nil {
 		writeText(c, "400 Bad Request", "", "unsupported request body framing")
 		finishRefused(c)
-		return
+		return false
 	}
+	keep := head.proto == "HTTP/1.1" && !head.hasToken("Connection", "close")
 	r := netRequest{protocol: protoHTTP, host: host, port: port, method: head.method, client: c.RemoteAddr().String()}
 	v := p.decide(p.ctx, r)
 	if !v.allowed {
-		writeBlockedJSON(c, r, v)
-		finishRefused(c)
-		return
+		writeBlockedJSON(c, r, v, !keep)
+		return afterRefusal(c, body, keep)
 	}
 	up, early, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
 	if err != nil {
 		if v, ok := p.refusedAtConnect(r, err); ok {
-			writeBlockedJSON(c, r, v)
-			finishRefused(c)
-			return
+			writeBlockedJSON(c, r, v, !keep)
+			return afterRefusal(c, body, keep)
 		}
 		writeText(c, "502 Bad Gateway", "", "upstream failure")
-		return
+		return afterRefusal(c, body, false)
 	}
 	if !p.track(up) {
-		return
+		return false
 	}
 	defer p.untrackClose(up)
-	target := u.RequestURI()
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "%s %s %s\r\n", head.method, target, head.proto)
+	fmt.Fprintf(&out, "%s %s %s\r\n", head.method, u.RequestURI(), head.proto)
 	hop := hopHeaders(&head)
 	hasHost := false
 	for _, f := range head.headers {
@@ -374,17 +412,299 @@ func (p *netProxy) serveHTTP(c net.Conn) {
 	if !hasHost {
 		fmt.Fprintf(&out, "Host: %s\r\n", u.Host)
 	}
+	// One host connection per request: the next request may go elsewhere.
 	out.WriteString("Connection: close\r\n\r\n")
 	if _, err := up.Write(out.Bytes()); err != nil {
 		writeText(c, "502 Bad Gateway", "", "upstream failure")
-		return
+		return afterRefusal(c, body, false)
 	}
-	if len(early) > 0 {
-		if _, err := c.Write(early); err != nil {
-			return
+	return p.exchange(c, up, early, &head, body, keep)
+}
+
+// afterRefusal ends a refused request (403, 502) and reports whether c may carry another:
+// with keep, the request's body is read and dropped, up to netProxyDrainBytes within
+// netProxyDrainTimeout, and the next request follows; a longer or slower body, or a client
+// that did not ask to keep the connection, ends it as finishRefused does.
+func afterRefusal(c net.Conn, body io.Reader, keep bool) bool {
+	if keep {
+		c.SetReadDeadline(time.Now().Add(netProxyDrainTimeout))
+		n, err := io.CopyN(io.Discard, body, netProxyDrainBytes+1)
+		if err == io.EOF && n <= netProxyDrainBytes {
+			c.SetReadDeadline(time.Time{})
+			return true
 		}
 	}
-	p.relay(c, up, true, body)
+	finishRefused(c)
+	return false
+}
+
+// exchange sends a forwarded request's body to up while it relays up's answer to the client
+// (relayResponse), under one idle clock, and reports whether c may carry another request:
+// the answer was framed, the client did not ask to close, and the request's body was read
+// to its end. A body the host did not wait for (an early answer) is cut after
+// netProxyDrainTimeout and ends the connection: its rest would be read as a request.
+func (p *netProxy) exchange(c, up net.Conn, early []byte, head *httpHead, body io.Reader, keep bool) bool {
+	k := startIdleClock(p.idleOf(), c, up)
+	defer k.stop()
+	sent := make(chan error, 1)
+	go func() { sent <- k.copy(up, body) }() // ends with the body, or when c or up fails
+	again := p.relayResponse(k, c, up, early, head, keep)
+	wait := time.NewTimer(netProxyDrainTimeout)
+	defer wait.Stop()
+	select {
+	case err := <-sent:
+		again = again && err == nil
+	case <-wait.C:
+		again = false
+		c.SetReadDeadline(time.Now())
+		up.Close()
+		<-sent
+	}
+	if !again {
+		finishRefused(c)
+	}
+	return again
+}
+
+// netProxyMaxInterim bounds the interim (1xx) answers relayed before a request's final one.
+const netProxyMaxInterim = 8
+
+// relayResponse reads up's answer (interim 1xx heads, then the final one) and relays it to
+// the client with the hop-by-hop headers removed, in the client's HTTP version, and its
+// body framed as the host framed it (RFC 9112 §6.3): none (a HEAD's answer, 1xx, 204,
+// 304), Content-Length bytes, a chunked body up to its end, or, without either, everything
+// until the host closes, after which the client's connection ends too ("connection: close"
+// is added). It reports whether the whole answer reached the client framed and keep allows
+// another request. An answer whose head or length does not parse gets 502 when nothing was
+// relayed yet, and ends the connection.
+func (p *netProxy) relayResponse(k *idleClock, c, up net.Conn, early []byte, req *httpHead, keep bool) bool {
+	earlyR := bytes.NewReader(early)
+	ur := bufio.NewReaderSize(io.MultiReader(earlyR, up), netProxyMaxChunkLine)
+	proto := "HTTP/1.1"
+	if req.proto == "HTTP/1.0" {
+		proto = "HTTP/1.0"
+	}
+	wrote := false
+	fail := func() bool {
+		if !wrote {
+			writeText(c, "502 Bad Gateway", "", "upstream failure")
+		}
+		return false
+	}
+	for interim := 0; ; interim++ {
+		raw, err := readHeadFrom(ur)
+		if err != nil {
+			return fail()
+		}
+		resp, err := parseResponseHead(raw)
+		if err != nil {
+			return fail()
+		}
+		if resp.code >= 100 && resp.code < 200 && resp.code != 101 {
+			if interim >= netProxyMaxInterim {
+				return fail()
+			}
+			if proto == "HTTP/1.0" {
+				continue // an HTTP/1.0 client gets no interim answer (RFC 9110 §15.2)
+			}
+			if _, err := c.Write(resp.encode(proto, false)); err != nil {
+				return false
+			}
+			wrote = true
+			continue
+		}
+		length, framing := int64(0), frameNone
+		switch {
+		case req.method == "HEAD" || resp.code == 204 || resp.code == 304:
+		case resp.code == 101:
+			framing = frameClose // an upgrade the request did not ask for (Upgrade is not forwarded)
+		case resp.count("Transfer-Encoding") > 0:
+			framing = frameClose
+			if te := resp.values("Transfer-Encoding"); strings.EqualFold(te[len(te)-1], "chunked") {
+				framing = frameChunked
+			}
+		case resp.count("Content-Length") > 0:
+			if length, err = resp.contentLength(); err != nil {
+				return fail()
+			}
+			framing = frameLength
+		default:
+			framing = frameClose
+		}
+		keep = keep && framing != frameClose
+		if _, err := c.Write(resp.encode(proto, !keep)); err != nil {
+			return false
+		}
+		// The body: first what the head's reads left buffered, then the host's socket itself
+		// where the bytes may move by splice(2).
+		direct := func() bool { return ur.Buffered() == 0 && earlyR.Len() == 0 }
+		switch framing {
+		case frameLength:
+			lr := &io.LimitedReader{R: ur, N: length}
+			if n := int64(ur.Buffered()); n > 0 {
+				if k.copy(c, io.LimitReader(lr, n)) != nil {
+					return false
+				}
+			}
+			if direct() {
+				lr.R = up
+			}
+			return k.copy(c, lr) == nil && lr.N == 0 && keep
+		case frameChunked:
+			return k.copy(c, &chunkedBody{r: ur}) == nil && keep
+		case frameClose:
+			if n := ur.Buffered(); n > 0 {
+				if k.copy(c, io.LimitReader(ur, int64(n))) != nil {
+					return false
+				}
+			}
+			var src io.Reader = ur
+			if direct() {
+				src = up
+			}
+			k.copy(c, src)
+			return false
+		}
+		return keep
+	}
+}
+
+// Framings of an answer's body.
+const (
+	frameNone = iota
+	frameLength
+	frameChunked
+	frameClose
+)
+
+// httpResponseHead is a parsed answer head: the status code, the rest of the status line
+// after the version ("200 OK"), the header fields.
+type httpResponseHead struct {
+	code    int
+	status  string
+	headers []proxyHeaderField
+}
+
+// parseResponseHead parses a whole answer head: "HTTP/1.x SP 3DIGIT [SP reason]" and header
+// lines as parseRequestHead reads them.
+func parseResponseHead(b []byte) (httpResponseHead, error) {
+	var h httpResponseHead
+	lines, err := headLines(b)
+	if err != nil {
+		return h, err
+	}
+	version, status, _ := strings.Cut(lines[0], " ")
+	if version != "HTTP/1.1" && version != "HTTP/1.0" || len(status) < 3 || len(status) > 3 && status[3] != ' ' {
+		return h, errBadHead
+	}
+	if strings.Trim(status[:3], "0123456789") != "" || status[0] == '0' {
+		return h, errBadHead
+	}
+	code, _ := strconv.Atoi(status[:3])
+	for _, c := range []byte(status) {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return h, errBadHead
+		}
+	}
+	h.code, h.status = code, status
+	if h.headers, err = parseHeaderLines(lines[1:]); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+func (h *httpResponseHead) count(name string) int {
+	return (&httpHead{headers: h.headers}).count(name)
+}
+
+// values lists the comma-separated elements of every field named name, trimmed.
+func (h *httpResponseHead) values(name string) []string {
+	var out []string
+	for _, f := range h.headers {
+		if strings.EqualFold(f.name, name) {
+			for _, v := range strings.Split(f.value, ",") {
+				out = append(out, strings.TrimSpace(v))
+			}
+		}
+	}
+	return out
+}
+
+// contentLength is the answer's Content-Length: every value the same run of digits.
+func (h *httpResponseHead) contentLength() (int64, error) {
+	var n int64 = -1
+	for _, v := range h.values("Content-Length") {
+		if v == "" || strings.TrimLeft(v, "0123456789") != "" {
+			return 0, errBadBody
+		}
+		m, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n >= 0 && m != n {
+			return 0, errBadBody
+		}
+		n = m
+	}
+	if n < 0 {
+		return 0, errBadBody
+	}
+	return n, nil
+}
+
+// encode is the head as relayed to the client: the proxy's HTTP version, the hop-by-hop
+// fields removed (and Content-Length beside a Transfer-Encoding, which frames the body:
+// RFC 9112 §6.3), "connection: close" when the connection ends after it.
+func (h *httpResponseHead) encode(proto string, closing bool) []byte {
+	hop := hopHeaders(&httpHead{headers: h.headers})
+	if h.count("Transfer-Encoding") > 0 {
+		hop["content-length"] = true
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s\r\n", proto, h.status)
+	for _, f := range h.headers {
+		if !hop[strings.ToLower(f.name)] {
+			fmt.Fprintf(&b, "%s: %s\r\n", f.name, f.value)
+		}
+	}
+	if closing {
+		b.WriteString("connection: close\r\n")
+	}
+	b.WriteString("\r\n")
+	return b.Bytes()
+}
+
+// hasToken reports whether a field named name lists token (case-insensitive), as Connection
+// lists "close".
+func (h *httpHead) hasToken(name, token string) bool {
+	for _, f := range h.headers {
+		if strings.EqualFold(f.name, name) {
+			for _, v := range strings.Split(f.value, ",") {
+				if strings.EqualFold(strings.TrimSpace(v), token) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// readHeadFrom reads a whole head (up to and including its blank line) from br, at most
+// netProxyMaxHeaderBytes; what follows stays in br.
+func readHeadFrom(br *bufio.Reader) ([]byte, error) {
+	var head []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(head)+len(line) > netProxyMaxHeaderBytes {
+			return nil, errHeadTooLarge
+		}
+		head = append(head, line...)
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err != nil:
+			return nil, err
+		case len(line) == 1 || len(line) == 2 && line[0] == '\r':
+			return head, nil
+		}
+	}
 }
 
 // hopHeaders are the header names (lowercase) not forwarded: the hop-by-hop ones and those
@@ -456,11 +776,17 @@ type blockedBody struct {
 	Message  string `json:"message"`
 }
 
-func writeBlockedJSON(c net.Conn, r netRequest, v netVerdict) {
+// writeBlockedJSON answers a refused request: 403 with the reference's JSON body, and
+// "connection: close" when the connection ends after it.
+func writeBlockedJSON(c net.Conn, r netRequest, v netVerdict, closing bool) {
 	body, _ := json.Marshal(blockedBody{Status: "blocked", Host: r.host, Reason: v.reason, Decision: v.decision,
 		Source: v.source, Protocol: r.protocol, Port: r.port, Message: v.message()})
-	fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\nx-proxy-error: %s\r\ncontent-length: %d\r\ndate: %s\r\n\r\n%s",
-		blockedHeader(v.reason), len(body), httpDate(), body)
+	conn := ""
+	if closing {
+		conn = "connection: close\r\n"
+	}
+	fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\nx-proxy-error: %s\r\ncontent-length: %d\r\n%sdate: %s\r\n\r\n%s",
+		blockedHeader(v.reason), len(body), conn, httpDate(), body)
 }
 
 func writeText(c net.Conn, status, proxyError, body string) {

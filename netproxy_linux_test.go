@@ -3,8 +3,9 @@ package main
 // The managed network proxy with real sockets in a network namespace the test makes
 // (docs/network.md §5): the test re-executes itself in a new network namespace, puts
 // documentation addresses (192.0.2.10, 198.51.100.10, 2001:db8::10) on its lo (the only
-// interface there; a dummy one needs a module this kernel may lack), runs its test hosts on them and answers DNS through the proxy's resolve hook. No
-// other address is ever contacted. Every verdict is read on the test host's side (did the
+// interface there; a dummy one needs a module this kernel may lack), runs its test hosts on them and answers DNS from a server it runs on the namespace's
+// 127.0.0.1 (startTestDNS), which the proxy's own resolver asks. No other address is ever
+// contacted. Every verdict is read on the test host's side (did the
 // request reach it?), not only from what the proxy answered.
 
 import (
@@ -133,15 +134,16 @@ func (w *nsWeb) port(s *httptest.Server) string {
 	return fmt.Sprint(s.Listener.Addr().(*net.TCPAddr).Port)
 }
 
-// nsDNS is the test's DNS: names of the test hosts.
-func nsDNS() resolveFunc {
-	return staticResolver(map[string][]netip.Addr{
-		"web.example":    {nsHost6},
-		"review.example": {nsHost6},
-		"priv.example":   {nsHost4a},
-		"mixed.example":  {nsHost6, nsHost4b},
-	})
+// nsZone is what the test's DNS server answers: names of the test hosts.
+var nsZone = testDNSZone{
+	"web.example":    {{nsHost6}},
+	"review.example": {{nsHost6}},
+	"priv.example":   {{nsHost4a}},
+	"mixed.example":  {{nsHost6, nsHost4b}},
 }
+
+// nsDNSAddr is where the test's DNS servers listen in the namespace.
+var nsDNSAddr = netip.MustParseAddr("127.0.0.1")
 
 // proxyClient is an HTTP client that goes through the proxy and trusts the test hosts.
 func proxyClient(p *netProxy, w *nsWeb) *http.Client {
@@ -165,12 +167,19 @@ func (l *decisionLog) all() []policyDecision {
 	return append([]policyDecision(nil), l.ds...)
 }
 
+// startTestProxy starts a proxy whose resolver asks a DNS server of the test answering
+// nsZone (unless hooks.resolve replaces the resolver).
 func startTestProxy(t *testing.T, over string, timeoutMs *uint64, hooks netProxyHooks) (*netProxy, *decisionLog) {
 	t.Helper()
+	p, log, _ := startTestProxyZone(t, over, timeoutMs, hooks, nsZone)
+	return p, log
+}
+
+// startTestProxyZone is startTestProxy with a DNS server answering zone, which it returns.
+func startTestProxyZone(t *testing.T, over string, timeoutMs *uint64, hooks netProxyHooks, zone testDNSZone) (*netProxy, *decisionLog, *testDNS) {
+	t.Helper()
 	log := &decisionLog{}
-	if hooks.resolve == nil {
-		hooks.resolve = nsDNS()
-	}
+	dns := startTestDNS(t, nsDNSAddr, zone)
 	hooks.decided = log.add
 	if hooks.dial == nil { // the system's, with its failures in the test's log
 		d := &net.Dialer{}
@@ -182,12 +191,12 @@ func startTestProxy(t *testing.T, over string, timeoutMs *uint64, hooks netProxy
 			return c, err
 		}
 	}
-	p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, over, timeoutMs)}, hooks)
+	p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, over, timeoutMs), nameserver: dns.addr}, hooks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.close)
-	return p, log
+	return p, log, dns
 }
 
 func get(t *testing.T, c *http.Client, method, u string) (int, string, error) {
@@ -264,26 +273,100 @@ func TestNetProxySockets(t *testing.T) {
 	})
 
 	t.Run("the checked addresses are the ones reached", func(t *testing.T) {
-		// A name that answers a public address to the policy's lookup and a private one to
-		// any later lookup (DNS rebinding) must reach the public one.
-		var lookups atomic.Int64
-		rebind := func(ctx context.Context, host string) ([]netip.Addr, error) {
-			if lookups.Add(1) == 1 {
-				return []netip.Addr{nsHost6}, nil
-			}
-			return []netip.Addr{nsHost4a}, nil
-		}
-		p, _ := startTestProxy(t, `{"domains":{"rebind.example":"allow"}}`, nil, netProxyHooks{resolve: rebind})
+		// A name whose DNS server answers a public address to the policy's lookup and a
+		// private one to any later query (DNS rebinding) must reach the public one.
+		p, _, dns := startTestProxyZone(t, `{"domains":{"rebind.example":"allow"}}`, nil, netProxyHooks{},
+			testDNSZone{"rebind.example": {{nsHost6}, {nsHost4a}}})
 		beforeWeb, beforePriv := w.hits.Load(), priv.hits.Load()
 		// A connection to the rebound address would reach 192.0.2.10 (the private host, or
 		// nothing on this port): the request must reach the public host, after one lookup.
 		code, body, err := get(t, proxyClient(p, w), "GET", "http://rebind.example:"+w.port(w.http)+"/r")
+		aaaa, a := dns.count("rebind.example", "AAAA", ""), dns.count("rebind.example", "A", "")
 		if err != nil || code != 200 || body != "hello GET /r" {
 			t.Fatalf("GET: %d %q %v", code, body, err)
 		}
-		if w.hits.Load()-beforeWeb != 1 || priv.hits.Load() != beforePriv || lookups.Load() != 1 {
-			t.Fatalf("public host %d, private host %d requests, %d lookups: want 1, 0, 1",
-				w.hits.Load()-beforeWeb, priv.hits.Load()-beforePriv, lookups.Load())
+		if w.hits.Load()-beforeWeb != 1 || priv.hits.Load() != beforePriv || aaaa != 1 || a != 1 {
+			t.Fatalf("public host %d, private host %d requests, %d AAAA and %d A queries: want 1, 0, 1, 1",
+				w.hits.Load()-beforeWeb, priv.hits.Load()-beforePriv, aaaa, a)
+		}
+	})
+
+	t.Run("names resolved by the test's DNS server", func(t *testing.T) {
+		// The proxy's own resolver against a DNS server of the test: names answering loopback,
+		// private, NAT64, IPv4-mapped and 6to4 forms are refused after resolution and never
+		// dialled; a name answering many addresses (too many for a datagram: asked again over
+		// TCP) is allowed when all are public and reaches its host, refused when one is local;
+		// a name that does not exist is refused. Read on the hosts: the loopback listener and
+		// the private host see nothing; and on the dial hook: no local address was dialled.
+		loop := startNSWeb(t, netip.MustParseAddr("127.0.0.1"))
+		var many, manyLocal []netip.Addr
+		for i := range 60 {
+			a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: 0x10, 15: byte(i + 1)}) // 2001:db8::10xx, nothing there
+			many, manyLocal = append(many, a), append(manyLocal, a)
+		}
+		many = append(many, nsHost6)
+		manyLocal = append(manyLocal, netip.MustParseAddr("::1"))
+		zone := testDNSZone{
+			"loop.example":      {{netip.MustParseAddr("127.0.0.1")}},
+			"ten.example":       {{netip.MustParseAddr("10.1.2.3")}},
+			"priv.example":      {{nsHost4a}},
+			"nat64.example":     {{netip.MustParseAddr("64:ff9b::7f00:1")}},
+			"mapped.example":    {{netip.MustParseAddr("::ffff:127.0.0.1")}},
+			"sixtofour.example": {{netip.MustParseAddr("2002:7f00:1::1")}},
+			"many.example":      {many},
+			"manylocal.example": {manyLocal},
+		}
+		var mu sync.Mutex
+		var dialed []string
+		d := &net.Dialer{}
+		p, log, dns := startTestProxyZone(t, `{"domains":{"*.example":"allow"}}`, nil, netProxyHooks{
+			dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				mu.Lock()
+				dialed = append(dialed, addr)
+				mu.Unlock()
+				return d.DialContext(ctx, network, addr)
+			},
+		}, zone)
+		c := proxyClient(p, w)
+		beforeLoop, beforePriv := loop.hits.Load(), priv.hits.Load()
+		for _, tc := range []struct{ name, port string }{
+			{"loop.example", loop.port(loop.http)}, {"ten.example", "80"}, {"priv.example", priv.port(priv.http)},
+			{"nat64.example", "80"}, {"mapped.example", loop.port(loop.http)}, {"sixtofour.example", "80"},
+			{"manylocal.example", w.port(w.http)}, {"nx.example", w.port(w.http)},
+		} {
+			code, body, err := get(t, c, "GET", "http://"+tc.name+":"+tc.port+"/")
+			if err != nil || code != 403 || !strings.Contains(body, `"reason":"not_allowed_local"`) {
+				t.Errorf("%s: %d %q %v, want 403 not_allowed_local", tc.name, code, body, err)
+			}
+			if dns.count(tc.name, "A", "")+dns.count(tc.name, "AAAA", "") == 0 {
+				t.Errorf("%s: the DNS server was not asked", tc.name)
+			}
+		}
+		before := w.hits.Load()
+		if code, body, err := get(t, c, "GET", "http://many.example:"+w.port(w.http)+"/many"); err != nil || code != 200 || body != "hello GET /many" {
+			t.Errorf("many.example: %d %q %v, want 200", code, body, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("dialled %d addresses; many.example: %d AAAA queries over UDP, %d over TCP; manylocal.example: %d over TCP",
+			len(dialed), dns.count("many.example", "AAAA", "udp"), dns.count("many.example", "AAAA", "tcp"), dns.count("manylocal.example", "AAAA", "tcp"))
+		if w.hits.Load()-before != 1 {
+			t.Errorf("the host of many.example saw %d requests, want 1", w.hits.Load()-before)
+		}
+		if dns.count("many.example", "AAAA", "tcp") != 1 || dns.count("manylocal.example", "AAAA", "tcp") != 1 {
+			t.Errorf("the answers too large for a datagram were not asked again over TCP")
+		}
+		if loop.hits.Load() != beforeLoop || priv.hits.Load() != beforePriv {
+			t.Errorf("a local host was reached: loopback %d, private %d requests", loop.hits.Load()-beforeLoop, priv.hits.Load()-beforePriv)
+		}
+		for _, a := range dialed {
+			ap, err := netip.ParseAddrPort(a)
+			if err != nil || isNonPublicIP(ap.Addr()) {
+				t.Errorf("the proxy dialled %s", a)
+			}
+		}
+		if n := len(log.all()); n != 9 {
+			t.Errorf("%d decisions, want 9", n)
 		}
 	})
 
@@ -391,7 +474,8 @@ func TestNetProxySockets(t *testing.T) {
 		up, tunnels := startConnectProxy(t, nsHost4b)
 		log := &decisionLog{}
 		params := netProxyParamsFor(t, `{"domains":{"web.example":"allow"},"allowUpstreamProxy":true}`, nil)
-		p, err := startNetProxy(netProxyConfig{processID: "p1", params: params, upstreamHTTPS: "http://" + up}, netProxyHooks{resolve: nsDNS(), decided: log.add})
+		dns := startTestDNS(t, nsDNSAddr, nsZone)
+		p, err := startNetProxy(netProxyConfig{processID: "p1", params: params, upstreamHTTPS: "http://" + up, nameserver: dns.addr}, netProxyHooks{decided: log.add})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -500,8 +584,8 @@ func startConnectProxy(t *testing.T, addr netip.Addr) (string, *atomic.Int64) {
 					return
 				}
 				host, port, _ := net.SplitHostPort(f[1])
-				if addrs, err := nsDNS()(context.Background(), host); err == nil {
-					host = addrs[0].String() // the upstream's DNS knows the test hosts too
+				if sets, ok := nsZone[host]; ok {
+					host = sets[0][0].String() // the upstream's DNS knows the test hosts too
 				}
 				d, err := net.Dial("tcp", net.JoinHostPort(host, port))
 				if err != nil {
@@ -601,8 +685,14 @@ func checkTrickleDown(t *testing.T, c io.Reader) {
 
 func startIdleTestProxy(t *testing.T) *netProxy {
 	t.Helper()
+	return startIdleTestProxyWith(t, `{"enableSocks5":true,"domains":{"127.0.0.1":"allow"}}`)
+}
+
+// startIdleTestProxyWith is startIdleTestProxy with the proxy config over.
+func startIdleTestProxyWith(t *testing.T, over string) *netProxy {
+	t.Helper()
 	p, err := startNetProxy(netProxyConfig{processID: "idle", idleTimeout: netIdleTestIdle,
-		params: netProxyParamsFor(t, `{"enableSocks5":true,"domains":{"127.0.0.1":"allow"}}`, nil)}, netProxyHooks{})
+		params: netProxyParamsFor(t, over, nil)}, netProxyHooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -744,7 +834,8 @@ func TestNetProxyIdleClockPipe(t *testing.T) {
 }
 
 // TestNetProxyRequestFraming: a forwarded request reaches its host with exactly its own body
-// (Content-Length, or chunked up to its end), and nothing the client sent after it; framing a
+// (Content-Length, or chunked up to its end), and nothing the client sent after it (which is
+// read as the next request); framing a
 // host could read another way (another transfer coding, both headers, a malformed length, two
 // Host headers) is refused with 400 before any host is reached. Read on the host: it records
 // every byte it received until the proxy closed the connection.
@@ -809,8 +900,9 @@ func TestNetProxyRequestFraming(t *testing.T) {
 			if string(body) != tc.want {
 				t.Errorf("the host got the body %q, want %q", body, tc.want)
 			}
-			if !bytes.HasSuffix(resp, []byte("\r\n\r\nok")) {
-				t.Errorf("the client did not get the answer")
+			// The request after it is read as a request of its own (an origin-form one: 400).
+			if !bytes.Contains(resp, []byte("\r\n\r\nokHTTP/1.1 400 ")) {
+				t.Errorf("the client did not get the answer, then the next request's 400")
 			}
 		})
 	}
@@ -821,14 +913,15 @@ func TestNetProxyRequestFraming(t *testing.T) {
 // tunnel with any 2xx and speaks first has its early bytes reach the client (one CONNECT
 // rule for every upstream). Read on the dialing side: which addresses the proxy dialled.
 func TestNetProxyUpstreamRules(t *testing.T) {
-	public := staticResolver(map[string][]netip.Addr{"public.example": {netip.MustParseAddr("8.8.8.8")}})
+	// public.example has a public address, which the dial hooks never reach.
+	dns := startTestDNS(t, netip.MustParseAddr("127.0.0.1"), testDNSZone{"public.example": {{netip.MustParseAddr("8.8.8.8")}}})
 	for _, setting := range []string{"https://127.0.0.1:1", "socks5://127.0.0.1:1"} {
 		t.Run(setting, func(t *testing.T) {
 			var mu sync.Mutex
 			var dialed []string
-			p, err := startNetProxy(netProxyConfig{processID: "u", upstreamHTTPS: setting,
+			p, err := startNetProxy(netProxyConfig{processID: "u", upstreamHTTPS: setting, nameserver: dns.addr,
 				params: netProxyParamsFor(t, `{"domains":{"public.example":"allow"},"allowUpstreamProxy":true}`, nil)},
-				netProxyHooks{resolve: public, dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				netProxyHooks{dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 					mu.Lock()
 					dialed = append(dialed, addr)
 					mu.Unlock()
@@ -872,9 +965,9 @@ func TestNetProxyUpstreamRules(t *testing.T) {
 			c.Write([]byte("HTTP/1.1 204 No Content\r\n\r\nEARLY"))
 			io.Copy(io.Discard, c)
 		}()
-		p, err := startNetProxy(netProxyConfig{processID: "u", upstreamHTTPS: "http://" + ln.Addr().String(),
+		p, err := startNetProxy(netProxyConfig{processID: "u", upstreamHTTPS: "http://" + ln.Addr().String(), nameserver: dns.addr,
 			params: netProxyParamsFor(t, `{"domains":{"public.example":"allow"},"allowUpstreamProxy":true}`, nil)},
-			netProxyHooks{resolve: public, dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			netProxyHooks{dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				if addr != ln.Addr().String() {
 					return nil, fmt.Errorf("the test dials only its upstream, not %s", addr)
 				}
@@ -906,7 +999,9 @@ func TestNetProxyRefusalDrained(t *testing.T) {
 			t.Fatal(err)
 		}
 		const size = 32 << 10
-		fmt.Fprintf(c, "POST http://denied.example/ HTTP/1.1\r\nHost: denied.example\r\nContent-Length: %d\r\n\r\n%s", size, strings.Repeat("x", size))
+		// Connection: close: the refusal ends the connection (without it the body is dropped
+		// and the connection waits for the next request, TestNetProxyKeepAlive).
+		fmt.Fprintf(c, "POST http://denied.example/ HTTP/1.1\r\nHost: denied.example\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", size, strings.Repeat("x", size))
 		resp, err := io.ReadAll(c)
 		c.Close()
 		if !bytes.HasPrefix(resp, []byte("HTTP/1.1 403 ")) || err != nil {
@@ -914,4 +1009,247 @@ func TestNetProxyRefusalDrained(t *testing.T) {
 		}
 	}
 	t.Logf("20 of 20 refusals with a %d-byte unread body read whole", 32<<10)
+}
+
+// keepAliveHost is a test host on a loopback address that answers by path (below) and
+// records every request that reaches it ("METHOD /path body").
+type keepAliveHost struct {
+	addr string
+	mu   sync.Mutex
+	got  []string
+}
+
+// startKeepAliveHost listens on ip. Answers: /nolen a body without length, then the close;
+// /chunked a chunked body; /204 204; /304 304 with a Content-Length but no body (these three
+// keep the host's connection open); any other path "hello IP /path" with its Content-Length
+// and Connection: close, then the close (a HEAD's answer the same head, no body).
+func startKeepAliveHost(t *testing.T, ip string) *keepAliveHost {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &keepAliveHost{addr: ln.Addr().String()}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					b, _ := io.ReadAll(req.Body)
+					h.mu.Lock()
+					h.got = append(h.got, strings.TrimSpace(req.Method+" "+req.URL.Path+" "+string(b)))
+					h.mu.Unlock()
+					var resp string
+					switch req.URL.Path {
+					case "/nolen":
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nno length body")
+						return
+					case "/chunked":
+						resp = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+					case "/204":
+						resp = "HTTP/1.1 204 No Content\r\n\r\n"
+					case "/304":
+						resp = "HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n"
+					default:
+						body := "hello " + ip + " " + req.URL.Path
+						resp = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", len(body))
+						if req.Method != "HEAD" {
+							resp += body
+						}
+					}
+					if _, err := io.WriteString(c, resp); err != nil || strings.Contains(resp, "Connection: close") {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return h
+}
+
+func (h *keepAliveHost) requests() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.got...)
+}
+
+// keepAliveRequest is an absolute-form request to path on h.
+func keepAliveRequest(method string, h *keepAliveHost, path, extra, body string) string {
+	if body != "" {
+		extra += fmt.Sprintf("Content-Length: %d\r\n", len(body))
+	}
+	return fmt.Sprintf("%s http://%s%s HTTP/1.1\r\nHost: %s\r\n%s\r\n%s", method, h.addr, path, h.addr, extra, body)
+}
+
+// readAnswer reads one answer to a request of method from br: its status, body and whether
+// it says the connection closes.
+func readAnswer(t *testing.T, br *bufio.Reader, method string) (int, string, bool) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("read the answer to a %s: %v", method, err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read the body of the answer to a %s: %v", method, err)
+	}
+	return resp.StatusCode, string(b), resp.Close
+}
+
+// TestNetProxyKeepAlive: a client connection carries several plain requests, as with the
+// reference (docs/network.md §2, "Keep-alive", measured): each is judged anew (a denied host
+// between two allowed ones gets its 403 and the connection goes on), pipelined requests are
+// answered in order, an answer without length ends the connection after it, answers without
+// a body (HEAD, 204, 304) leave it usable, and limited mode judges each method. Read on the
+// hosts: which requests reached which host.
+func TestNetProxyKeepAlive(t *testing.T) {
+	a, b, denied := startKeepAliveHost(t, "127.0.0.1"), startKeepAliveHost(t, "127.0.0.2"), startKeepAliveHost(t, "127.0.0.4")
+	const policy = `{"domains":{"127.0.0.1":"allow","127.0.0.2":"allow","127.0.0.4":"deny"}}`
+	dial := func(t *testing.T, p *netProxy) (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", p.httpAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	expectEOF := func(t *testing.T, br *bufio.Reader) {
+		t.Helper()
+		if n, err := io.Copy(io.Discard, br); n != 0 || err != nil {
+			t.Errorf("after the last answer: %d more bytes, %v; want the end", n, err)
+		}
+	}
+	hostsSaw := func(t *testing.T, before [3]int, want ...[]string) {
+		t.Helper()
+		for i, h := range []*keepAliveHost{a, b, denied} {
+			got := h.requests()[before[i]:]
+			if fmt.Sprint(got) != fmt.Sprint(want[i]) {
+				t.Errorf("host %s received %q, want %q", h.addr, got, want[i])
+			}
+		}
+	}
+	counts := func() [3]int { return [3]int{len(a.requests()), len(b.requests()), len(denied.requests())} }
+
+	t.Run("one after another", func(t *testing.T) {
+		p := startIdleTestProxyWith(t, policy)
+		before := counts()
+		c, br := dial(t, p)
+		for i, step := range []struct {
+			req, method string
+			code        int
+			body        string
+		}{
+			{keepAliveRequest("GET", a, "/1", "", ""), "GET", 200, "hello 127.0.0.1 /1"},
+			{keepAliveRequest("GET", b, "/2", "", ""), "GET", 200, "hello 127.0.0.2 /2"},
+			{keepAliveRequest("GET", denied, "/3", "", ""), "GET", 403, `"reason":"denied"`},
+			{keepAliveRequest("POST", a, "/4", "", "four"), "POST", 200, "hello 127.0.0.1 /4"},
+			{keepAliveRequest("GET", b, "/5", "Connection: close\r\n", ""), "GET", 200, "hello 127.0.0.2 /5"},
+		} {
+			io.WriteString(c, step.req)
+			code, body, closing := readAnswer(t, br, step.method)
+			if code != step.code || !strings.Contains(body, step.body) || closing != (i == 4) {
+				t.Fatalf("request %d: %d %q (closing %v), want %d %q", i+1, code, body, closing, step.code, step.body)
+			}
+		}
+		expectEOF(t, br)
+		hostsSaw(t, before, []string{"GET /1", "POST /4 four"}, []string{"GET /2", "GET /5"}, nil)
+	})
+
+	t.Run("pipelined", func(t *testing.T) {
+		p := startIdleTestProxyWith(t, policy)
+		before := counts()
+		c, br := dial(t, p)
+		io.WriteString(c, keepAliveRequest("GET", a, "/p1", "", "")+keepAliveRequest("POST", denied, "/p2", "", strings.Repeat("x", 100))+
+			keepAliveRequest("GET", b, "/p3", "", "")+keepAliveRequest("HEAD", a, "/p4", "", "")+keepAliveRequest("GET", a, "/p5", "", ""))
+		for i, want := range []struct {
+			method string
+			code   int
+			body   string
+		}{{"GET", 200, "hello 127.0.0.1 /p1"}, {"POST", 403, `"reason":"denied"`}, {"GET", 200, "hello 127.0.0.2 /p3"}, {"HEAD", 200, ""}, {"GET", 200, "hello 127.0.0.1 /p5"}} {
+			code, body, _ := readAnswer(t, br, want.method)
+			if code != want.code || !strings.Contains(body, want.body) || want.body == "" && body != "" {
+				t.Fatalf("answer %d: %d %q, want %d %q", i+1, code, body, want.code, want.body)
+			}
+		}
+		hostsSaw(t, before, []string{"GET /p1", "HEAD /p4", "GET /p5"}, []string{"GET /p3"}, nil)
+	})
+
+	t.Run("no body and chunked", func(t *testing.T) {
+		p := startIdleTestProxyWith(t, policy)
+		c, br := dial(t, p)
+		for i, step := range []struct {
+			method, path string
+			code         int
+			body         string
+		}{{"HEAD", "/h", 200, ""}, {"GET", "/204", 204, ""}, {"GET", "/304", 304, ""}, {"GET", "/chunked", 200, "hello"}, {"GET", "/last", 200, "hello 127.0.0.1 /last"}} {
+			io.WriteString(c, keepAliveRequest(step.method, a, step.path, "", ""))
+			code, body, closing := readAnswer(t, br, step.method)
+			if code != step.code || body != step.body || closing {
+				t.Fatalf("request %d (%s %s): %d %q closing %v, want %d %q", i+1, step.method, step.path, code, body, closing, step.code, step.body)
+			}
+		}
+	})
+
+	t.Run("an answer without length ends the connection", func(t *testing.T) {
+		p := startIdleTestProxyWith(t, policy)
+		before := counts()
+		c, br := dial(t, p)
+		io.WriteString(c, keepAliveRequest("GET", a, "/nolen", "", "")+keepAliveRequest("GET", a, "/after", "", ""))
+		code, body, closing := readAnswer(t, br, "GET")
+		if code != 200 || body != "no length body" || !closing {
+			t.Fatalf("got %d %q closing %v, want 200 %q and connection: close", code, body, closing, "no length body")
+		}
+		expectEOF(t, br)
+		hostsSaw(t, before, []string{"GET /nolen"}, nil, nil)
+	})
+
+	t.Run("a silent connection ends after the idle time", func(t *testing.T) {
+		p := startIdleTestProxyWith(t, policy) // idle time netIdleTestIdle
+		c, br := dial(t, p)
+		io.WriteString(c, keepAliveRequest("GET", a, "/i", "", ""))
+		if code, _, _ := readAnswer(t, br, "GET"); code != 200 {
+			t.Fatalf("got %d", code)
+		}
+		last := time.Now()
+		expectEOF(t, br)
+		quiet := time.Since(last)
+		t.Logf("the silent connection ended %v after the answer (idle time %v)", quiet, netIdleTestIdle)
+		if quiet < netIdleTestIdle-netIdleTestSlack || quiet > netIdleTestIdle+netIdleTestSlack {
+			t.Errorf("a silent kept-alive connection ended %v after its last answer, want about %v", quiet, netIdleTestIdle)
+		}
+	})
+
+	t.Run("limited mode judges each method", func(t *testing.T) {
+		p := startIdleTestProxyWith(t, `{"mode":"limited","domains":{"127.0.0.1":"allow"}}`)
+		before := counts()
+		c, br := dial(t, p)
+		io.WriteString(c, keepAliveRequest("GET", a, "/g1", "", "")+keepAliveRequest("POST", a, "/smuggled", "", "abc")+keepAliveRequest("GET", a, "/g2", "", ""))
+		for i, want := range []struct {
+			code int
+			body string
+		}{{200, "hello 127.0.0.1 /g1"}, {403, `"reason":"method_not_allowed","decision":"deny","source":"mode_guard"`}, {200, "hello 127.0.0.1 /g2"}} {
+			code, body, _ := readAnswer(t, br, "GET")
+			if code != want.code || !strings.Contains(body, want.body) {
+				t.Fatalf("answer %d: %d %q, want %d %q", i+1, code, body, want.code, want.body)
+			}
+		}
+		hostsSaw(t, before, []string{"GET /g1", "GET /g2"}, nil, nil)
+	})
 }

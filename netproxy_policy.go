@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"time"
 )
 
 // Reasons, sources and scopes of a decision, in the reference's words (docs/network.md §3).
@@ -314,11 +315,28 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// systemResolve is the resolver a proxy uses when its hooks give none.
-func systemResolve(ctx context.Context, host string) ([]netip.Addr, error) {
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil {
-		return nil, fmt.Errorf("resolve %s: %w", host, err)
+// netProxyDNSDialTimeout bounds one connection to the nameserver of netProxyConfig; each
+// query's own time is the resolver's (resolv.conf's timeout and attempts).
+const netProxyDNSDialTimeout = 5 * time.Second
+
+// proxyResolver is the lookup a proxy resolves names with: the system's resolver, or, with
+// nameserver set, Go's own resolver with every query sent to that one server, by UDP and
+// by TCP when an answer comes back truncated (docs/network.md §3, "Resolution"). Both run
+// the same code from here on: the addresses of A and AAAA, checked by resolvePublic.
+func proxyResolver(nameserver netip.AddrPort) resolveFunc {
+	r := net.DefaultResolver
+	if nameserver.IsValid() {
+		d := &net.Dialer{Timeout: netProxyDNSDialTimeout}
+		r = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			// The address resolv.conf names is ignored: only the configured server is asked.
+			return d.DialContext(ctx, network, nameserver.String())
+		}}
 	}
-	return addrs, nil
+	return func(ctx context.Context, host string) ([]netip.Addr, error) {
+		addrs, err := r.LookupNetIP(ctx, "ip", host)
+		if err != nil {
+			return nil, fmt.Errorf("resolve %s: %w", host, err)
+		}
+		return addrs, nil
+	}
 }

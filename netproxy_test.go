@@ -85,7 +85,9 @@ func netProxyParamsFor(t testing.TB, over string, timeoutMs *uint64) *networkPro
 	return &p
 }
 
-// staticResolver answers from a table: the test's DNS.
+// staticResolver answers from a table, in place of the proxy's resolver. The proxy's own
+// tests run a DNS server instead (startTestDNS); this remains for tests that need a lookup
+// to do what no DNS server could in time (a name changing between two steps of one request).
 func staticResolver(table map[string][]netip.Addr) resolveFunc {
 	return func(ctx context.Context, host string) ([]netip.Addr, error) {
 		if a, ok := table[host]; ok {
@@ -110,18 +112,20 @@ func TestNetProxyPolicyTable(t *testing.T) {
 				}
 				timeout = &n
 			}
-			dns := map[string][]netip.Addr{}
+			zone := testDNSZone{}
 			for _, e := range strings.Fields(c.fields["dns"]) {
 				name, addrs, _ := strings.Cut(e, "=")
+				var set []netip.Addr
 				for _, a := range strings.Split(addrs, ",") {
-					dns[name] = append(dns[name], netip.MustParseAddr(a))
+					set = append(set, netip.MustParseAddr(a))
 				}
+				zone[name] = [][]netip.Addr{set}
 			}
+			dns := startTestDNS(t, netip.MustParseAddr("127.0.0.1"), zone)
 			var mu sync.Mutex
 			var got []string
 			asked := false
 			hooks := netProxyHooks{
-				resolve: staticResolver(dns),
 				decided: func(d policyDecision) {
 					mu.Lock()
 					defer mu.Unlock()
@@ -140,7 +144,7 @@ func TestNetProxyPolicyTable(t *testing.T) {
 					return json.RawMessage(c.fields["answer"]), nil
 				},
 			}
-			p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, c.fields["proxy"], timeout)}, hooks)
+			p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, c.fields["proxy"], timeout), nameserver: dns.addr}, hooks)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -268,11 +272,11 @@ func proxyGoroutines() []string {
 func TestNetProxyCloseLeavesNothing(t *testing.T) {
 	echo := startLoopbackEcho(t)
 	defer echo.close()
+	dns := startTestDNS(t, netip.MustParseAddr("127.0.0.1"), nil)
 	fdsBefore := openSockets(t)
 	asked := make(chan struct{})
 	ms := uint64(60000)
-	p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, `{"domains":{"127.0.0.1":"allow"}}`, &ms)}, netProxyHooks{
-		resolve: staticResolver(nil),
+	p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, `{"domains":{"127.0.0.1":"allow"}}`, &ms), nameserver: dns.addr}, netProxyHooks{
 		ask: func(ctx context.Context, req policyRequestParams) (json.RawMessage, error) {
 			close(asked)
 			<-ctx.Done()
@@ -378,8 +382,8 @@ func TestNetProxyPendingDecisionsBounded(t *testing.T) {
 	ms := uint64(60000)
 	var waiting sync.WaitGroup
 	waiting.Add(netProxyMaxPendingDecisions)
-	p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, `{"domains":{"x.example":"allow"}}`, &ms)}, netProxyHooks{
-		resolve: staticResolver(nil),
+	dns := startTestDNS(t, netip.MustParseAddr("127.0.0.1"), nil)
+	p, err := startNetProxy(netProxyConfig{processID: "p1", params: netProxyParamsFor(t, `{"domains":{"x.example":"allow"}}`, &ms), nameserver: dns.addr}, netProxyHooks{
 		ask: func(ctx context.Context, req policyRequestParams) (json.RawMessage, error) {
 			waiting.Done()
 			<-ctx.Done()
