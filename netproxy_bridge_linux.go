@@ -376,7 +376,7 @@ const (
 func (p *netProxy) serveBridged(kind bridgeKind, c net.Conn) {
 	serve := p.serveHTTP
 	if kind == bridgeSOCKS {
-		serve = p.serveSocks
+		serve = func(c net.Conn) { p.serveSocksFrom(c, true) }
 	}
 	select {
 	case p.slots <- struct{}{}:

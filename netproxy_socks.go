@@ -170,8 +170,15 @@ func socksReply(c net.Conn, code byte, addr *net.UDPAddr) error {
 	return err
 }
 
-// serveSocks serves one SOCKS5 client connection.
-func (p *netProxy) serveSocks(c net.Conn) {
+// serveSocks serves one SOCKS5 client connection of the proxy's own listener.
+func (p *netProxy) serveSocks(c net.Conn) { p.serveSocksFrom(c, false) }
+
+// serveSocksFrom serves one SOCKS5 client connection. A bridged one, which a routed command
+// made through its bridge (docs/network.md §4), is never given a UDP association: the relay
+// socket would be on the host's 127.0.0.1, which the command cannot reach from its
+// namespace, so it would serve only other local processes, as a hop under this process's
+// policy; it gets "command not supported" instead.
+func (p *netProxy) serveSocksFrom(c net.Conn, bridged bool) {
 	c.SetReadDeadline(time.Now().Add(netProxyHeadTimeout))
 	buf := make([]byte, 0, socksMaxGreeting+socksMaxRequest)
 	var noAuth bool
@@ -241,7 +248,7 @@ func (p *netProxy) serveSocks(c net.Conn) {
 			return
 		}
 		p.splice(c, up, rest, early)
-	case req.cmd == socksCmdUDPAssociate && p.udpAllowed:
+	case req.cmd == socksCmdUDPAssociate && p.udpAllowed && !bridged:
 		p.serveUDPAssociate(c, client)
 	default:
 		socksReply(c, socksCmdNotSupported, nil)
