@@ -13,6 +13,7 @@ package main
 // the namespace for the bridge to work.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -226,6 +227,10 @@ type netBridge struct {
 	hand   func(net.Conn) // the proxy's serving function (serveBridged); nil: splice to target
 	slots  chan struct{}  // one per open connection (netProxyMaxConns)
 	done   chan struct{}  // closed by close
+	// ctx ends at close: it bounds the dials to target, so that a target that never answers
+	// does not hold close (and the process's exit) for the whole dial timeout.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -257,6 +262,7 @@ func startNetBridge(f *os.File, target string, p *netProxy) (*netBridge, error) 
 	}
 	b := &netBridge{ln: ln, target: target, hand: hand, slots: make(chan struct{}, netProxyMaxConns),
 		done: make(chan struct{}), conns: make(map[net.Conn]struct{})}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.wg.Add(1)
 	go b.serve()
 	return b, nil
@@ -325,7 +331,10 @@ func (b *netBridge) carry(client net.Conn) {
 	defer b.wg.Done()
 	defer func() { <-b.slots }()
 	defer b.untrack(client)
-	up, err := net.DialTimeout("tcp", b.target, netProxyDialTimeout)
+	ctx, cancel := context.WithTimeout(b.ctx, netProxyDialTimeout)
+	var d net.Dialer
+	up, err := d.DialContext(ctx, "tcp", b.target)
+	cancel()
 	if err != nil {
 		return
 	}
@@ -350,6 +359,7 @@ func (b *netBridge) close() {
 	if !b.closed {
 		b.closed = true
 		close(b.done)
+		b.cancel()
 		for c := range b.conns {
 			c.Close()
 		}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -341,5 +342,74 @@ func TestBridgeRewriteEnvOnce(t *testing.T) {
 	want := []string{"HTTP_PROXY=http://127.0.0.1:2000", "ALL_PROXY=socks5h://127.0.0.1:3000"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// TestNetBridgeCloseEndsDial: a bridge whose target never answers (its accept queue is full,
+// so the kernel drops the SYNs) still closes at once: the dial in progress ends with the
+// bridge, instead of holding close, and so the process's exit, for the whole dial timeout.
+func TestNetBridgeCloseEndsDial(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := sa.(*unix.SockaddrInet4).Port
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	// Fill the accept queue (a backlog of 0 holds one): later SYNs are dropped.
+	for range 2 {
+		c, err := net.DialTimeout("tcp", target, time.Second)
+		if err != nil {
+			break
+		}
+		defer c.Close()
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ln.(*net.TCPListener).File()
+	ln.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := startNetBridge(f, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", b.ln.Addr().String())
+	if err != nil {
+		b.close()
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Wait until the bridge's dial to the target is in the kernel, unanswered (SYN_SENT).
+	synSent := fmt.Sprintf(":%04X 02 ", port)
+	for {
+		tcp, err := os.ReadFile("/proc/net/tcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(tcp, []byte(synSent)) {
+			break
+		}
+		runtime.Gosched()
+	}
+	closed := make(chan struct{})
+	go func() { b.close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(netProxyDialTimeout / 2):
+		t.Fatalf("close still waits on the dial to a target that never answers after %v", netProxyDialTimeout/2)
 	}
 }
