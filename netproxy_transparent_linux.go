@@ -202,10 +202,10 @@ func receiveTransparent(sock *os.File) (ln, netns *os.File, dns []*os.File, err 
 	}
 	data := make([]byte, 1)
 	oob := make([]byte, unix.CmsgSpace(4*(2+transparentDNSMaxServers)))
-	var n, oobn int
+	var n, oobn, flags int
 	var rerr error
 	if err := conn.Read(func(fd uintptr) bool {
-		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), data, oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, _, rerr = unix.Recvmsg(int(fd), data, oob, unix.MSG_CMSG_CLOEXEC)
 		return rerr != unix.EAGAIN
 	}); err != nil {
 		return nil, nil, nil, fmt.Errorf("transparent TCP: receive the listener: %w", err)
@@ -229,6 +229,11 @@ func receiveTransparent(sock *os.File) (ln, netns *os.File, dns []*os.File, err 
 			unix.Close(fd)
 		}
 		return nil, nil, nil, err
+	}
+	// MSG_CTRUNC: descriptors were dropped (more than the buffer holds, or this server ran out
+	// of descriptors): what arrived is not what the stage sent.
+	if flags&unix.MSG_CTRUNC != 0 {
+		return fail(errors.New("transparent TCP: the stage's descriptors arrived truncated"))
 	}
 	if n != 1 || data[0] != transparentMsg || len(fds) < 3 || len(fds) > 2+transparentDNSMaxServers {
 		return fail(fmt.Errorf("transparent TCP: expected the listener, the namespace and the nameserver sockets, got %d descriptors", len(fds)))

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ttProbeEnv makes the test binary the transparent command: argv[1..] are "host:port"
@@ -510,4 +512,83 @@ func TestTransparentDNS(t *testing.T) {
 	if got := resolvConfServers(""); fmt.Sprint(got) != "[127.0.0.1]" {
 		t.Errorf("no nameserver: %v", got)
 	}
+}
+
+// TestReceiveTransparentTruncated: when this server cannot take every descriptor the stage
+// sent (it is out of descriptors: the kernel installs what it can and says MSG_CTRUNC), the
+// hand-over fails, instead of the server serving the first ones as if they were all.
+func TestReceiveTransparentTruncated(t *testing.T) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := os.NewFile(uintptr(pair[0]), "ours")
+	defer ours.Close()
+	defer unix.Close(pair[1])
+	// A listener as the stage makes one (net.Listen's would be MPTCP).
+	lfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf := os.NewFile(uintptr(lfd), "listener")
+	defer lf.Close()
+	if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(lfd, 1); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := os.Open("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	fds := []int{int(lf.Fd()), int(ns.Fd())}
+	for range transparentDNSMaxServers {
+		u, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		uf, err := u.(*net.UDPConn).File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer uf.Close()
+		fds = append(fds, int(uf.Fd()))
+	}
+	if err := unix.Sendmsg(pair[1], []byte{transparentMsg}, unix.UnixRights(fds...), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Leave this process exactly three free descriptor numbers: the three lowest free ones,
+	// under a limit just above them.
+	var free [3]int
+	for i := range free {
+		if free[i], err = unix.Dup(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range free {
+		unix.Close(fd)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: uint64(free[2] + 1), Max: old.Max}); err != nil {
+		t.Fatal(err)
+	}
+	l, n, dns, err := receiveTransparent(ours)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err == nil {
+		l.Close()
+		n.Close()
+		for _, f := range dns {
+			f.Close()
+		}
+		t.Fatalf("%d descriptors sent, %d nameservers of %d taken: the truncated hand-over was served", len(fds), len(dns), transparentDNSMaxServers)
+	}
+	t.Logf("refused: %v", err)
 }
