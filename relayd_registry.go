@@ -53,6 +53,8 @@ type relaydAuth struct {
 func (d *relayd) relaydBearer(w http.ResponseWriter, r *http.Request, envID string, register bool) *relaydToken {
 	tok, err := d.cfg.Load().authenticate(r.Header, d.now())
 	if err != nil {
+		// The operator sees refusals of unknown tokens too; the presented token is never logged.
+		d.peerLog.Info("relay: unauthorized", "environment_id", envID, "remote", r.RemoteAddr, "reason", err.Error())
 		relaydError(w, http.StatusUnauthorized, "unauthorized", err.Error())
 		return nil
 	}

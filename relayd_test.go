@@ -430,7 +430,7 @@ func TestRelaydCarriesOnlyCiphertext(t *testing.T) {
 // per-environment tokens.
 func TestRelaydAccessControl(t *testing.T) {
 	f := newRelaydFixture(t, "")
-	_, base := startRelayProcess(t, f, "127.0.0.1:0")
+	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
 	id, _ := newNoiseIdentity(rand.Reader)
 	reg := map[string]any{"security_profile": registrySecurityProfile, "executor_public_key": id.publicKey()}
 	con := map[string]any{"harness_public_key": id.publicKey()}
@@ -447,6 +447,11 @@ func TestRelaydAccessControl(t *testing.T) {
 	check("register without a bearer", st, v, 401, "unauthorized")
 	st, v = relaydPost(t, nil, base, "box-9", "register", "nope-"+f.fleet, reg)
 	check("register with an unknown token", st, v, 401, "unauthorized")
+	// The operator sees a refused unknown token too, without the token.
+	relay.stderr.waitFor(t, "relay: unauthorized")
+	if log := relay.stderr.String(); !strings.Contains(log, "environment_id=box-9") || strings.Contains(log, "nope-") {
+		t.Errorf("the 401's log line: %s", log)
+	}
 	st, v = relaydPost(t, nil, base, "box-9", "register", f.alice, reg)
 	check("register with a connect-only token", st, v, 403, "forbidden")
 	st, v = relaydPost(t, nil, base, "other-9", "register", f.fleet, reg)
