@@ -172,3 +172,50 @@ func TestAdv29FullModeSmuggleOtherHost(t *testing.T) {
 		}
 	}
 }
+
+// TestAdv29ResponseDesyncChunkedTrailer: the answer side of the unchecked trailer. A host
+// (allowed, attacker-run) answers chunked and ends its trailer with a bare LF line, then
+// sends what the proxy passes on as trailer lines: a whole answer head. A client that ends
+// a trailer at a bare LF (Go's net/http) reads that head as the answer to its next request,
+// sent to another host: host A's answer delivered as host B's. Read on host B: what it
+// really answered, against what the client was given as its answer.
+func TestAdv29ResponseDesyncChunkedTrailer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\n"+
+			"HTTP/1.1 200 OK\r\nX-Forged-By: host-a\r\nContent-Length: 0\r\n\r\n")
+	}()
+	b := startKeepAliveHost(t, "127.0.0.2")
+	p := startIdleTestProxyWith(t, `{"domains":{"127.0.0.1":"allow","127.0.0.2":"allow"}}`)
+	c, br := adv29Dial(t, p)
+	addrA := ln.Addr().String()
+	fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n", addrA, addrA)
+	readAnswer(t, br, "GET")
+	fmt.Fprint(c, keepAliveRequest("GET", b, "/b", "", ""))
+	resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+	if err != nil {
+		t.Fatalf("read the answer to the request to host B: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	t.Logf("host B received %q and answered %q; the client read %d %q, X-Forged-By %q", b.requests(), "hello 127.0.0.2 /b",
+		resp.StatusCode, body, resp.Header.Get("X-Forged-By"))
+	if resp.Header.Get("X-Forged-By") != "" || string(body) != "hello 127.0.0.2 /b" {
+		t.Errorf("the answer to the request to host B is host A's forged head (X-Forged-By %q, body %q), not B's %q",
+			resp.Header.Get("X-Forged-By"), body, "hello 127.0.0.2 /b")
+	}
+}
