@@ -219,3 +219,42 @@ func TestAdv29ResponseDesyncChunkedTrailer(t *testing.T) {
 			resp.Header.Get("X-Forged-By"), body, "hello 127.0.0.2 /b")
 	}
 }
+
+// TestAdv29ResponseDesyncConnectionContentLength: a host's answer whose Connection header
+// names Content-Length is framed by the proxy with that length but relayed without it, and
+// the connection kept. The client, reading an HTTP/1.1 answer without length, takes
+// everything until the close as its body: the answer of the next request, from another
+// host, is delivered inside host A's answer. Read on host B: it got its request and
+// answered; the client never gets that answer as B's.
+func TestAdv29ResponseDesyncConnectionContentLength(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: Content-Length\r\n\r\nok")
+	}()
+	b := startKeepAliveHost(t, "127.0.0.2")
+	p := startIdleTestProxyWith(t, `{"domains":{"127.0.0.1":"allow","127.0.0.2":"allow"}}`)
+	c, br := adv29Dial(t, p)
+	addrA := ln.Addr().String()
+	fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n", addrA, addrA)
+	fmt.Fprint(c, keepAliveRequest("GET", b, "/b", "", ""))
+	_, bodyA, _ := readAnswer(t, br, "GET")
+	t.Logf("host B received %q; the client read host A's body as %q", b.requests(), bodyA)
+	if bodyA != "ok" {
+		t.Errorf("host A's answer, relayed without the Content-Length the proxy framed it by, swallowed what followed: %q", bodyA)
+	}
+}
