@@ -80,9 +80,11 @@ func TestAdv29LimitedSmuggleChunkedTrailer(t *testing.T) {
 	c, br := adv29Dial(t, p)
 	fmt.Fprintf(c, "GET http://%s/204 HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\nPOST /smuggled HTTP/1.1\r\nHost: %s\r\n\r\n",
 		a.addr, a.addr, a.addr)
-	code, _, _ := readAnswer(t, br, "GET")
+	// The client's answer does not matter (a proxy that refuses the trailer may end the
+	// connection before or after the host's answer): the verdict is what the host parsed.
+	_, err := http.ReadResponse(br, &http.Request{Method: "GET"})
 	got := adv29AwaitHost(a, before, 2)
-	t.Logf("client got %d; host parsed %q", code, got)
+	t.Logf("client read an answer (error %v); host parsed %q", err, got)
 	for _, r := range got {
 		if strings.HasPrefix(r, "POST") {
 			t.Errorf("limited mode: the host parsed %q, a POST smuggled in a chunked GET's trailer after a bare-LF line", r)
@@ -205,11 +207,17 @@ func TestAdv29ResponseDesyncChunkedTrailer(t *testing.T) {
 	c, br := adv29Dial(t, p)
 	addrA := ln.Addr().String()
 	fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n", addrA, addrA)
-	readAnswer(t, br, "GET")
+	// A proxy that refuses the trailer cuts host A's answer and ends the connection: then
+	// nothing is read as B's answer, which is the safe outcome.
+	if resp, err := http.ReadResponse(br, &http.Request{Method: "GET"}); err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		t.Logf("host A's answer read (body error %v)", err)
+	}
 	fmt.Fprint(c, keepAliveRequest("GET", b, "/b", "", ""))
 	resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
 	if err != nil {
-		t.Fatalf("read the answer to the request to host B: %v", err)
+		t.Logf("no answer read after host A's (%v): the connection ended, nothing forged reached the client", err)
+		return
 	}
 	body, _ := io.ReadAll(resp.Body)
 	t.Logf("host B received %q and answered %q; the client read %d %q, X-Forged-By %q", b.requests(), "hello 127.0.0.2 /b",
