@@ -124,7 +124,19 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 			}
 			b.crlf = false
 		case b.trailer:
-			b.done = blank
+			if blank {
+				b.done = true
+				break
+			}
+			// A trailer line is a header field ended by CRLF: a lenient reader that ends the
+			// trailers at a bare LF would find a message in what passes here as a trailer.
+			field, ok := strings.CutSuffix(string(line), "\r\n")
+			if !ok {
+				return 0, errBadBody
+			}
+			if _, err := parseHeaderLines([]string{field}); err != nil {
+				return 0, errBadBody
+			}
 		default:
 			size, ok := chunkSize(line)
 			if !ok {
@@ -719,6 +731,11 @@ func hopHeaders(h *httpHead) map[string]bool {
 			}
 		}
 	}
+	// The framing and the host are never the sender's to drop: the proxy frames the message
+	// by them, so the next hop must see the same ones, or it reads another message boundary.
+	delete(hop, "content-length")
+	delete(hop, "transfer-encoding")
+	delete(hop, "host")
 	return hop
 }
 
