@@ -231,3 +231,63 @@ func TestReview29ClientGoneMidBodyHoldsHost(t *testing.T) {
 		t.Errorf("5 s after the client left mid-body the host's connection is still open")
 	}
 }
+
+// TestReview29AnswerTrailerBareLFFeedsTheNextRequest: the answer's side of
+// TestReview29ChunkedTrailerBareLF. An allowed host ends its chunked answer with "0\r\n\n"
+// and goes on with a whole answer of its making; chunkedBody takes all of it for trailer
+// lines, up to the blank CRLF line, and relays it. The client's HTTP reader (net/http here)
+// ends the first answer at the bare LF and reads the host's forged answer as the answer to
+// its next request on the connection, which went to another host.
+func TestReview29AnswerTrailerBareLFFeedsTheNextRequest(t *testing.T) {
+	serve := func(answer string) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+				return
+			}
+			io.WriteString(c, answer)
+			io.Copy(io.Discard, c)
+		}()
+		return ln.Addr().String()
+	}
+	evil := serve("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\n" +
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Forged: by the first host\r\n\r\n")
+	other := serve("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nfrom-b")
+	p := review29Limited(t)
+	c, err := net.Dial("tcp", p.httpAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	fmt.Fprintf(c, "GET http://%s/a HTTP/1.1\r\nHost: %s\r\n\r\n", evil, evil)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(resp.Body); err != nil {
+		t.Logf("the first answer was cut (%q, %v): the connection ends with it", b, err)
+		return
+	}
+	fmt.Fprintf(c, "GET http://%s/b HTTP/1.1\r\nHost: %s\r\n\r\n", other, other)
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Logf("no second answer (the connection ended): %v", err)
+		return
+	}
+	b, _ := io.ReadAll(resp.Body)
+	t.Logf("second answer: %d %v %q", resp.StatusCode, resp.Header, b)
+	if string(b) != "from-b" || resp.Header.Get("X-Forged") != "" {
+		t.Errorf("the answer to the request to %s came from %s", other, evil)
+	}
+}
