@@ -291,3 +291,23 @@ func TestReview29AnswerTrailerBareLFFeedsTheNextRequest(t *testing.T) {
 		t.Errorf("the answer to the request to %s came from %s", other, evil)
 	}
 }
+
+// TestReview29HeadLineOfBufferSize: readHeadFrom takes a line fragment of 1 or 2 bytes
+// ("\n", "\r\n") for the blank line that ends a head, though after a bufio.ErrBufferFull it
+// is only the end of a line of netProxyMaxChunkLine (4 KiB) bytes: a well-formed request
+// with a header line of exactly 4,096 bytes (a long cookie) is cut there and answered 400
+// (an answer head with such a line gets 502 the same way, relayResponse reading it with the
+// same function).
+func TestReview29HeadLineOfBufferSize(t *testing.T) {
+	host, parsed := review29Host(t)
+	p := review29Limited(t)
+	line := "Cookie: c="
+	line += strings.Repeat("x", netProxyMaxChunkLine-len(line))
+	resp := review29Send(t, p, fmt.Sprintf("GET http://%s/ok HTTP/1.1\r\nHost: %s\r\n%s\r\nConnection: close\r\n\r\n", host, host, line))
+	if !strings.HasPrefix(resp, "HTTP/1.1 200 ") {
+		t.Errorf("a request with a %d-byte header line (under netProxyMaxHeaderBytes) got %.40q", len(line), resp)
+	}
+	if strings.HasPrefix(resp, "HTTP/1.1 200 ") {
+		t.Logf("the host parsed %q", <-parsed)
+	}
+}
