@@ -286,8 +286,8 @@ func readHead(c net.Conn) (buf []byte, n int, err error) {
 	}
 }
 
-// splitHostPort splits an authority "host:port" or "[v6]:port" (port required when
-// needPort, else def).
+// splitHostPort splits an authority "host:port" or "[v6]:port"; without a port it takes def,
+// and def 0 requires one.
 func splitHostPort(authority string, def uint16) (string, uint16, error) {
 	host, portText, err := net.SplitHostPort(authority)
 	if err != nil {
@@ -459,7 +459,19 @@ func (p *netProxy) exchange(c, up net.Conn, early []byte, head *httpHead, body i
 	k := startIdleClock(p.idleOf(), c, up)
 	defer k.stop()
 	sent := make(chan error, 1)
-	go func() { sent <- k.copy(up, body) }() // ends with the body, or when c or up fails
+	// The body's copy ends with the body, or when c or up fails. A body cut short (the client
+	// left mid-body) closes up: the host, waiting for the rest, would never answer, and the
+	// answer's wait would hold the host connection and the slot for the idle time.
+	go func() {
+		err := k.copy(up, body)
+		if lr, ok := body.(*io.LimitedReader); ok && err == nil && lr.N > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			up.Close()
+		}
+		sent <- err
+	}()
 	again := p.relayResponse(k, c, up, early, head, keep)
 	wait := time.NewTimer(netProxyDrainTimeout)
 	defer wait.Stop()
@@ -702,8 +714,11 @@ func (h *httpHead) hasToken(name, token string) bool {
 // netProxyMaxHeaderBytes; what follows stays in br.
 func readHeadFrom(br *bufio.Reader) ([]byte, error) {
 	var head []byte
+	whole := true // the next slice starts a line (the one before ended with its LF)
 	for {
+		start := whole
 		line, err := br.ReadSlice('\n')
+		whole = err != bufio.ErrBufferFull
 		if len(head)+len(line) > netProxyMaxHeaderBytes {
 			return nil, errHeadTooLarge
 		}
@@ -713,7 +728,9 @@ func readHeadFrom(br *bufio.Reader) ([]byte, error) {
 			continue
 		case err != nil:
 			return nil, err
-		case len(line) == 1 || len(line) == 2 && line[0] == '\r':
+		case start && (len(line) == 1 || len(line) == 2 && line[0] == '\r'):
+			// Only a line of its own is the blank line: the CRLF ending a line longer than the
+			// buffer is not.
 			return head, nil
 		}
 	}
