@@ -391,17 +391,21 @@ func (p *netProxy) serveHTTPRequest(c net.Conn, br *bufio.Reader) bool {
 		return false
 	}
 	keep := head.proto == "HTTP/1.1" && !head.hasToken("Connection", "close")
+	// A refused request's body is dropped before the next request is read; a client that
+	// waits for "100 Continue" may never send it, and its next request would be dropped as
+	// that body: such a refusal ends the connection.
+	keepRefused := keep && !head.hasToken("Expect", "100-continue")
 	r := netRequest{protocol: protoHTTP, host: host, port: port, method: head.method, client: c.RemoteAddr().String()}
 	v := p.decide(p.ctx, r)
 	if !v.allowed {
-		writeBlockedJSON(c, r, v, !keep)
-		return afterRefusal(c, body, keep)
+		writeBlockedJSON(c, r, v, !keepRefused)
+		return afterRefusal(c, body, keepRefused)
 	}
 	up, early, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
 	if err != nil {
 		if v, ok := p.refusedAtConnect(r, err); ok {
-			writeBlockedJSON(c, r, v, !keep)
-			return afterRefusal(c, body, keep)
+			writeBlockedJSON(c, r, v, !keepRefused)
+			return afterRefusal(c, body, keepRefused)
 		}
 		writeText(c, "502 Bad Gateway", "", "upstream failure")
 		return afterRefusal(c, body, false)

@@ -311,3 +311,29 @@ func TestReview29HeadLineOfBufferSize(t *testing.T) {
 		t.Logf("the host parsed %q", <-parsed)
 	}
 }
+
+// TestReview29RefusedExpectContinueEnds: a refused request that waits for "100 Continue"
+// (its client may never send the body) ends the connection with its 403, instead of reading
+// the client's next request as the dropped body. The denied host is never asked.
+func TestReview29RefusedExpectContinueEnds(t *testing.T) {
+	p := review29Limited(t)
+	c, err := net.Dial("tcp", p.httpAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST http://denied.example/x HTTP/1.1\r\nHost: denied.example\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 403 || !resp.Close {
+		t.Errorf("answer %d, close %v: want 403 that ends the connection", resp.StatusCode, resp.Close)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("the connection stayed open after the refusal: %v", err)
+	}
+}
