@@ -10,9 +10,12 @@ package main
 // A new file: these are the adversary's tests of the relay, kept apart from its own tests.
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -280,5 +283,62 @@ func TestAdv24OneTokenFillsTheRegistry(t *testing.T) {
 	status, v := relaydPost(t, nil, base, "solo-1", "register", toks["solo"], body)
 	if status != http.StatusOK {
 		t.Errorf("solo registering its one environment: %d %v: one token's registrations deny every other token", status, v)
+	}
+}
+
+// TestAdv24PendingConnectionsLockOut: someone with no token opens relaydMaxPending (1024) TCP
+// connections to the relay and sends nothing. The relay closes every connection past that
+// cap at once, whoever opens it, for as long as the idle ones are held (a silent one up to
+// relaydHeaderTimeout, 10 s, and the attacker opens it again): the executor that comes to
+// register, with its valid token, is turned away.
+func TestAdv24PendingConnectionsLockOut(t *testing.T) {
+	f, toks := adv24Fixture(t, map[string][2][]string{"fleet": {{"box-*"}, nil}}, "")
+	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
+	t.Logf("relay before: %s", adv24Status(relay))
+	addr := strings.TrimPrefix(base, "http://")
+	var idle []net.Conn
+	t.Cleanup(func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	})
+	for range relaydMaxPending {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("connection %d: %v", len(idle), err)
+		}
+		idle = append(idle, c)
+	}
+	// The relay has accepted them all once its fd count has grown by that much.
+	deadline := time.Now().Add(remoteTestTimeout)
+	for {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", relay.cmd.Process.Pid))
+		if len(fds) >= relaydMaxPending || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // the accept loop has no event the test can wait on
+	}
+	t.Logf("%d silent connections, no token; relay: %s", len(idle), adv24Status(relay))
+
+	id, err := newNoiseIdentity(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"security_profile": registrySecurityProfile, "executor_public_key": id.publicKey()})
+	refused := 0
+	for range 5 {
+		req, _ := http.NewRequest("POST", base+"/cloud/environment/box-1/register", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+toks["fleet"])
+		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			refused++
+			t.Logf("the executor's register: %v", err)
+			continue
+		}
+		resp.Body.Close()
+		t.Logf("the executor's register: %s", resp.Status)
+	}
+	if refused > 0 {
+		t.Errorf("%d of 5 registers with a valid token were cut off while %d silent connections of nobody were held", refused, len(idle))
 	}
 }
