@@ -342,3 +342,74 @@ func TestAdv24PendingConnectionsLockOut(t *testing.T) {
 		t.Errorf("%d of 5 registers with a valid token were cut off while %d silent connections of nobody were held", refused, len(idle))
 	}
 }
+
+// TestAdv24WorldReadableTLSKey: the relay refuses a token or secret file that group or others
+// may read, but serves with a --tls-key of mode 0644: the key every client's TLS trusts is
+// taken as readily as one only its owner may read.
+func TestAdv24WorldReadableTLSKey(t *testing.T) {
+	f, _ := adv24Fixture(t, map[string][2][]string{"fleet": {{"box-*"}, nil}}, "")
+	certFile, keyFile, _, _ := relaydTestCert(t)
+	if err := os.Chmod(keyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, base := startPrinting(t, nil, "relay", "--config", f.config, "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile)
+	if p != nil {
+		t.Errorf("the relay serves %s with a private key of mode 0644 (%s); token files of that mode are refused", base, keyFile)
+		return
+	}
+	t.Logf("refused: %s", p.stderr.String())
+}
+
+// TestAdv24ForgedForwardedHeader: X-Exec-Server-Relay-Forwarded-By, which marks a registry
+// request a peer forwarded, is taken from any client. Sent to a node that does not own the
+// environment, it makes that node serve the register itself: a registration the owner never
+// holds, answered with the owner's rendezvous URL, so the executor's dial is refused
+// (unknown_route), and the node drops the registration at its next rebalance.
+func TestAdv24ForgedForwardedHeader(t *testing.T) {
+	addrs := relaydFreePorts(t, 2)
+	peers := `,"peers":[{"id":"n1","url":"http://` + addrs[0] + `"},{"id":"n2","url":"http://` + addrs[1] + `"}]`
+	f, toks := adv24Fixture(t, map[string][2][]string{"fleet": {{"box-*"}, nil}}, peers)
+	_, b1 := startRelayProcess(t, f, addrs[0], "--node-id", "n1")
+	_, b2 := startRelayProcess(t, f, addrs[1], "--node-id", "n2")
+	relaydAwaitLive(t, b1, []string{"n1", "n2"})
+	relaydAwaitLive(t, b2, []string{"n1", "n2"})
+	ps := []relaydPeer{{"n1", b1}, {"n2", b2}}
+	envID := ""
+	for i := 0; envID == ""; i++ {
+		if o, _ := relaydOwner(ps, fmt.Sprintf("box-%d", i), func(string) bool { return true }); o.ID == "n1" {
+			envID = fmt.Sprintf("box-%d", i)
+		}
+	}
+	id, err := newNoiseIdentity(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"security_profile": registrySecurityProfile, "executor_public_key": id.publicKey()})
+	req, _ := http.NewRequest("POST", b2+"/cloud/environment/"+envID+"/register", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+toks["fleet"])
+	req.Header.Set(relaydForwardedHeader, "n1") // forged: this client is no peer
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	json.NewDecoder(resp.Body).Decode(&v)
+	resp.Body.Close()
+	t.Logf("register of %s (owner n1) sent to n2 with a forged %s: %s %v", envID, relaydForwardedHeader, resp.Status, v)
+	u, _ := v["url"].(string)
+	if resp.StatusCode != http.StatusOK || u == "" {
+		t.Fatalf("register: %s %v", resp.Status, v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTestTimeout)
+	defer cancel()
+	ws, dresp, err := dialWebsocket(ctx, u, nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage})
+	if err != nil {
+		reason := ""
+		if dresp != nil {
+			reason = dresp.Header.Get(rendezvousRejectionHeader)
+		}
+		t.Errorf("the executor's dial of the URL its register was answered: %v (%s): n2 served a forwarded-looking request from a non-peer as if it owned %s", err, reason, envID)
+		return
+	}
+	ws.closeTCP()
+}
