@@ -98,7 +98,10 @@ func startAdv24Executor(t *testing.T, base, envID, bearer string) *adv24Executor
 				continue
 			}
 			e.send(relayFrame{streamID: f.streamID, body: relayBodyHandshake, payload: []byte("msg2")})
-			e.opened <- f.streamID
+			select { // the test reads the first ones; more are not waited for
+			case e.opened <- f.streamID:
+			default:
+			}
 		}
 	}()
 	t.Cleanup(func() { ws.closeTCP(); <-e.stopped })
@@ -412,4 +415,41 @@ func TestAdv24ForgedForwardedHeader(t *testing.T) {
 		return
 	}
 	ws.closeTCP()
+}
+
+// TestAdv24StreamSlotsTakenByOneHarness: max_streams_per_environment (128) counts the streams
+// of every harness of an environment together, and a Resume alone claims one until the
+// handshake timeout (30 s). A harness with a connect token of its own sends 128 Resumes and
+// never handshakes: another token's harness can open no stream (stream_limit), and the
+// claims are renewed as fast as they lapse.
+func TestAdv24StreamSlotsTakenByOneHarness(t *testing.T) {
+	f, toks := adv24Fixture(t, map[string][2][]string{
+		"exec": {{"box-*"}, nil}, "alice": {nil, {"box-*"}}, "mallory": {nil, {"box-*"}}}, "")
+	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
+	startRelayExecutor(t, base, "box-slots", toks["exec"])
+	mb := newRelaydHarnessClient(t, base, toks["mallory"]).connect("box-slots")
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTestTimeout)
+	defer cancel()
+	mws, _, err := dialWebsocket(ctx, mb.URL, nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mws.closeTCP)
+	for i := range relaydDefaultStreamsPerEnvironment {
+		f := relayFrame{version: relayFrameVersion, streamID: fmt.Sprintf("m-%d", i), body: relayBodyResume}
+		if err := mws.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice := newRelaydHarnessClient(t, base, toks["alice"])
+	b := alice.connect("box-slots")
+	h, err := alice.dial(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = relaydOpenStream(h, b, "a-1", b.Authorization)
+	t.Logf("mallory holds %d Resume-only claims; alice's stream: %v; relay: %s", relaydDefaultStreamsPerEnvironment, err, adv24Status(relay))
+	if err != nil {
+		t.Errorf("alice's stream: %v: one harness's unanswered Resumes take every stream of the environment", err)
+	}
 }
