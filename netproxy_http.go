@@ -124,7 +124,19 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 			}
 			b.crlf = false
 		case b.trailer:
-			b.done = blank
+			if blank {
+				b.done = true
+				break
+			}
+			// A trailer line is a header field ended by CRLF: a lenient reader that ends the
+			// trailers at a bare LF would find a message in what passes here as a trailer.
+			field, ok := strings.CutSuffix(string(line), "\r\n")
+			if !ok {
+				return 0, errBadBody
+			}
+			if _, err := parseHeaderLines([]string{field}); err != nil {
+				return 0, errBadBody
+			}
 		default:
 			size, ok := chunkSize(line)
 			if !ok {
@@ -274,8 +286,8 @@ func readHead(c net.Conn) (buf []byte, n int, err error) {
 	}
 }
 
-// splitHostPort splits an authority "host:port" or "[v6]:port" (port required when
-// needPort, else def).
+// splitHostPort splits an authority "host:port" or "[v6]:port"; without a port it takes def,
+// and def 0 requires one.
 func splitHostPort(authority string, def uint16) (string, uint16, error) {
 	host, portText, err := net.SplitHostPort(authority)
 	if err != nil {
@@ -379,17 +391,21 @@ func (p *netProxy) serveHTTPRequest(c net.Conn, br *bufio.Reader) bool {
 		return false
 	}
 	keep := head.proto == "HTTP/1.1" && !head.hasToken("Connection", "close")
+	// A refused request's body is dropped before the next request is read; a client that
+	// waits for "100 Continue" may never send it, and its next request would be dropped as
+	// that body: such a refusal ends the connection.
+	keepRefused := keep && !head.hasToken("Expect", "100-continue")
 	r := netRequest{protocol: protoHTTP, host: host, port: port, method: head.method, client: c.RemoteAddr().String()}
 	v := p.decide(p.ctx, r)
 	if !v.allowed {
-		writeBlockedJSON(c, r, v, !keep)
-		return afterRefusal(c, body, keep)
+		writeBlockedJSON(c, r, v, !keepRefused)
+		return afterRefusal(c, body, keepRefused)
 	}
 	up, early, err := p.dialTarget(p.ctx, r.host, port, v.addrs)
 	if err != nil {
 		if v, ok := p.refusedAtConnect(r, err); ok {
-			writeBlockedJSON(c, r, v, !keep)
-			return afterRefusal(c, body, keep)
+			writeBlockedJSON(c, r, v, !keepRefused)
+			return afterRefusal(c, body, keepRefused)
 		}
 		writeText(c, "502 Bad Gateway", "", "upstream failure")
 		return afterRefusal(c, body, false)
@@ -447,7 +463,19 @@ func (p *netProxy) exchange(c, up net.Conn, early []byte, head *httpHead, body i
 	k := startIdleClock(p.idleOf(), c, up)
 	defer k.stop()
 	sent := make(chan error, 1)
-	go func() { sent <- k.copy(up, body) }() // ends with the body, or when c or up fails
+	// The body's copy ends with the body, or when c or up fails. A body cut short (the client
+	// left mid-body) closes up: the host, waiting for the rest, would never answer, and the
+	// answer's wait would hold the host connection and the slot for the idle time.
+	go func() {
+		err := k.copy(up, body)
+		if lr, ok := body.(*io.LimitedReader); ok && err == nil && lr.N > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			up.Close()
+		}
+		sent <- err
+	}()
 	again := p.relayResponse(k, c, up, early, head, keep)
 	wait := time.NewTimer(netProxyDrainTimeout)
 	defer wait.Stop()
@@ -690,8 +718,11 @@ func (h *httpHead) hasToken(name, token string) bool {
 // netProxyMaxHeaderBytes; what follows stays in br.
 func readHeadFrom(br *bufio.Reader) ([]byte, error) {
 	var head []byte
+	whole := true // the next slice starts a line (the one before ended with its LF)
 	for {
+		start := whole
 		line, err := br.ReadSlice('\n')
+		whole = err != bufio.ErrBufferFull
 		if len(head)+len(line) > netProxyMaxHeaderBytes {
 			return nil, errHeadTooLarge
 		}
@@ -701,7 +732,9 @@ func readHeadFrom(br *bufio.Reader) ([]byte, error) {
 			continue
 		case err != nil:
 			return nil, err
-		case len(line) == 1 || len(line) == 2 && line[0] == '\r':
+		case start && (len(line) == 1 || len(line) == 2 && line[0] == '\r'):
+			// Only a line of its own is the blank line: the CRLF ending a line longer than the
+			// buffer is not.
 			return head, nil
 		}
 	}
@@ -719,6 +752,11 @@ func hopHeaders(h *httpHead) map[string]bool {
 			}
 		}
 	}
+	// The framing and the host are never the sender's to drop: the proxy frames the message
+	// by them, so the next hop must see the same ones, or it reads another message boundary.
+	delete(hop, "content-length")
+	delete(hop, "transfer-encoding")
+	delete(hop, "host")
 	return hop
 }
 

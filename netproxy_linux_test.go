@@ -154,19 +154,6 @@ func proxyClient(p *netProxy, w *nsWeb) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 20 * time.Second}
 }
 
-// decisionLog collects a proxy's notifications.
-type decisionLog struct {
-	mu sync.Mutex
-	ds []policyDecision
-}
-
-func (l *decisionLog) add(d policyDecision) { l.mu.Lock(); l.ds = append(l.ds, d); l.mu.Unlock() }
-func (l *decisionLog) all() []policyDecision {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]policyDecision(nil), l.ds...)
-}
-
 // startTestProxy starts a proxy whose resolver asks a DNS server of the test answering
 // nsZone (unless hooks.resolve replaces the resolver).
 func startTestProxy(t *testing.T, over string, timeoutMs *uint64, hooks netProxyHooks) (*netProxy, *decisionLog) {

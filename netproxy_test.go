@@ -469,3 +469,16 @@ func TestNetProxyEnv(t *testing.T) {
 		t.Errorf("enabled false: %v %v, want no proxy", p, err)
 	}
 }
+
+// decisionLog collects a proxy's notifications.
+type decisionLog struct {
+	mu sync.Mutex
+	ds []policyDecision
+}
+
+func (l *decisionLog) add(d policyDecision) { l.mu.Lock(); l.ds = append(l.ds, d); l.mu.Unlock() }
+func (l *decisionLog) all() []policyDecision {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]policyDecision(nil), l.ds...)
+}
