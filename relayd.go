@@ -288,12 +288,8 @@ func checkEnvironmentPattern(p string) error {
 // readRelaydSecret reads a token or secret file: its content without surrounding white
 // space, at least min bytes, of printable ASCII, in a file only its owner may read.
 func readRelaydSecret(path string, min int) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
+	if err := checkRelaydPrivateFile(path); err != nil {
 		return nil, err
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s is readable by group or others (mode %04o): chmod 600 it", path, st.Mode().Perm())
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -309,6 +305,19 @@ func readRelaydSecret(path string, min int) ([]byte, error) {
 		}
 	}
 	return tok, nil
+}
+
+// checkRelaydPrivateFile refuses a secret file (a token, the HMAC secret, the TLS private
+// key) that group or others may read or write.
+func checkRelaydPrivateFile(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s is readable by group or others (mode %04o): chmod 600 it", path, st.Mode().Perm())
+	}
+	return nil
 }
 
 // relaydMintToken makes a per-environment token: it grants role on envID alone until
@@ -507,6 +516,10 @@ func serveRelay(ctx context.Context, o *relaydOptions, stdout io.Writer, log *sl
 	}
 	var tlsConf *tls.Config
 	if !plain {
+		// The key every client's TLS trusts: the mode rule of the token files.
+		if err := checkRelaydPrivateFile(o.tlsKey); err != nil {
+			return fmt.Errorf("relay: --tls-key: %w", err)
+		}
 		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
 		if err != nil {
 			return fmt.Errorf("relay: --tls-cert/--tls-key: %w", err)
