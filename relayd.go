@@ -102,6 +102,12 @@ const (
 	// relaydWriteTimeout bounds one write to a socket; a peer that does not read for that
 	// long is dropped rather than left to stall the sockets that forward to it.
 	relaydWriteTimeout = 10 * time.Second
+	// relaydQueueFrames bounds a harness socket's outbound queue (at most 4 MiB of 256 KiB
+	// frames), and relaydQueueWait how long a frame waits for room in a full one before the
+	// harness socket is closed: a harness that reads keeps up, or lags its own streams only;
+	// one that does not read is dropped without holding the executor's reader for longer.
+	relaydQueueFrames = 16
+	relaydQueueWait   = 500 * time.Millisecond
 	// relaydMaxBody bounds a registry request body; relaydHeaderTimeout and
 	// relaydMaxHeaderBytes the request head; relaydHTTPIdle a kept-alive connection between
 	// requests.

@@ -21,6 +21,7 @@ package main
 // handshake_timeout, stream_limit, stream_in_use, executor_unavailable).
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"io"
 	"net/http"
@@ -39,13 +40,60 @@ type relaydSocket struct {
 	token   string                   // the token the socket counts against
 	auth    *relaydAuth              // a harness's connect bundle
 	streams map[string]*relaydStream // a harness's claimed streams
+	// out is a harness socket's outbound queue, drained by its writer (writeLoop): the
+	// executor socket's reader hands a frame over and goes on, so that a harness that does
+	// not read stalls none of the environment's other streams. Nil for an executor socket,
+	// written in the caller's goroutine.
+	out chan []byte
 }
 
-// write sends one frame within relaydWriteTimeout; a peer that does not read is dropped.
+// write sends one frame. An executor socket's write blocks up to relaydWriteTimeout (the
+// websocket's write deadline); a peer that does not read for that long is dropped. A harness
+// socket's frame is queued (a copy: b is the reader's buffer); a queue that stays full for
+// relaydQueueWait closes the socket, and its streams are reset towards the executor.
 func (s *relaydSocket) write(b []byte) {
-	s.ws.nc.SetWriteDeadline(time.Now().Add(relaydWriteTimeout))
-	if err := s.ws.writeMessageOp(wsOpBinary, b); err != nil {
+	if s.out == nil {
+		if err := s.ws.writeMessageOp(wsOpBinary, b); err != nil {
+			s.ws.closeTCP()
+		}
+		return
+	}
+	select {
+	case <-s.ws.done: // dropped: no copy of a frame nobody will read
+		return
+	default:
+	}
+	b = bytes.Clone(b)
+	select {
+	case s.out <- b:
+		return
+	case <-s.ws.done:
+		return
+	default:
+	}
+	t := time.NewTimer(relaydQueueWait)
+	defer t.Stop()
+	select {
+	case s.out <- b:
+	case <-s.ws.done:
+	case <-t.C:
 		s.ws.closeTCP()
+	}
+}
+
+// writeLoop is a harness socket's writer: the one goroutine that writes its queued frames,
+// until the socket ends.
+func (s *relaydSocket) writeLoop() {
+	for {
+		select {
+		case b := <-s.out:
+			if err := s.ws.writeMessageOp(wsOpBinary, b); err != nil {
+				s.ws.closeTCP()
+				return
+			}
+		case <-s.ws.done:
+			return
+		}
 	}
 }
 
@@ -173,15 +221,25 @@ func (d *relayd) rendezvous(w http.ResponseWriter, r *http.Request, rest string)
 		nc.Close()
 		return
 	}
-	s.ws = newWSConn(nc, brw.Reader, false, wsOptions{
-		maxFrame: relaydMaxFrame, maxMessage: relaydMaxFrame, pingInterval: relaydPingInterval, pongTimeout: relaydPongTimeout})
+	s.ws = newWSConn(nc, brw.Reader, false, wsOptions{maxFrame: relaydMaxFrame, maxMessage: relaydMaxFrame,
+		pingInterval: relaydPingInterval, pongTimeout: relaydPongTimeout, writeTimeout: relaydWriteTimeout})
+	if s.harness {
+		s.out = make(chan []byte, relaydQueueFrames)
+	}
 	if !d.join(s) {
 		s.ws.closeTCP()
 		return
 	}
 	d.peerLog.Info("relay: socket up", "role", role, "environment_id", envID, "token", s.token)
 	if s.harness {
+		writerDone := make(chan struct{})
+		go func() { // the harness socket's writer: ends with the socket (closeTCP below)
+			defer close(writerDone)
+			s.writeLoop()
+		}()
 		d.serveHarness(s)
+		s.ws.closeTCP()
+		<-writerDone
 	} else {
 		d.serveExecutor(s)
 	}
