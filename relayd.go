@@ -60,6 +60,10 @@ const (
 	// relaydDefaultStreamsPerEnvironment bounds the streams open at once on one environment
 	// (harness sockets' streams, handshaking or active): the executor's own limit per socket.
 	relaydDefaultStreamsPerEnvironment = relayMaxActiveStreams
+	// relaydMaxPendingStreams bounds the streams of one harness socket that the executor has
+	// not answered yet: a stream takes one of its environment's slots only once answered, so
+	// Resumes that never handshake cannot take the slots of other harnesses.
+	relaydMaxPendingStreams = 8
 	// relaydDefaultConnectionsPerToken bounds the rendezvous sockets open at once under one
 	// credential (an executor socket counts for the token that registered it, a harness socket
 	// for the token that asked for its connect bundle).

@@ -34,8 +34,9 @@ type relaydEnv struct {
 	executor   *relaydSocket
 	executorUp chan struct{} // closed, and replaced, whenever an executor socket comes up
 
-	auths   []*relaydAuth // connect bundles still good, oldest first
-	streams map[string]*relaydStream
+	auths       []*relaydAuth // connect bundles still good, oldest first
+	streams     map[string]*relaydStream
+	established int // streams the executor answered: at most maxStreams
 }
 
 // relaydAuth is one connect bundle: the authorization the harness puts in Noise message 1,

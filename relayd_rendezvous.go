@@ -40,6 +40,7 @@ type relaydSocket struct {
 	token   string                   // the token the socket counts against
 	auth    *relaydAuth              // a harness's connect bundle
 	streams map[string]*relaydStream // a harness's claimed streams
+	pending int                      // of those, the ones the executor has not answered yet
 	// out is a harness socket's outbound queue, drained by its writer (writeLoop): the
 	// executor socket's reader hands a frame over and goes on, so that a harness that does
 	// not read stalls none of the environment's other streams. Nil for an executor socket,
@@ -114,6 +115,7 @@ type relaydStream struct {
 	id          string
 	harness     *relaydSocket
 	established bool // the executor answered the handshake
+	released    bool // the claim has ended (releaseLocked)
 	timer       *time.Timer
 }
 
@@ -284,12 +286,22 @@ func (d *relayd) leave(s *relaydSocket) {
 	}
 }
 
-// releaseLocked drops a stream's claim.
+// releaseLocked drops a stream's claim, and the slot it counts in: the environment's
+// established streams, or its harness socket's unanswered ones.
 func (d *relayd) releaseLocked(env *relaydEnv, st *relaydStream) {
+	if st.released {
+		return
+	}
+	st.released = true
 	if env.streams[st.id] == st {
 		delete(env.streams, st.id)
 	}
 	delete(st.harness.streams, st.id)
+	if st.established {
+		env.established--
+	} else {
+		st.harness.pending--
+	}
 	st.timer.Stop()
 }
 
@@ -333,15 +345,29 @@ func (d *relayd) serveExecutor(s *relaydSocket) {
 			d.mu.Unlock()
 			continue
 		}
-		switch body {
-		case relayBodyHandshake:
+		h := st.harness
+		full := false
+		switch {
+		case body == relayBodyHandshake && !st.established && env.established >= d.cfg.Load().maxStreams:
+			// Only an answered stream takes one of the environment's slots: the limit is
+			// checked here, not at the Resume (TestAdv24StreamSlotsTakenByOneHarness).
+			d.releaseLocked(env, st)
+			full = true
+		case body == relayBodyHandshake && !st.established:
 			st.established = true
+			st.harness.pending--
+			env.established++
 			st.timer.Stop()
-		case relayBodyReset:
+		case body == relayBodyReset:
 			d.releaseLocked(env, st)
 		}
-		h := st.harness
 		d.mu.Unlock()
+		if full {
+			d.peerLog.Info("relay: stream refused", "environment_id", env.id, "stream_id", logStreamID(id), "reason", "stream_limit")
+			h.reset(id, "stream_limit")
+			s.reset(id, "stream_limit")
+			continue
+		}
 		h.write(data)
 		h.touch(d.cfg.Load().idleTimeout)
 	}
@@ -391,9 +417,10 @@ func (d *relayd) serveHarness(s *relaydSocket) {
 		case st == nil && body == relayBodyReset:
 			d.mu.Unlock()
 			continue
-		case st == nil && len(env.streams) >= d.cfg.Load().maxStreams:
+		case st == nil && s.pending >= relaydMaxPendingStreams:
 			refuse = "stream_limit"
 		case st == nil:
+			s.pending++
 			st = &relaydStream{id: id, harness: s}
 			st.timer = time.AfterFunc(d.cfg.Load().handshakeTimeout, func() { d.handshakeExpired(env, st) })
 			env.streams[id] = st
