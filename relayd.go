@@ -74,9 +74,12 @@ const (
 	// relaydMaxEnvironments its registrations: the memory a relay can be made to hold.
 	relaydMaxSockets      = 1 << 14
 	relaydMaxEnvironments = 1 << 14
-	// relaydMaxAuthorizations bounds the connect bundles of one environment that are still
-	// good; past it the oldest is forgotten.
-	relaydMaxAuthorizations = 256
+	// relaydMaxTokenAuthorizations bounds the connect bundles of one environment that one
+	// token holds still good: past it that token's oldest is forgotten, never another's.
+	// relaydMaxAuthorizations bounds them for the environment, all tokens together: past it a
+	// connect is answered 429 until some expire.
+	relaydMaxTokenAuthorizations = 64
+	relaydMaxAuthorizations      = 1024
 	// relaydAuthorizationTTL is how long a connect bundle (its harness_key_authorization and
 	// its rendezvous URL) stays good: the harness dials and handshakes at once.
 	relaydAuthorizationTTL = 5 * time.Minute

@@ -165,10 +165,13 @@ func (d *relayd) connect(w http.ResponseWriter, r *http.Request, envID string) {
 		return
 	}
 	env.pruneAuthsLocked(now)
-	if len(env.auths) >= relaydMaxAuthorizations {
-		env.auths = env.auths[1:]
+	if !env.addAuthLocked(a) {
+		d.mu.Unlock()
+		d.peerLog.Info("relay: connect refused", "environment_id", envID, "token", tok.name, "why", "bundles at their limit")
+		w.Header().Set("Retry-After", "60")
+		relaydError(w, http.StatusTooManyRequests, "too_many_bundles", "environment "+envID+" holds its maximum of connect bundles: try again later")
+		return
 	}
-	env.auths = append(env.auths, a)
 	bundle := map[string]any{
 		"environment_id":            envID,
 		"url":                       d.wsBase(envID) + relaydRendezvousPath + "harness/" + envID + "?" + url.Values{"role": {"harness"}, "ticket": {a.ticket}}.Encode(),
@@ -223,6 +226,29 @@ func (e *relaydEnv) pendingStreamLocked(authorization string) *relaydStream {
 		}
 	}
 	return nil
+}
+
+// addAuthLocked keeps a new bundle: a token at relaydMaxTokenAuthorizations loses its own
+// oldest (TestAdv24ConnectFloodEvictsAnotherTokensBundle), and an environment at
+// relaydMaxAuthorizations takes none (false).
+func (e *relaydEnv) addAuthLocked(a *relaydAuth) bool {
+	oldest, mine := -1, 0
+	for i, b := range e.auths {
+		if b.token == a.token {
+			if oldest < 0 {
+				oldest = i
+			}
+			mine++
+		}
+	}
+	switch {
+	case mine >= relaydMaxTokenAuthorizations:
+		e.auths = append(e.auths[:oldest], e.auths[oldest+1:]...)
+	case len(e.auths) >= relaydMaxAuthorizations:
+		return false
+	}
+	e.auths = append(e.auths, a)
+	return true
 }
 
 // pruneAuthsLocked forgets the connect bundles past their time.
