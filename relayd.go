@@ -74,6 +74,15 @@ const (
 	// relaydMaxEnvironments its registrations: the memory a relay can be made to hold.
 	relaydMaxSockets      = 1 << 14
 	relaydMaxEnvironments = 1 << 14
+	// relaydDefaultRegistrationsPerToken bounds the registrations one credential holds (a
+	// default of the configuration file), so that one token cannot take every one of
+	// relaydMaxEnvironments: past it a new one is answered 429.
+	relaydDefaultRegistrationsPerToken = 1024
+	// relaydOrphanTimeout is how long a registration is kept without its executor socket
+	// (never dialled, or gone: a few of the executor's re-registration intervals, whose
+	// backoff tops out at a minute); then it is forgotten, and the executor's next dial is
+	// answered unknown_route, so that it registers again.
+	relaydOrphanTimeout = 5 * time.Minute
 	// relaydMaxTokenAuthorizations bounds the connect bundles of one environment that one
 	// token holds still good: past it that token's oldest is forgotten, never another's.
 	// relaydMaxAuthorizations bounds them for the environment, all tokens together: past it a
@@ -147,6 +156,7 @@ type relaydConfigFile struct {
 	EnvironmentTokenSecretFile string            `json:"environment_token_secret_file"`
 	MaxStreamsPerEnvironment   int               `json:"max_streams_per_environment"`
 	MaxConnectionsPerToken     int               `json:"max_connections_per_token"`
+	MaxRegistrationsPerToken   int               `json:"max_registrations_per_token"`
 	HandshakeTimeout           string            `json:"handshake_timeout"`
 	IdleTimeout                string            `json:"idle_timeout"`
 	Peers                      []relaydPeer      `json:"peers"`
@@ -166,6 +176,7 @@ type relaydConfig struct {
 	secret           []byte                    // HMAC key of the per-environment tokens; nil: none accepted
 	maxStreams       int
 	maxConnections   int
+	maxRegistrations int
 	handshakeTimeout time.Duration
 	idleTimeout      time.Duration
 	peers            []relaydPeer   // the fleet (relayd_fleet.go); empty: one node
@@ -207,13 +218,14 @@ func loadRelaydConfig(path string) (*relaydConfig, error) {
 	}
 	dir := filepath.Dir(path)
 	cfg := &relaydConfig{tokens: map[[32]byte]*relaydToken{}, maxStreams: relaydDefaultStreamsPerEnvironment,
-		maxConnections: relaydDefaultConnectionsPerToken, handshakeTimeout: relaydHandshakeTimeout, idleTimeout: relaydIdleTimeout}
+		maxConnections: relaydDefaultConnectionsPerToken, maxRegistrations: relaydDefaultRegistrationsPerToken, handshakeTimeout: relaydHandshakeTimeout, idleTimeout: relaydIdleTimeout}
 	for _, l := range []struct {
 		name string
 		v    int
 		dst  *int
 	}{{"max_streams_per_environment", f.MaxStreamsPerEnvironment, &cfg.maxStreams},
-		{"max_connections_per_token", f.MaxConnectionsPerToken, &cfg.maxConnections}} {
+		{"max_connections_per_token", f.MaxConnectionsPerToken, &cfg.maxConnections},
+		{"max_registrations_per_token", f.MaxRegistrationsPerToken, &cfg.maxRegistrations}} {
 		switch {
 		case l.v < 0 || l.v > relaydMaxLimit:
 			return nil, fmt.Errorf("relay config %s: %s must be 1 to %d", path, l.name, relaydMaxLimit)
@@ -629,6 +641,8 @@ type relayd struct {
 	regUp   chan struct{}  // closed, and replaced, whenever an environment registers
 	moving  time.Time      // until then, connects wait for registrations (relaydMoveWindow)
 	conns   map[string]int // token name → rendezvous sockets open
+	regs    map[string]int // token name → registrations held
+	swept   time.Time      // the last expireOrphansLocked: at most one a second
 	sockets int            // rendezvous sockets open in all
 	closed  bool
 	live    map[*relaydSocket]struct{}
@@ -638,7 +652,7 @@ type relayd struct {
 
 func newRelayd(cfg *relaydConfig, public string, log *slog.Logger) *relayd {
 	d := &relayd{public: public, log: log, peerLog: newLogThrottle(log), now: time.Now,
-		envs: map[string]*relaydEnv{}, regUp: make(chan struct{}), moving: time.Now().Add(relaydMoveWindow), conns: map[string]int{}, live: map[*relaydSocket]struct{}{}, pending: map[net.Conn]struct{}{}}
+		envs: map[string]*relaydEnv{}, regUp: make(chan struct{}), moving: time.Now().Add(relaydMoveWindow), conns: map[string]int{}, regs: map[string]int{}, live: map[*relaydSocket]struct{}{}, pending: map[net.Conn]struct{}{}}
 	d.cfg.Store(cfg)
 	return d
 }

@@ -303,7 +303,7 @@ func (d *relayd) rebalance() {
 	var moved []string
 	for id, env := range d.envs {
 		if d.owner(id).ID != d.fleet.self {
-			delete(d.envs, id)
+			d.dropEnvLocked(env)
 			drop = append(drop, d.retireLocked(env)...)
 			moved = append(moved, id)
 		}

@@ -263,6 +263,7 @@ func (d *relayd) join(s *relaydSocket) bool {
 	if !s.harness {
 		old = s.env.executor
 		s.env.executor = s
+		s.env.orphaned = time.Time{}
 		close(s.env.executorUp)
 		s.env.executorUp = make(chan struct{})
 	} else {
@@ -375,6 +376,7 @@ func (d *relayd) serveExecutor(s *relaydSocket) {
 	var gone []*relaydStream
 	if env.executor == s {
 		env.executor = nil
+		env.orphaned = d.now()
 		for _, st := range env.streams {
 			gone = append(gone, st)
 			d.releaseLocked(env, st)
