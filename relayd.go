@@ -123,7 +123,7 @@ const (
 	// harness socket is closed: a harness that reads keeps up, or lags its own streams only;
 	// one that does not read is dropped without holding the executor's reader for longer.
 	relaydQueueFrames = 16
-	relaydQueueWait   = 500 * time.Millisecond
+	relaydQueueWait   = 250 * time.Millisecond
 	// relaydMaxBody bounds a registry request body; relaydHeaderTimeout and
 	// relaydMaxHeaderBytes the request head; relaydHTTPIdle a kept-alive connection between
 	// requests.
@@ -132,10 +132,17 @@ const (
 	relaydBodyTimeout    = 10 * time.Second
 	relaydMaxHeaderBytes = 16 << 10
 	relaydHTTPIdle       = 30 * time.Second
-	// relaydMaxPending bounds the connections not (yet) upgraded to a rendezvous socket:
-	// past it a new one is closed at once, so idle or slow clients cannot hold every
-	// descriptor.
-	relaydMaxPending = 1024
+	// relaydMaxPending bounds the connections not (yet) upgraded to a rendezvous socket,
+	// and relaydMaxPendingPerSource those of one source address: past either, the oldest
+	// idle one (no byte of a request yet, or kept alive between requests) of that scope is
+	// closed to admit the new one, so that silent connections cannot lock out the clients
+	// that come to talk (TestAdv24PendingConnectionsLockOut); the new one is closed only
+	// when every other is busy. relaydFirstByteTimeout: a connection that has sent nothing
+	// for that long is closed when a new one comes (the head's own limit is
+	// relaydHeaderTimeout).
+	relaydMaxPending          = 1024
+	relaydMaxPendingPerSource = 256
+	relaydFirstByteTimeout    = 3 * time.Second
 	// relaydMinTokenBytes is the shortest static token or secret the configuration accepts.
 	relaydMinTokenBytes  = 16
 	relaydMinSecretBytes = 32
@@ -646,13 +653,14 @@ type relayd struct {
 	sockets int            // rendezvous sockets open in all
 	closed  bool
 	live    map[*relaydSocket]struct{}
-	pending map[net.Conn]struct{} // HTTP connections not hijacked
-	wg      sync.WaitGroup        // one per rendezvous socket being served
+	pending map[net.Conn]*relaydPending // HTTP connections not hijacked
+	sources map[string]int              // source address → its connections in pending
+	wg      sync.WaitGroup              // one per rendezvous socket being served
 }
 
 func newRelayd(cfg *relaydConfig, public string, log *slog.Logger) *relayd {
 	d := &relayd{public: public, log: log, peerLog: newLogThrottle(log), now: time.Now,
-		envs: map[string]*relaydEnv{}, regUp: make(chan struct{}), moving: time.Now().Add(relaydMoveWindow), conns: map[string]int{}, regs: map[string]int{}, live: map[*relaydSocket]struct{}{}, pending: map[net.Conn]struct{}{}}
+		envs: map[string]*relaydEnv{}, regUp: make(chan struct{}), moving: time.Now().Add(relaydMoveWindow), conns: map[string]int{}, regs: map[string]int{}, live: map[*relaydSocket]struct{}{}, pending: map[net.Conn]*relaydPending{}, sources: map[string]int{}}
 	d.cfg.Store(cfg)
 	return d
 }
@@ -702,21 +710,100 @@ func (d *relayd) serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// connState keeps the set of connections not hijacked, and closes a new one past
-// relaydMaxPending.
+// relaydPending is a connection not hijacked: where from, and since when in its state.
+type relaydPending struct {
+	source string
+	since  time.Time
+	fresh  bool // no byte of a request read yet
+	idle   bool // fresh, or kept alive between requests
+}
+
+// connState keeps the set of connections not hijacked. A new one past relaydMaxPending or
+// relaydMaxPendingPerSource takes the place of the oldest idle one in the same scope.
 func (d *relayd) connState(nc net.Conn, st http.ConnState) {
+	now := d.now()
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	var drop []net.Conn
 	switch st {
 	case http.StateNew:
-		if len(d.pending) >= relaydMaxPending {
-			nc.Close()
-			return
+		src := relaydSource(nc.RemoteAddr())
+		drop = d.admitLocked(src, now)
+		if len(d.pending) >= relaydMaxPending || d.sources[src] >= relaydMaxPendingPerSource {
+			drop = append(drop, nc) // every other one is busy
+			break
 		}
-		d.pending[nc] = struct{}{}
+		d.pending[nc] = &relaydPending{source: src, since: now, fresh: true, idle: true}
+		d.sources[src]++
+	case http.StateActive, http.StateIdle:
+		if p := d.pending[nc]; p != nil {
+			p.fresh, p.idle, p.since = false, st == http.StateIdle, now
+		}
 	case http.StateHijacked, http.StateClosed:
-		delete(d.pending, nc)
+		d.forgetPendingLocked(nc)
 	}
+	d.mu.Unlock()
+	for _, c := range drop {
+		c.Close()
+	}
+	if len(drop) > 0 {
+		d.peerLog.Info("relay: idle connections closed to admit new ones", "closed", len(drop))
+	}
+}
+
+// admitLocked makes room for a new connection from src: it takes out (for the caller to
+// close) those that sent nothing for relaydFirstByteTimeout, and, while a cap is reached, the
+// oldest idle one in its scope.
+func (d *relayd) admitLocked(src string, now time.Time) []net.Conn {
+	var drop []net.Conn
+	var oldest, oldestOfSrc net.Conn
+	for c, p := range d.pending {
+		switch {
+		case p.fresh && now.Sub(p.since) >= relaydFirstByteTimeout:
+			drop = append(drop, c)
+			continue
+		case !p.idle:
+			continue
+		}
+		if oldest == nil || p.since.Before(d.pending[oldest].since) {
+			oldest = c
+		}
+		if p.source == src && (oldestOfSrc == nil || p.since.Before(d.pending[oldestOfSrc].since)) {
+			oldestOfSrc = c
+		}
+	}
+	for _, c := range drop { // never among the candidates below
+		d.forgetPendingLocked(c)
+	}
+	switch {
+	case d.sources[src] >= relaydMaxPendingPerSource && oldestOfSrc != nil:
+		d.forgetPendingLocked(oldestOfSrc)
+		drop = append(drop, oldestOfSrc)
+	case len(d.pending) >= relaydMaxPending && oldest != nil:
+		d.forgetPendingLocked(oldest)
+		drop = append(drop, oldest)
+	}
+	return drop
+}
+
+// forgetPendingLocked takes a connection out of pending and its source's count.
+func (d *relayd) forgetPendingLocked(nc net.Conn) {
+	p := d.pending[nc]
+	if p == nil {
+		return
+	}
+	delete(d.pending, nc)
+	if d.sources[p.source]--; d.sources[p.source] <= 0 {
+		delete(d.sources, p.source)
+	}
+}
+
+// relaydSource is the address a connection comes from, without its port: the scope of
+// relaydMaxPendingPerSource. Behind a reverse proxy it is the proxy's.
+func relaydSource(a net.Addr) string {
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap().String()
+	}
+	return a.String()
 }
 
 // shutdown closes every rendezvous socket and waits for their goroutines.
