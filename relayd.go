@@ -60,6 +60,10 @@ const (
 	// relaydDefaultStreamsPerEnvironment bounds the streams open at once on one environment
 	// (harness sockets' streams, handshaking or active): the executor's own limit per socket.
 	relaydDefaultStreamsPerEnvironment = relayMaxActiveStreams
+	// relaydMaxPendingStreams bounds the streams of one harness socket that the executor has
+	// not answered yet: a stream takes one of its environment's slots only once answered, so
+	// Resumes that never handshake cannot take the slots of other harnesses.
+	relaydMaxPendingStreams = 8
 	// relaydDefaultConnectionsPerToken bounds the rendezvous sockets open at once under one
 	// credential (an executor socket counts for the token that registered it, a harness socket
 	// for the token that asked for its connect bundle).
@@ -70,9 +74,21 @@ const (
 	// relaydMaxEnvironments its registrations: the memory a relay can be made to hold.
 	relaydMaxSockets      = 1 << 14
 	relaydMaxEnvironments = 1 << 14
-	// relaydMaxAuthorizations bounds the connect bundles of one environment that are still
-	// good; past it the oldest is forgotten.
-	relaydMaxAuthorizations = 256
+	// relaydDefaultRegistrationsPerToken bounds the registrations one credential holds (a
+	// default of the configuration file), so that one token cannot take every one of
+	// relaydMaxEnvironments: past it a new one is answered 429.
+	relaydDefaultRegistrationsPerToken = 1024
+	// relaydOrphanTimeout is how long a registration is kept without its executor socket
+	// (never dialled, or gone: a few of the executor's re-registration intervals, whose
+	// backoff tops out at a minute); then it is forgotten, and the executor's next dial is
+	// answered unknown_route, so that it registers again.
+	relaydOrphanTimeout = 5 * time.Minute
+	// relaydMaxTokenAuthorizations bounds the connect bundles of one environment that one
+	// token holds still good: past it that token's oldest is forgotten, never another's.
+	// relaydMaxAuthorizations bounds them for the environment, all tokens together: past it a
+	// connect is answered 429 until some expire.
+	relaydMaxTokenAuthorizations = 64
+	relaydMaxAuthorizations      = 1024
 	// relaydAuthorizationTTL is how long a connect bundle (its harness_key_authorization and
 	// its rendezvous URL) stays good: the harness dials and handshakes at once.
 	relaydAuthorizationTTL = 5 * time.Minute
@@ -102,6 +118,12 @@ const (
 	// relaydWriteTimeout bounds one write to a socket; a peer that does not read for that
 	// long is dropped rather than left to stall the sockets that forward to it.
 	relaydWriteTimeout = 10 * time.Second
+	// relaydQueueFrames bounds a harness socket's outbound queue (at most 4 MiB of 256 KiB
+	// frames), and relaydQueueWait how long a frame waits for room in a full one before the
+	// harness socket is closed: a harness that reads keeps up, or lags its own streams only;
+	// one that does not read is dropped without holding the executor's reader for longer.
+	relaydQueueFrames = 16
+	relaydQueueWait   = 250 * time.Millisecond
 	// relaydMaxBody bounds a registry request body; relaydHeaderTimeout and
 	// relaydMaxHeaderBytes the request head; relaydHTTPIdle a kept-alive connection between
 	// requests.
@@ -110,10 +132,17 @@ const (
 	relaydBodyTimeout    = 10 * time.Second
 	relaydMaxHeaderBytes = 16 << 10
 	relaydHTTPIdle       = 30 * time.Second
-	// relaydMaxPending bounds the connections not (yet) upgraded to a rendezvous socket:
-	// past it a new one is closed at once, so idle or slow clients cannot hold every
-	// descriptor.
-	relaydMaxPending = 1024
+	// relaydMaxPending bounds the connections not (yet) upgraded to a rendezvous socket,
+	// and relaydMaxPendingPerSource those of one source address: past either, the oldest
+	// idle one (no byte of a request yet, or kept alive between requests) of that scope is
+	// closed to admit the new one, so that silent connections cannot lock out the clients
+	// that come to talk (TestAdv24PendingConnectionsLockOut); the new one is closed only
+	// when every other is busy. relaydFirstByteTimeout: a connection that has sent nothing
+	// for that long is closed when a new one comes (the head's own limit is
+	// relaydHeaderTimeout).
+	relaydMaxPending          = 1024
+	relaydMaxPendingPerSource = 256
+	relaydFirstByteTimeout    = 3 * time.Second
 	// relaydMinTokenBytes is the shortest static token or secret the configuration accepts.
 	relaydMinTokenBytes  = 16
 	relaydMinSecretBytes = 32
@@ -134,6 +163,7 @@ type relaydConfigFile struct {
 	EnvironmentTokenSecretFile string            `json:"environment_token_secret_file"`
 	MaxStreamsPerEnvironment   int               `json:"max_streams_per_environment"`
 	MaxConnectionsPerToken     int               `json:"max_connections_per_token"`
+	MaxRegistrationsPerToken   int               `json:"max_registrations_per_token"`
 	HandshakeTimeout           string            `json:"handshake_timeout"`
 	IdleTimeout                string            `json:"idle_timeout"`
 	Peers                      []relaydPeer      `json:"peers"`
@@ -153,6 +183,7 @@ type relaydConfig struct {
 	secret           []byte                    // HMAC key of the per-environment tokens; nil: none accepted
 	maxStreams       int
 	maxConnections   int
+	maxRegistrations int
 	handshakeTimeout time.Duration
 	idleTimeout      time.Duration
 	peers            []relaydPeer   // the fleet (relayd_fleet.go); empty: one node
@@ -194,13 +225,14 @@ func loadRelaydConfig(path string) (*relaydConfig, error) {
 	}
 	dir := filepath.Dir(path)
 	cfg := &relaydConfig{tokens: map[[32]byte]*relaydToken{}, maxStreams: relaydDefaultStreamsPerEnvironment,
-		maxConnections: relaydDefaultConnectionsPerToken, handshakeTimeout: relaydHandshakeTimeout, idleTimeout: relaydIdleTimeout}
+		maxConnections: relaydDefaultConnectionsPerToken, maxRegistrations: relaydDefaultRegistrationsPerToken, handshakeTimeout: relaydHandshakeTimeout, idleTimeout: relaydIdleTimeout}
 	for _, l := range []struct {
 		name string
 		v    int
 		dst  *int
 	}{{"max_streams_per_environment", f.MaxStreamsPerEnvironment, &cfg.maxStreams},
-		{"max_connections_per_token", f.MaxConnectionsPerToken, &cfg.maxConnections}} {
+		{"max_connections_per_token", f.MaxConnectionsPerToken, &cfg.maxConnections},
+		{"max_registrations_per_token", f.MaxRegistrationsPerToken, &cfg.maxRegistrations}} {
 		switch {
 		case l.v < 0 || l.v > relaydMaxLimit:
 			return nil, fmt.Errorf("relay config %s: %s must be 1 to %d", path, l.name, relaydMaxLimit)
@@ -288,12 +320,8 @@ func checkEnvironmentPattern(p string) error {
 // readRelaydSecret reads a token or secret file: its content without surrounding white
 // space, at least min bytes, of printable ASCII, in a file only its owner may read.
 func readRelaydSecret(path string, min int) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
+	if err := checkRelaydPrivateFile(path); err != nil {
 		return nil, err
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s is readable by group or others (mode %04o): chmod 600 it", path, st.Mode().Perm())
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -309,6 +337,19 @@ func readRelaydSecret(path string, min int) ([]byte, error) {
 		}
 	}
 	return tok, nil
+}
+
+// checkRelaydPrivateFile refuses a secret file (a token, the HMAC secret, the TLS private
+// key) that group or others may read or write.
+func checkRelaydPrivateFile(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s is readable by group or others (mode %04o): chmod 600 it", path, st.Mode().Perm())
+	}
+	return nil
 }
 
 // relaydMintToken makes a per-environment token: it grants role on envID alone until
@@ -507,6 +548,10 @@ func serveRelay(ctx context.Context, o *relaydOptions, stdout io.Writer, log *sl
 	}
 	var tlsConf *tls.Config
 	if !plain {
+		// The key every client's TLS trusts: the mode rule of the token files.
+		if err := checkRelaydPrivateFile(o.tlsKey); err != nil {
+			return fmt.Errorf("relay: --tls-key: %w", err)
+		}
 		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
 		if err != nil {
 			return fmt.Errorf("relay: --tls-cert/--tls-key: %w", err)
@@ -603,16 +648,19 @@ type relayd struct {
 	regUp   chan struct{}  // closed, and replaced, whenever an environment registers
 	moving  time.Time      // until then, connects wait for registrations (relaydMoveWindow)
 	conns   map[string]int // token name → rendezvous sockets open
+	regs    map[string]int // token name → registrations held
+	swept   time.Time      // the last expireOrphansLocked: at most one a second
 	sockets int            // rendezvous sockets open in all
 	closed  bool
 	live    map[*relaydSocket]struct{}
-	pending map[net.Conn]struct{} // HTTP connections not hijacked
-	wg      sync.WaitGroup        // one per rendezvous socket being served
+	pending map[net.Conn]*relaydPending // HTTP connections not hijacked
+	sources map[string]int              // source address → its connections in pending
+	wg      sync.WaitGroup              // one per rendezvous socket being served
 }
 
 func newRelayd(cfg *relaydConfig, public string, log *slog.Logger) *relayd {
 	d := &relayd{public: public, log: log, peerLog: newLogThrottle(log), now: time.Now,
-		envs: map[string]*relaydEnv{}, regUp: make(chan struct{}), moving: time.Now().Add(relaydMoveWindow), conns: map[string]int{}, live: map[*relaydSocket]struct{}{}, pending: map[net.Conn]struct{}{}}
+		envs: map[string]*relaydEnv{}, regUp: make(chan struct{}), moving: time.Now().Add(relaydMoveWindow), conns: map[string]int{}, regs: map[string]int{}, live: map[*relaydSocket]struct{}{}, pending: map[net.Conn]*relaydPending{}, sources: map[string]int{}}
 	d.cfg.Store(cfg)
 	return d
 }
@@ -662,21 +710,100 @@ func (d *relayd) serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// connState keeps the set of connections not hijacked, and closes a new one past
-// relaydMaxPending.
+// relaydPending is a connection not hijacked: where from, and since when in its state.
+type relaydPending struct {
+	source string
+	since  time.Time
+	fresh  bool // no byte of a request read yet
+	idle   bool // fresh, or kept alive between requests
+}
+
+// connState keeps the set of connections not hijacked. A new one past relaydMaxPending or
+// relaydMaxPendingPerSource takes the place of the oldest idle one in the same scope.
 func (d *relayd) connState(nc net.Conn, st http.ConnState) {
+	now := d.now()
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	var drop []net.Conn
 	switch st {
 	case http.StateNew:
-		if len(d.pending) >= relaydMaxPending {
-			nc.Close()
-			return
+		src := relaydSource(nc.RemoteAddr())
+		drop = d.admitLocked(src, now)
+		if len(d.pending) >= relaydMaxPending || d.sources[src] >= relaydMaxPendingPerSource {
+			drop = append(drop, nc) // every other one is busy
+			break
 		}
-		d.pending[nc] = struct{}{}
+		d.pending[nc] = &relaydPending{source: src, since: now, fresh: true, idle: true}
+		d.sources[src]++
+	case http.StateActive, http.StateIdle:
+		if p := d.pending[nc]; p != nil {
+			p.fresh, p.idle, p.since = false, st == http.StateIdle, now
+		}
 	case http.StateHijacked, http.StateClosed:
-		delete(d.pending, nc)
+		d.forgetPendingLocked(nc)
 	}
+	d.mu.Unlock()
+	for _, c := range drop {
+		c.Close()
+	}
+	if len(drop) > 0 {
+		d.peerLog.Info("relay: idle connections closed to admit new ones", "closed", len(drop))
+	}
+}
+
+// admitLocked makes room for a new connection from src: it takes out (for the caller to
+// close) those that sent nothing for relaydFirstByteTimeout, and, while a cap is reached, the
+// oldest idle one in its scope.
+func (d *relayd) admitLocked(src string, now time.Time) []net.Conn {
+	var drop []net.Conn
+	var oldest, oldestOfSrc net.Conn
+	for c, p := range d.pending {
+		switch {
+		case p.fresh && now.Sub(p.since) >= relaydFirstByteTimeout:
+			drop = append(drop, c)
+			continue
+		case !p.idle:
+			continue
+		}
+		if oldest == nil || p.since.Before(d.pending[oldest].since) {
+			oldest = c
+		}
+		if p.source == src && (oldestOfSrc == nil || p.since.Before(d.pending[oldestOfSrc].since)) {
+			oldestOfSrc = c
+		}
+	}
+	for _, c := range drop { // never among the candidates below
+		d.forgetPendingLocked(c)
+	}
+	switch {
+	case d.sources[src] >= relaydMaxPendingPerSource && oldestOfSrc != nil:
+		d.forgetPendingLocked(oldestOfSrc)
+		drop = append(drop, oldestOfSrc)
+	case len(d.pending) >= relaydMaxPending && oldest != nil:
+		d.forgetPendingLocked(oldest)
+		drop = append(drop, oldest)
+	}
+	return drop
+}
+
+// forgetPendingLocked takes a connection out of pending and its source's count.
+func (d *relayd) forgetPendingLocked(nc net.Conn) {
+	p := d.pending[nc]
+	if p == nil {
+		return
+	}
+	delete(d.pending, nc)
+	if d.sources[p.source]--; d.sources[p.source] <= 0 {
+		delete(d.sources, p.source)
+	}
+}
+
+// relaydSource is the address a connection comes from, without its port: the scope of
+// relaydMaxPendingPerSource. Behind a reverse proxy it is the proxy's.
+func relaydSource(a net.Addr) string {
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap().String()
+	}
+	return a.String()
 }
 
 // shutdown closes every rendezvous socket and waits for their goroutines.

@@ -32,8 +32,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -52,11 +54,31 @@ const (
 	relaydPeerMaxAnswer = 1 << 20
 	// relaydMaxPeers bounds the peer list.
 	relaydMaxPeers = 256
-	// relaydForwardedHeader marks a registry request forwarded by a peer (its value: that
-	// peer's id). Such a request is served where it lands and never forwarded again, so two
-	// nodes whose views of the live set differ for a moment cannot bounce it between them.
+	// relaydForwardedHeader marks a registry request forwarded by peers: its value lists the
+	// ids of the nodes it passed, comma-separated, each forwarder appending its own. Any
+	// client can send it, so it never makes a node serve what it does not own: it only
+	// bounds the hops, so that two nodes whose views of the live set differ for a moment
+	// cannot bounce a request between them.
 	relaydForwardedHeader = "X-Exec-Server-Relay-Forwarded-By"
+	// relaydMaxForwardHops is how many nodes a request may have passed and still be
+	// forwarded: one forward is the normal case, a second covers views that differ. A
+	// request past it (or that passed this node already) that lands on a node that does not
+	// own its environment is answered 503 peer_unavailable, to be tried again.
+	relaydMaxForwardHops = 2
 )
+
+// relaydForwardHops is the list of node ids a request's relaydForwardedHeader names.
+func relaydForwardHops(h http.Header) []string {
+	v := h.Get(relaydForwardedHeader)
+	if v == "" {
+		return nil
+	}
+	hops := strings.Split(v, ",")
+	for i := range hops {
+		hops[i] = strings.TrimSpace(hops[i])
+	}
+	return hops
+}
 
 // relaydMaxNodeID bounds a node id.
 const relaydMaxNodeID = 64
@@ -281,7 +303,7 @@ func (d *relayd) rebalance() {
 	var moved []string
 	for id, env := range d.envs {
 		if d.owner(id).ID != d.fleet.self {
-			delete(d.envs, id)
+			d.dropEnvLocked(env)
 			drop = append(drop, d.retireLocked(env)...)
 			moved = append(moved, id)
 		}
@@ -297,10 +319,12 @@ func (d *relayd) rebalance() {
 
 // forwardToOwner serves a registry request (op on envID) whose environment another node
 // owns: the bearer is checked here, then the request goes to the owner and its answer back.
-// It returns false when this node should serve the request itself: not in a fleet, a request
-// a peer forwarded, or this node the owner (perhaps after the owner's dial failed).
+// It returns false when this node should serve the request itself: not in a fleet, or this
+// node the owner (perhaps after the owner's dial failed). A request marked as forwarded is
+// forwarded again like any other (the mark is the client's to forge: TestAdv24ForgedForwardedHeader),
+// unless it passed relaydMaxForwardHops nodes or this one already: then it is answered 503.
 func (d *relayd) forwardToOwner(w http.ResponseWriter, r *http.Request, envID, op string) bool {
-	if d.fleet == nil || r.Header.Get(relaydForwardedHeader) != "" {
+	if d.fleet == nil {
 		return false
 	}
 	owner := d.owner(envID)
@@ -310,13 +334,21 @@ func (d *relayd) forwardToOwner(w http.ResponseWriter, r *http.Request, envID, o
 	if d.relaydBearer(w, r, envID, op != "connect") == nil {
 		return true
 	}
+	hops := relaydForwardHops(r.Header)
+	if len(hops) >= relaydMaxForwardHops || slices.Contains(hops, d.fleet.self) {
+		d.peerLog.Info("relay: forward loop refused", "environment_id", envID, "owner", owner.ID, "hops", len(hops))
+		w.Header().Set("Retry-After", "1")
+		relaydError(w, http.StatusServiceUnavailable, "peer_unavailable", "the nodes disagree on who serves environment "+envID+": try again")
+		return true
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, relaydMaxBody+1))
 	if err != nil || len(body) > relaydMaxBody {
 		relaydError(w, http.StatusBadRequest, "invalid_request", "the body is unreadable or over its limit")
 		return true
 	}
+	mark := strings.Join(append(hops, d.fleet.self), ",")
 	for tries := 0; owner.ID != d.fleet.self && tries < len(d.cfg.Load().peers); tries++ {
-		resp, err := d.forwardOnce(r, owner, body)
+		resp, err := d.forwardOnce(r, owner, body, mark)
 		var dialErr *net.OpError
 		if err != nil && errors.As(err, &dialErr) && dialErr.Op == "dial" {
 			// The owner is gone: leave it out now, without waiting for the probe.
@@ -354,7 +386,7 @@ type relaydAnswer struct {
 }
 
 // forwardOnce sends a registry request to a peer within relaydPeerForwardTimeout.
-func (d *relayd) forwardOnce(r *http.Request, to relaydPeer, body []byte) (*relaydAnswer, error) {
+func (d *relayd) forwardOnce(r *http.Request, to relaydPeer, body []byte, mark string) (*relaydAnswer, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), relaydPeerForwardTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, to.URL+r.URL.Path, bytes.NewReader(body))
@@ -366,7 +398,7 @@ func (d *relayd) forwardOnce(r *http.Request, to relaydPeer, body []byte) (*rela
 			req.Header.Set(k, v)
 		}
 	}
-	req.Header.Set(relaydForwardedHeader, d.fleet.self)
+	req.Header.Set(relaydForwardedHeader, mark)
 	resp, err := d.fleet.client.Do(req)
 	if err != nil {
 		return nil, err

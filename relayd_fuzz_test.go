@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -288,12 +289,13 @@ func FuzzRelaydFleet(f *testing.F) {
 		r.Body.Close()
 		got := append(b.take(), c.take()...)
 
-		marked := r.Header.Get(relaydForwardedHeader) != ""
+		hops := relaydForwardHops(r.Header)
+		looped := len(hops) >= relaydMaxForwardHops || slices.Contains(hops, "a")
 		tok, authErr := cfg.authenticate(r.Header, time.Now())
 		granted := authErr == nil && tok.may(map[bool][]string{true: tok.connect, false: tok.register}[op == "connect"], envID)
 		switch {
-		case len(got) > 0 && marked:
-			t.Fatalf("a request marked %s was forwarded", relaydForwardedHeader)
+		case len(got) > 0 && looped:
+			t.Fatalf("a request marked %s %q (past the hops, or through this node) was forwarded", relaydForwardedHeader, r.Header.Get(relaydForwardedHeader))
 		case len(got) > 0 && !granted:
 			t.Fatalf("a request without the grant was forwarded (%d)", w.Code)
 		case len(got) > len(cfg.peers)-1:
@@ -302,7 +304,7 @@ func FuzzRelaydFleet(f *testing.F) {
 			t.Fatalf("forwarded a request for %s, which this node owns", envID)
 		}
 		for _, g := range got {
-			if g.Header.Get(relaydForwardedHeader) != "a" || g.Header.Get("Authorization") != r.Header.Get("Authorization") || g.URL.Path != r.URL.Path {
+			if g.Header.Get(relaydForwardedHeader) != strings.Join(append(hops, "a"), ",") || g.Header.Get("Authorization") != r.Header.Get("Authorization") || g.URL.Path != r.URL.Path {
 				t.Fatalf("forwarded %s with mark %q, bearer %q", g.URL.Path, g.Header.Get(relaydForwardedHeader), g.Header.Get("Authorization"))
 			}
 		}

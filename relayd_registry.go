@@ -33,9 +33,13 @@ type relaydEnv struct {
 
 	executor   *relaydSocket
 	executorUp chan struct{} // closed, and replaced, whenever an executor socket comes up
+	// orphaned is when the registration last was without an executor socket (its
+	// registration, or its socket's end); zero while one is up. See relaydOrphanTimeout.
+	orphaned time.Time
 
-	auths   []*relaydAuth // connect bundles still good, oldest first
-	streams map[string]*relaydStream
+	auths       []*relaydAuth // connect bundles still good, oldest first
+	streams     map[string]*relaydStream
+	established int // streams the executor answered: at most maxStreams
 }
 
 // relaydAuth is one connect bundle: the authorization the harness puts in Noise message 1,
@@ -96,19 +100,42 @@ func (d *relayd) register(w http.ResponseWriter, r *http.Request, envID string) 
 		relaydError(w, http.StatusBadRequest, "unsupported_security_profile", "this relay speaks "+registrySecurityProfile)
 		return
 	}
+	now := d.now()
 	env := &relaydEnv{id: envID, regID: randomRelaydID("reg-", 12), secret: randomRelaydID("", 24),
-		key: body.ExecutorPublicKey, owner: tok.name, executorUp: make(chan struct{}), streams: map[string]*relaydStream{}}
+		key: body.ExecutorPublicKey, owner: tok.name, executorUp: make(chan struct{}), streams: map[string]*relaydStream{}, orphaned: now}
 	d.mu.Lock()
 	old := d.envs[envID]
-	if old == nil && len(d.envs) >= relaydMaxEnvironments {
+	var drop []*relaydSocket
+	full := func() (int, string) {
+		switch {
+		case (old == nil || old.owner != tok.name) && d.regs[tok.name] >= d.cfg.Load().maxRegistrations:
+			return http.StatusTooManyRequests, "token " + tok.name + " holds its maximum of registrations"
+		case old == nil && len(d.envs) >= relaydMaxEnvironments:
+			return http.StatusServiceUnavailable, "the relay holds its maximum of environments"
+		}
+		return 0, ""
+	}
+	if status, _ := full(); status != 0 {
+		// Registrations no executor socket came to, or whose socket is long gone, go first
+		// (TestAdv24OneTokenFillsTheRegistry).
+		drop = d.expireOrphansLocked(now)
+		old = d.envs[envID]
+	}
+	if status, msg := full(); status != 0 {
 		d.mu.Unlock()
-		relaydError(w, http.StatusServiceUnavailable, "capacity", "the relay holds its maximum of environments")
+		for _, s := range drop {
+			s.ws.closeTCP()
+		}
+		d.peerLog.Info("relay: register refused", "environment_id", clipEnvID(envID), "token", tok.name, "why", msg)
+		relaydError(w, status, "capacity", msg)
 		return
 	}
+	d.dropEnvLocked(old)
 	d.envs[envID] = env
+	d.regs[tok.name]++
 	close(d.regUp)
 	d.regUp = make(chan struct{})
-	drop := d.retireLocked(old)
+	drop = append(drop, d.retireLocked(old)...)
 	d.mu.Unlock()
 	for _, s := range drop {
 		s.ws.closeTCP()
@@ -122,6 +149,35 @@ func (d *relayd) register(w http.ResponseWriter, r *http.Request, envID string) 
 		"security_profile":         registrySecurityProfile,
 		"executor_registration_id": env.regID,
 	})
+}
+
+// dropEnvLocked takes a registration out of the map and out of its token's count; the caller
+// retires it (retireLocked).
+func (d *relayd) dropEnvLocked(env *relaydEnv) {
+	if env == nil || d.envs[env.id] != env {
+		return
+	}
+	delete(d.envs, env.id)
+	if d.regs[env.owner]--; d.regs[env.owner] <= 0 {
+		delete(d.regs, env.owner)
+	}
+}
+
+// expireOrphansLocked forgets the registrations without an executor socket for
+// relaydOrphanTimeout, and returns their sockets for the caller to close.
+func (d *relayd) expireOrphansLocked(now time.Time) []*relaydSocket {
+	if now.Sub(d.swept) < time.Second { // a token at its cap asking again and again
+		return nil
+	}
+	d.swept = now
+	var drop []*relaydSocket
+	for _, env := range d.envs {
+		if env.executor == nil && !env.orphaned.IsZero() && now.Sub(env.orphaned) >= relaydOrphanTimeout {
+			d.dropEnvLocked(env)
+			drop = append(drop, d.retireLocked(env)...)
+		}
+	}
+	return drop
 }
 
 // retireLocked ends a registration that a new one replaces: its streams are gone, and its
@@ -164,10 +220,13 @@ func (d *relayd) connect(w http.ResponseWriter, r *http.Request, envID string) {
 		return
 	}
 	env.pruneAuthsLocked(now)
-	if len(env.auths) >= relaydMaxAuthorizations {
-		env.auths = env.auths[1:]
+	if !env.addAuthLocked(a) {
+		d.mu.Unlock()
+		d.peerLog.Info("relay: connect refused", "environment_id", envID, "token", tok.name, "why", "bundles at their limit")
+		w.Header().Set("Retry-After", "60")
+		relaydError(w, http.StatusTooManyRequests, "too_many_bundles", "environment "+envID+" holds its maximum of connect bundles: try again later")
+		return
 	}
-	env.auths = append(env.auths, a)
 	bundle := map[string]any{
 		"environment_id":            envID,
 		"url":                       d.wsBase(envID) + relaydRendezvousPath + "harness/" + envID + "?" + url.Values{"role": {"harness"}, "ticket": {a.ticket}}.Encode(),
@@ -222,6 +281,29 @@ func (e *relaydEnv) pendingStreamLocked(authorization string) *relaydStream {
 		}
 	}
 	return nil
+}
+
+// addAuthLocked keeps a new bundle: a token at relaydMaxTokenAuthorizations loses its own
+// oldest (TestAdv24ConnectFloodEvictsAnotherTokensBundle), and an environment at
+// relaydMaxAuthorizations takes none (false).
+func (e *relaydEnv) addAuthLocked(a *relaydAuth) bool {
+	oldest, mine := -1, 0
+	for i, b := range e.auths {
+		if b.token == a.token {
+			if oldest < 0 {
+				oldest = i
+			}
+			mine++
+		}
+	}
+	switch {
+	case mine >= relaydMaxTokenAuthorizations:
+		e.auths = append(e.auths[:oldest], e.auths[oldest+1:]...)
+	case len(e.auths) >= relaydMaxAuthorizations:
+		return false
+	}
+	e.auths = append(e.auths, a)
+	return true
 }
 
 // pruneAuthsLocked forgets the connect bundles past their time.

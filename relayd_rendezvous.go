@@ -21,6 +21,7 @@ package main
 // handshake_timeout, stream_limit, stream_in_use, executor_unavailable).
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"io"
 	"net/http"
@@ -39,13 +40,61 @@ type relaydSocket struct {
 	token   string                   // the token the socket counts against
 	auth    *relaydAuth              // a harness's connect bundle
 	streams map[string]*relaydStream // a harness's claimed streams
+	pending int                      // of those, the ones the executor has not answered yet
+	// out is a harness socket's outbound queue, drained by its writer (writeLoop): the
+	// executor socket's reader hands a frame over and goes on, so that a harness that does
+	// not read stalls none of the environment's other streams. Nil for an executor socket,
+	// written in the caller's goroutine.
+	out chan []byte
 }
 
-// write sends one frame within relaydWriteTimeout; a peer that does not read is dropped.
+// write sends one frame. An executor socket's write blocks up to relaydWriteTimeout (the
+// websocket's write deadline); a peer that does not read for that long is dropped. A harness
+// socket's frame is queued (a copy: b is the reader's buffer); a queue that stays full for
+// relaydQueueWait closes the socket, and its streams are reset towards the executor.
 func (s *relaydSocket) write(b []byte) {
-	s.ws.nc.SetWriteDeadline(time.Now().Add(relaydWriteTimeout))
-	if err := s.ws.writeMessageOp(wsOpBinary, b); err != nil {
+	if s.out == nil {
+		if err := s.ws.writeMessageOp(wsOpBinary, b); err != nil {
+			s.ws.closeTCP()
+		}
+		return
+	}
+	select {
+	case <-s.ws.done: // dropped: no copy of a frame nobody will read
+		return
+	default:
+	}
+	b = bytes.Clone(b)
+	select {
+	case s.out <- b:
+		return
+	case <-s.ws.done:
+		return
+	default:
+	}
+	t := time.NewTimer(relaydQueueWait)
+	defer t.Stop()
+	select {
+	case s.out <- b:
+	case <-s.ws.done:
+	case <-t.C:
 		s.ws.closeTCP()
+	}
+}
+
+// writeLoop is a harness socket's writer: the one goroutine that writes its queued frames,
+// until the socket ends.
+func (s *relaydSocket) writeLoop() {
+	for {
+		select {
+		case b := <-s.out:
+			if err := s.ws.writeMessageOp(wsOpBinary, b); err != nil {
+				s.ws.closeTCP()
+				return
+			}
+		case <-s.ws.done:
+			return
+		}
 	}
 }
 
@@ -66,6 +115,7 @@ type relaydStream struct {
 	id          string
 	harness     *relaydSocket
 	established bool // the executor answered the handshake
+	released    bool // the claim has ended (releaseLocked)
 	timer       *time.Timer
 }
 
@@ -173,15 +223,25 @@ func (d *relayd) rendezvous(w http.ResponseWriter, r *http.Request, rest string)
 		nc.Close()
 		return
 	}
-	s.ws = newWSConn(nc, brw.Reader, false, wsOptions{
-		maxFrame: relaydMaxFrame, maxMessage: relaydMaxFrame, pingInterval: relaydPingInterval, pongTimeout: relaydPongTimeout})
+	s.ws = newWSConn(nc, brw.Reader, false, wsOptions{maxFrame: relaydMaxFrame, maxMessage: relaydMaxFrame,
+		pingInterval: relaydPingInterval, pongTimeout: relaydPongTimeout, writeTimeout: relaydWriteTimeout})
+	if s.harness {
+		s.out = make(chan []byte, relaydQueueFrames)
+	}
 	if !d.join(s) {
 		s.ws.closeTCP()
 		return
 	}
 	d.peerLog.Info("relay: socket up", "role", role, "environment_id", envID, "token", s.token)
 	if s.harness {
+		writerDone := make(chan struct{})
+		go func() { // the harness socket's writer: ends with the socket (closeTCP below)
+			defer close(writerDone)
+			s.writeLoop()
+		}()
 		d.serveHarness(s)
+		s.ws.closeTCP()
+		<-writerDone
 	} else {
 		d.serveExecutor(s)
 	}
@@ -203,6 +263,7 @@ func (d *relayd) join(s *relaydSocket) bool {
 	if !s.harness {
 		old = s.env.executor
 		s.env.executor = s
+		s.env.orphaned = time.Time{}
 		close(s.env.executorUp)
 		s.env.executorUp = make(chan struct{})
 	} else {
@@ -226,12 +287,22 @@ func (d *relayd) leave(s *relaydSocket) {
 	}
 }
 
-// releaseLocked drops a stream's claim.
+// releaseLocked drops a stream's claim, and the slot it counts in: the environment's
+// established streams, or its harness socket's unanswered ones.
 func (d *relayd) releaseLocked(env *relaydEnv, st *relaydStream) {
+	if st.released {
+		return
+	}
+	st.released = true
 	if env.streams[st.id] == st {
 		delete(env.streams, st.id)
 	}
 	delete(st.harness.streams, st.id)
+	if st.established {
+		env.established--
+	} else {
+		st.harness.pending--
+	}
 	st.timer.Stop()
 }
 
@@ -275,15 +346,29 @@ func (d *relayd) serveExecutor(s *relaydSocket) {
 			d.mu.Unlock()
 			continue
 		}
-		switch body {
-		case relayBodyHandshake:
+		h := st.harness
+		full := false
+		switch {
+		case body == relayBodyHandshake && !st.established && env.established >= d.cfg.Load().maxStreams:
+			// Only an answered stream takes one of the environment's slots: the limit is
+			// checked here, not at the Resume (TestAdv24StreamSlotsTakenByOneHarness).
+			d.releaseLocked(env, st)
+			full = true
+		case body == relayBodyHandshake && !st.established:
 			st.established = true
+			st.harness.pending--
+			env.established++
 			st.timer.Stop()
-		case relayBodyReset:
+		case body == relayBodyReset:
 			d.releaseLocked(env, st)
 		}
-		h := st.harness
 		d.mu.Unlock()
+		if full {
+			d.peerLog.Info("relay: stream refused", "environment_id", env.id, "stream_id", logStreamID(id), "reason", "stream_limit")
+			h.reset(id, "stream_limit")
+			s.reset(id, "stream_limit")
+			continue
+		}
 		h.write(data)
 		h.touch(d.cfg.Load().idleTimeout)
 	}
@@ -291,6 +376,7 @@ func (d *relayd) serveExecutor(s *relaydSocket) {
 	var gone []*relaydStream
 	if env.executor == s {
 		env.executor = nil
+		env.orphaned = d.now()
 		for _, st := range env.streams {
 			gone = append(gone, st)
 			d.releaseLocked(env, st)
@@ -333,9 +419,10 @@ func (d *relayd) serveHarness(s *relaydSocket) {
 		case st == nil && body == relayBodyReset:
 			d.mu.Unlock()
 			continue
-		case st == nil && len(env.streams) >= d.cfg.Load().maxStreams:
+		case st == nil && s.pending >= relaydMaxPendingStreams:
 			refuse = "stream_limit"
 		case st == nil:
+			s.pending++
 			st = &relaydStream{id: id, harness: s}
 			st.timer = time.AfterFunc(d.cfg.Load().handshakeTimeout, func() { d.handshakeExpired(env, st) })
 			env.streams[id] = st

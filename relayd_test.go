@@ -946,3 +946,97 @@ func TestRelaydValidateWithoutStreamID(t *testing.T) {
 		t.Fatal("valid for a stream the executor has answered")
 	}
 }
+
+// relaydInProcess is a relay answering through ServeHTTP, on a clock the test moves.
+func relaydInProcess(t *testing.T, f *relaydFixture, self string) (*relayd, *time.Time) {
+	t.Helper()
+	cfg, err := loadRelaydConfig(f.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newRelayd(cfg, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	clock := time.Now()
+	d.now = func() time.Time { return clock }
+	d.moving = time.Time{}
+	if self != "" {
+		d.fleet = newRelaydFleet(self, nil)
+		t.Cleanup(d.fleet.client.CloseIdleConnections)
+	}
+	return d, &clock
+}
+
+// relaydServe sends one registry request to an in-process relay.
+func relaydServe(d *relayd, envID, op, bearer string, header http.Header, body any) *httptest.ResponseRecorder {
+	b, _ := json.Marshal(body)
+	r := httptest.NewRequest(http.MethodPost, "/cloud/environment/"+envID+"/"+op, bytes.NewReader(b))
+	r.Header.Set("Authorization", "Bearer "+bearer)
+	for k, v := range header {
+		r.Header[k] = v
+	}
+	w := httptest.NewRecorder()
+	d.ServeHTTP(w, r)
+	return w
+}
+
+// TestRelaydOrphanRegistrationsExpire: max_registrations_per_token bounds one token's
+// registrations (429), and one whose executor socket never came is forgotten after
+// relaydOrphanTimeout, making room (docs/remote.md §12.5).
+func TestRelaydOrphanRegistrationsExpire(t *testing.T) {
+	f := newRelaydFixture(t, `,"max_registrations_per_token":2`)
+	d, clock := relaydInProcess(t, f, "")
+	id, err := newNoiseIdentity(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := map[string]any{"security_profile": registrySecurityProfile, "executor_public_key": id.publicKey()}
+	for _, env := range []string{"box-1", "box-2", "box-2"} { // box-2 again replaces its own
+		if w := relaydServe(d, env, "register", f.fleet, nil, body); w.Code != http.StatusOK {
+			t.Fatalf("register %s: %d %s", env, w.Code, w.Body)
+		}
+	}
+	if w := relaydServe(d, "box-3", "register", f.fleet, nil, body); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("a third registration of a token capped at 2: %d %s, want 429", w.Code, w.Body)
+	}
+	*clock = clock.Add(relaydOrphanTimeout - time.Second)
+	if w := relaydServe(d, "box-3", "register", f.fleet, nil, body); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("before the orphan timeout: %d %s, want 429", w.Code, w.Body)
+	}
+	*clock = clock.Add(2 * time.Second)
+	if w := relaydServe(d, "box-3", "register", f.fleet, nil, body); w.Code != http.StatusOK {
+		t.Fatalf("after the orphan timeout: %d %s, want 200", w.Code, w.Body)
+	}
+	d.mu.Lock()
+	n, held := len(d.envs), d.regs["fleet"]
+	d.mu.Unlock()
+	if n != 1 || held != 1 {
+		t.Errorf("%d registrations (%d counted for the token), want box-3 alone", n, held)
+	}
+}
+
+// TestRelaydForwardHopsBounded: a request whose forwarded mark already lists
+// relaydMaxForwardHops nodes, or this node, and that lands on a node not owning its
+// environment is answered 503 peer_unavailable rather than served there or forwarded again
+// (docs/remote.md §12.7).
+func TestRelaydForwardHopsBounded(t *testing.T) {
+	f := newRelaydFixture(t, `,"peers":[{"id":"a","url":"http://127.0.0.1:1"},{"id":"b","url":"http://127.0.0.1:3"}]`)
+	d, _ := relaydInProcess(t, f, "a")
+	cfg := d.cfg.Load()
+	envID := ""
+	for i := 0; envID == ""; i++ {
+		if o, _ := relaydOwner(cfg.peers, fmt.Sprintf("box-%d", i), d.fleet.live); o.ID == "b" {
+			envID = fmt.Sprintf("box-%d", i)
+		}
+	}
+	for _, mark := range []string{"b,c", "a", "b, a"} {
+		w := relaydServe(d, envID, "register", f.fleet, http.Header{http.CanonicalHeaderKey(relaydForwardedHeader): {mark}}, map[string]any{})
+		if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "peer_unavailable") {
+			t.Errorf("mark %q: %d %s, want 503 peer_unavailable", mark, w.Code, w.Body)
+		}
+	}
+	d.mu.Lock()
+	n := len(d.envs)
+	d.mu.Unlock()
+	if n != 0 {
+		t.Errorf("a node that does not own %s holds %d registrations", envID, n)
+	}
+}

@@ -31,6 +31,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -100,6 +101,7 @@ type wsOptions struct {
 	maxMessage   int
 	pingInterval time.Duration // 0: no pings
 	pongTimeout  time.Duration // 0: a peer that never answers pings is kept
+	writeTimeout time.Duration // bounds one write; 0: the pong timeout does, if set
 	closeWait    time.Duration // how long our close waits for the echo; 0: wsCloseWait
 	// proxy picks an HTTP proxy for a client dial, as http.Transport.Proxy does (remote mode
 	// passes remoteProxy, whose proxyRuleError is shown as it is; other errors are not, since
@@ -595,10 +597,10 @@ func (c *wsConn) writeFrameFlush(op byte, payload []byte, flush bool) error {
 	if op != wsOpClose && c.closeSent.Load() {
 		return net.ErrClosed
 	}
-	if c.opts.pongTimeout > 0 && op != wsOpClose {
+	if wt := cmp.Or(c.opts.writeTimeout, c.opts.pongTimeout); wt > 0 && op != wsOpClose {
 		// A peer that takes no bytes for a pong timeout is as dead as one that answers no
 		// pings; without a deadline a stuck write would hold wmu, and pingLoop behind it.
-		c.nc.SetWriteDeadline(time.Now().Add(c.opts.pongTimeout))
+		c.nc.SetWriteDeadline(time.Now().Add(wt))
 	}
 	// A message larger than a frame may be goes out in fragments: peers such as tungstenite
 	// (the Codex client) refuse any single frame over 16 MiB.
