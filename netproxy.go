@@ -560,54 +560,31 @@ func (p *netProxy) idleOf() time.Duration {
 }
 
 // relay copies between client and up in both directions (relayConns) with the proxy's idle
-// time. body, when not nil, is what goes to up instead of client's bytes (a forwarded
-// request's own body); with oneExchange (a forwarded request) the end of the response ends
-// both directions.
-func (p *netProxy) relay(client, up net.Conn, oneExchange bool, body io.Reader) {
-	relayConns(client, up, p.idleOf(), oneExchange, body)
+// time.
+func (p *netProxy) relay(client, up net.Conn) {
+	relayConns(client, up, p.idleOf())
 }
 
 // relayConns copies between client and up in both directions until both sides end, or until
 // the tunnel's one idle clock finds that neither direction moved a byte for idle
-// (docs/network.md §5). body, when not nil, replaces client as the source of what goes to
-// up. With oneExchange the end of up's answer ends both directions; the client then gets a
-// FIN and, for at most netProxyDrainTimeout, its unread bytes are read and dropped so that
-// it reads the answer rather than a reset. relayConns returns when its copying goroutine
-// has ended.
-func relayConns(client, up net.Conn, idle time.Duration, oneExchange bool, body io.Reader) {
+// (docs/network.md §5). It returns when its copying goroutine has ended.
+func relayConns(client, up net.Conn, idle time.Duration) {
 	k := startIdleClock(idle, client, up)
 	defer k.stop()
-	var src io.Reader = client
-	if body != nil {
-		src = body
-	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if k.copy(up, src) != nil {
+		if k.copy(up, client) != nil {
 			up.Close()
 			client.Close()
 			return
 		}
-		if body == nil {
-			closeWrite(up)
-		}
-		// After a request's body the host gets no FIN: some servers take one for a client
-		// that gave up, and cancel the answer.
+		closeWrite(up)
 	}()
-	err := k.copy(client, up)
-	switch {
-	case err != nil:
+	if err := k.copy(client, up); err != nil {
 		up.Close()
 		client.Close()
-	case oneExchange:
-		up.Close()
-		closeWrite(client)
-		client.SetReadDeadline(time.Now().Add(netProxyDrainTimeout))
-		<-done
-		drainClient(client)
-		client.Close()
-	default:
+	} else {
 		closeWrite(client)
 	}
 	<-done

@@ -349,7 +349,7 @@ func (b *netBridge) carry(client net.Conn) {
 	if idle <= 0 {
 		idle = netProxyIdleTimeout
 	}
-	relayConns(client, up, idle, false, nil)
+	relayConns(client, up, idle)
 }
 
 // close stops the listener, ends every connection and returns once every goroutine of the

@@ -804,7 +804,7 @@ func TestNetProxyIdleClockPipe(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		relayConns(client, up, netIdleTestIdle, false, nil)
+		relayConns(client, up, netIdleTestIdle)
 	}()
 	go func() { // the host: a trickle, then silence with the pipe open
 		tick := time.NewTicker(netIdleTestEvery)

@@ -455,7 +455,7 @@ func (p *netProxy) splice(client, up net.Conn, rest, early []byte) {
 			return
 		}
 	}
-	p.relay(client, up, false, nil)
+	p.relay(client, up)
 }
 
 // serveTransparentListener serves f, the transparent listener of a sandbox's namespace, and
