@@ -33,7 +33,7 @@ type conn struct {
 	scan textScan // buffers for checking a message's text (rpc_text.go)
 
 	// Shared, each with its own lock or channels, as each type's comment says.
-	out       *outQueue        // the one writer's bounded queue; writeLoop alone pops (conn_queue.go)
+	out       *outQueue        // the bounded queue and the right to write; writeLoop pops (conn_queue.go)
 	sched     scheduler        // reading, run modes, lanes, long polls (rpc_schedule.go)
 	requests  outgoingRequests // requests to the client awaiting its answer; the reader routes them (rpc_outgoing.go)
 	sandboxes sandboxCache     // parsed sandbox objects (sandbox_param.go)
@@ -209,9 +209,9 @@ func (c *conn) notify(b []byte) {
 // one flush, and the last message of a burst, or a lone reply, is flushed at once.
 type msgBuffer interface{ bufferMessage(b []byte) error }
 
-// writeLoop is the connection's only writer: replies, notifications and requests to the
-// client all reach the transport through it, in the queue's order. It flushes when the queue
-// is empty, not after each message.
+// writeLoop is the connection's writer: notifications, requests to the client and every
+// reply that found the queue busy reach the transport through it, in the queue's order. It
+// flushes when the queue is empty, not after each message.
 func (c *conn) writeLoop() {
 	buf, buffers := c.t.(msgBuffer)
 	for {
@@ -225,6 +225,7 @@ func (c *conn) writeLoop() {
 		} else {
 			err = c.t.writeMessage(b)
 		}
+		c.out.written()
 		if err != nil {
 			c.fail(err)
 			c.out.close()
@@ -233,9 +234,20 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// sendReply queues a reply. It never waits: replies are bounded by the requests the client
-// sent, and the reader stops reading requests while the queue is over its limit (waitRoom).
-func (c *conn) sendReply(b []byte) { c.out.push(b) }
+// sendReply writes a reply at once when the queue is idle (outQueue.claim), else queues it.
+// It never waits for room: replies are bounded by the requests the client sent, and the
+// reader stops reading requests while the queue is over its limit (waitRoom).
+func (c *conn) sendReply(b []byte) {
+	if !c.out.claim() {
+		c.out.push(b)
+		return
+	}
+	err := c.t.writeMessage(b)
+	c.out.written()
+	if err != nil {
+		c.fail(err)
+	}
+}
 
 // peerProber is a transport that can tell, without reading, that its peer has hung up.
 type peerProber interface{ peerHungUp() bool }
