@@ -118,12 +118,6 @@ const (
 	// relaydWriteTimeout bounds one write to a socket; a peer that does not read for that
 	// long is dropped rather than left to stall the sockets that forward to it.
 	relaydWriteTimeout = 10 * time.Second
-	// relaydQueueFrames bounds a harness socket's outbound queue (at most 4 MiB of 256 KiB
-	// frames), and relaydQueueWait how long a frame waits for room in a full one before the
-	// harness socket is closed: a harness that reads keeps up, or lags its own streams only;
-	// one that does not read is dropped without holding the executor's reader for longer.
-	relaydQueueFrames = 16
-	relaydQueueWait   = 250 * time.Millisecond
 	// relaydMaxBody bounds a registry request body; relaydHeaderTimeout and
 	// relaydMaxHeaderBytes the request head; relaydHTTPIdle a kept-alive connection between
 	// requests.
@@ -660,6 +654,7 @@ type relayd struct {
 	pending map[net.Conn]*relaydPending // HTTP connections not hijacked
 	sources map[string]int              // source address → its connections in pending
 	wg      sync.WaitGroup              // one per rendezvous socket being served
+	queues  relaydQueues                // the harness sockets' queues (relayd_rendezvous.go)
 }
 
 func newRelayd(cfg *relaydConfig, public string, log *slog.Logger) *relayd {
