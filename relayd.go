@@ -64,9 +64,9 @@ const (
 	// not answered yet: a stream takes one of its environment's slots only once answered, so
 	// Resumes that never handshake cannot take the slots of other harnesses.
 	relaydMaxPendingStreams = 8
-	// relaydDefaultConnectionsPerToken bounds the rendezvous sockets open at once under one
-	// credential (an executor socket counts for the token that registered it, a harness socket
-	// for the token that asked for its connect bundle).
+	// relaydDefaultConnectionsPerToken bounds the harness sockets open at once under one
+	// credential (the token that asked for their connect bundles). Executor sockets are not
+	// counted: one per registration, which relaydDefaultRegistrationsPerToken bounds.
 	relaydDefaultConnectionsPerToken = 256
 	// relaydMaxLimit caps what the configuration file may raise either limit to.
 	relaydMaxLimit = 1 << 16
