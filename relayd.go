@@ -64,9 +64,9 @@ const (
 	// not answered yet: a stream takes one of its environment's slots only once answered, so
 	// Resumes that never handshake cannot take the slots of other harnesses.
 	relaydMaxPendingStreams = 8
-	// relaydDefaultConnectionsPerToken bounds the rendezvous sockets open at once under one
-	// credential (an executor socket counts for the token that registered it, a harness socket
-	// for the token that asked for its connect bundle).
+	// relaydDefaultConnectionsPerToken bounds the harness sockets open at once under one
+	// credential (the token that asked for their connect bundles). Executor sockets are not
+	// counted: one per registration, which relaydDefaultRegistrationsPerToken bounds.
 	relaydDefaultConnectionsPerToken = 256
 	// relaydMaxLimit caps what the configuration file may raise either limit to.
 	relaydMaxLimit = 1 << 16
@@ -118,12 +118,6 @@ const (
 	// relaydWriteTimeout bounds one write to a socket; a peer that does not read for that
 	// long is dropped rather than left to stall the sockets that forward to it.
 	relaydWriteTimeout = 10 * time.Second
-	// relaydQueueFrames bounds a harness socket's outbound queue (at most 4 MiB of 256 KiB
-	// frames), and relaydQueueWait how long a frame waits for room in a full one before the
-	// harness socket is closed: a harness that reads keeps up, or lags its own streams only;
-	// one that does not read is dropped without holding the executor's reader for longer.
-	relaydQueueFrames = 16
-	relaydQueueWait   = 250 * time.Millisecond
 	// relaydMaxBody bounds a registry request body; relaydHeaderTimeout and
 	// relaydMaxHeaderBytes the request head; relaydHTTPIdle a kept-alive connection between
 	// requests.
@@ -397,7 +391,11 @@ func (c *relaydConfig) perEnvironment(tok string, now time.Time) (*relaydToken, 
 	if subtle.ConstantTimeCompare([]byte(want), []byte(tok)) != 1 || now.Unix() >= exp {
 		return nil, errRelaydUnauthorized
 	}
-	t := &relaydToken{name: "env:" + role + ":" + envID}
+	// Each minted token is a scope of its own for the per-token limits (two holders of two
+	// tokens of one environment are two tokens): its name ends with a short hash of the
+	// token, which log lines may show, never the token.
+	sum := sha256.Sum256([]byte(tok))
+	t := &relaydToken{name: "env:" + role + ":" + envID + ":" + hex.EncodeToString(sum[:6])}
 	if role == relaydRoleExecutor {
 		t.register = []string{envID}
 	} else {
@@ -656,6 +654,7 @@ type relayd struct {
 	pending map[net.Conn]*relaydPending // HTTP connections not hijacked
 	sources map[string]int              // source address → its connections in pending
 	wg      sync.WaitGroup              // one per rendezvous socket being served
+	queues  relaydQueues                // the harness sockets' queues (relayd_rendezvous.go)
 }
 
 func newRelayd(cfg *relaydConfig, public string, log *slog.Logger) *relayd {

@@ -13,8 +13,11 @@ package main
 //	                                       relay issued, for the stream the harness opened?
 //
 // Refusals: 401 for a missing, unknown or expired bearer; 403 for a token without the grant;
-// 404 for an environment nobody registered; 400 for a body that is not the protocol's. The
-// body is {"error":{"code":…,"message":…}}, as the registry client reads it.
+// 404 for an environment nobody registered; 400 for a body that is not the protocol's; 429
+// "capacity" for a token at its registrations, 503 "capacity" for a relay at its
+// environments, 429 "too_many_bundles" for an environment at its connect bundles. The body
+// is {"error":{"code":…,"message":…}}, as the registry client reads it (docs/remote.md
+// §12.3).
 
 import (
 	"net/http"
@@ -39,7 +42,8 @@ type relaydEnv struct {
 
 	auths       []*relaydAuth // connect bundles still good, oldest first
 	streams     map[string]*relaydStream
-	established int // streams the executor answered: at most maxStreams
+	established int                            // streams the executor answered: at most maxStreams
+	tokens      map[string]*relaydTokenStreams // token name → its streams here (relayd_rendezvous.go)
 }
 
 // relaydAuth is one connect bundle: the authorization the harness puts in Noise message 1,
@@ -50,6 +54,7 @@ type relaydAuth struct {
 	key           *noisePublicKey
 	token         string // who asked: its socket counts against this token
 	expires       time.Time
+	sockets       int // harness sockets live with its ticket: at most relaydMaxTicketSockets
 }
 
 // relaydBearer authenticates a request and checks one grant of its token; it answers the
@@ -102,31 +107,23 @@ func (d *relayd) register(w http.ResponseWriter, r *http.Request, envID string) 
 	}
 	now := d.now()
 	env := &relaydEnv{id: envID, regID: randomRelaydID("reg-", 12), secret: randomRelaydID("", 24),
-		key: body.ExecutorPublicKey, owner: tok.name, executorUp: make(chan struct{}), streams: map[string]*relaydStream{}, orphaned: now}
+		key: body.ExecutorPublicKey, owner: tok.name, executorUp: make(chan struct{}), streams: map[string]*relaydStream{},
+		tokens: map[string]*relaydTokenStreams{}, orphaned: now}
 	d.mu.Lock()
 	old := d.envs[envID]
 	var drop []*relaydSocket
-	full := func() (int, string) {
-		switch {
-		case (old == nil || old.owner != tok.name) && d.regs[tok.name] >= d.cfg.Load().maxRegistrations:
-			return http.StatusTooManyRequests, "token " + tok.name + " holds its maximum of registrations"
-		case old == nil && len(d.envs) >= relaydMaxEnvironments:
-			return http.StatusServiceUnavailable, "the relay holds its maximum of environments"
-		}
-		return 0, ""
-	}
-	if status, _ := full(); status != 0 {
+	if status, _ := d.registerRefusalLocked(tok.name, old); status != 0 {
 		// Registrations no executor socket came to, or whose socket is long gone, go first
 		// (TestAdv24OneTokenFillsTheRegistry).
 		drop = d.expireOrphansLocked(now)
 		old = d.envs[envID]
 	}
-	if status, msg := full(); status != 0 {
+	if status, msg := d.registerRefusalLocked(tok.name, old); status != 0 {
 		d.mu.Unlock()
 		for _, s := range drop {
 			s.ws.closeTCP()
 		}
-		d.peerLog.Info("relay: register refused", "environment_id", clipEnvID(envID), "token", tok.name, "why", msg)
+		d.peerLog.Info("relay: register refused", "environment_id", clipEnvID(envID), "token", tok.name, "reason", "capacity", "why", msg)
 		relaydError(w, status, "capacity", msg)
 		return
 	}
@@ -151,6 +148,19 @@ func (d *relayd) register(w http.ResponseWriter, r *http.Request, envID string) 
 	})
 }
 
+// registerRefusalLocked says whether token may hold one more registration, old being the
+// current one of the environment it registers (nil: none): 0, or the refusal's status and
+// why.
+func (d *relayd) registerRefusalLocked(token string, old *relaydEnv) (int, string) {
+	switch {
+	case (old == nil || old.owner != token) && d.regs[token] >= d.cfg.Load().maxRegistrations:
+		return http.StatusTooManyRequests, "token " + token + " holds its maximum of registrations"
+	case old == nil && len(d.envs) >= relaydMaxEnvironments:
+		return http.StatusServiceUnavailable, "the relay holds its maximum of environments"
+	}
+	return 0, ""
+}
+
 // dropEnvLocked takes a registration out of the map and out of its token's count; the caller
 // retires it (retireLocked).
 func (d *relayd) dropEnvLocked(env *relaydEnv) {
@@ -163,10 +173,18 @@ func (d *relayd) dropEnvLocked(env *relaydEnv) {
 	}
 }
 
+// relaydSweepInterval spaces the sweeps of expireOrphansLocked: a token at its cap may ask
+// again and again, and each sweep walks every registration.
+const relaydSweepInterval = time.Second
+
+// relaydBundlesRetryAfter is the Retry-After of a connect refused too_many_bundles: about
+// the time for some of the environment's bundles to expire (relaydAuthorizationTTL).
+const relaydBundlesRetryAfter = "60"
+
 // expireOrphansLocked forgets the registrations without an executor socket for
 // relaydOrphanTimeout, and returns their sockets for the caller to close.
 func (d *relayd) expireOrphansLocked(now time.Time) []*relaydSocket {
-	if now.Sub(d.swept) < time.Second { // a token at its cap asking again and again
+	if now.Sub(d.swept) < relaydSweepInterval {
 		return nil
 	}
 	d.swept = now
@@ -222,8 +240,8 @@ func (d *relayd) connect(w http.ResponseWriter, r *http.Request, envID string) {
 	env.pruneAuthsLocked(now)
 	if !env.addAuthLocked(a) {
 		d.mu.Unlock()
-		d.peerLog.Info("relay: connect refused", "environment_id", envID, "token", tok.name, "why", "bundles at their limit")
-		w.Header().Set("Retry-After", "60")
+		d.peerLog.Info("relay: connect refused", "environment_id", envID, "token", tok.name, "reason", "too_many_bundles", "why", "bundles at their limit")
+		w.Header().Set("Retry-After", relaydBundlesRetryAfter)
 		relaydError(w, http.StatusTooManyRequests, "too_many_bundles", "environment "+envID+" holds its maximum of connect bundles: try again later")
 		return
 	}
@@ -285,11 +303,14 @@ func (e *relaydEnv) pendingStreamLocked(authorization string) *relaydStream {
 
 // addAuthLocked keeps a new bundle: a token at relaydMaxTokenAuthorizations loses its own
 // oldest (TestAdv24ConnectFloodEvictsAnotherTokensBundle), and an environment at
-// relaydMaxAuthorizations takes none (false).
+// relaydMaxAuthorizations takes none (false). A bundle a live harness socket came in with is
+// neither counted nor forgotten: the streams that socket opens later are validated with it
+// (TestRelaydBundleOfALiveSocketKept), and relaydMaxTicketSockets and the token's socket
+// limit bound such bundles.
 func (e *relaydEnv) addAuthLocked(a *relaydAuth) bool {
 	oldest, mine := -1, 0
 	for i, b := range e.auths {
-		if b.token == a.token {
+		if b.token == a.token && b.sockets == 0 {
 			if oldest < 0 {
 				oldest = i
 			}

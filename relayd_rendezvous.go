@@ -1,7 +1,7 @@
 package main
 
-// `exec-server relay`, the rendezvous (docs/remote.md "Self-hosted relay", §3): the
-// websocket upgrade of executors and harnesses, and the forwarding of relay frames between
+// `exec-server relay`, the rendezvous (docs/remote.md "Self-hosted relay", §3, §12.4, §12.5):
+// the websocket upgrade of executors and harnesses, and the forwarding of relay frames between
 // them.
 //
 //	GET /relay/v1/environment/{id}?role=environment&reg=R&sig=S   the executor of registration R
@@ -9,7 +9,8 @@ package main
 //
 // A refused upgrade carries X-Codex-Rendezvous-Rejection-Reason: unknown_route for a
 // registration this relay does not hold (after a restart: the executor registers again),
-// invalid_signature for a wrong secret or ticket, invalid_role; 429 for the limits.
+// invalid_signature for a wrong secret or ticket, invalid_role; 429 or 503 "capacity" for
+// the limits.
 //
 // Forwarding reads of each frame only what routing needs: its stream id and which body it
 // carries (relayFrame, decoded by relay.go without copying the payload), and writes the
@@ -18,21 +19,82 @@ package main
 // harness socket, the end of the executor socket, or a stream left without the executor's
 // handshake answer for the handshake timeout releases the claim, and the relay resets the
 // stream on the side that did not end it (reasons harness_disconnected, executor_disconnected,
-// handshake_timeout, stream_limit, stream_in_use, executor_unavailable).
+// handshake_timeout, stream_limit, stream_in_use, executor_unavailable, handshake_failures).
+//
+// Every harness of an environment shares the executor's one socket, and with it the
+// executor's own limits: its streams, its /validate rate, its pause after failed handshakes.
+// So the relay gives each token (its name: a static token, or one minted token) a share of
+// them on each environment (relaydTokenStreams): at most relaydMaxUnansweredPerToken streams
+// waiting for the executor's answer, at most all but a quarter of the environment's streams,
+// and no new stream for a while after relaydMaxTokenFailedHandshakes the executor reset
+// before answering.
+//
+// The executor socket's frames are written by its reader into each harness socket's queue,
+// which that socket's own writer drains (relaydQueues): a harness that does not read holds
+// the executor's reader at most relaydQueueWait, then is closed, and the bytes all queues
+// hold are bounded per socket, per token and for the relay.
 
 import (
 	"bytes"
 	"crypto/subtle"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync"
 	"time"
+)
+
+// Limits of the rendezvous (docs/remote.md §12.5). None is a setting: each follows from the
+// executor's own limits or from the relay's memory.
+const (
+	// relaydMaxTicketSockets bounds the live harness sockets one connect bundle's ticket
+	// holds. The real harness asks for a fresh bundle on every connection (docs/remote.md
+	// §12.7), so it needs one; the others leave room for a reconnect that races its old,
+	// half-open socket. A leaked ticket (a rendezvous URL in a proxy's access log) opens no
+	// more, whoever holds it (TestAdv24bLeakedTicketLocksOutItsToken).
+	relaydMaxTicketSockets = 4
+	// relaydMaxUnansweredPerToken bounds the streams of one token on one environment that
+	// the executor has not answered yet, over all that token's sockets. The executor
+	// validates about relayValidatePerSecond handshakes a second, in turn, for every harness
+	// of its socket: another token's handshake waits behind at most this many, about a
+	// second (TestAdv24bSoundHandshakesStarveValidation).
+	relaydMaxUnansweredPerToken = 4
+	// relaydStreamReserve: one token holds at most maxStreams - maxStreams/relaydStreamReserve
+	// of an environment's streams (96 of the default 128), so that a quarter always stays for
+	// the others (TestReview24OneTokenTakesEveryStreamSlot, TestAdv24bOneTokenHoldsEveryStream).
+	relaydStreamReserve = 4
+	// relaydMaxTokenFailedHandshakes: at this many of a token's streams the executor reset
+	// before answering (a msg1 that is not Noise, an authorization it does not accept), that
+	// token's new streams on the environment are refused (handshake_failures) until one is
+	// forgotten, one per relayFailureDecay. With relaydMaxUnansweredPerToken in flight, one
+	// token's failures reach the executor at most 1 + 4 at a time, fewer than its
+	// relayMaxFailedHandshakes that pause every harness of the socket
+	// (TestAdv24bFailedHandshakesPauseEveryHarness).
+	relaydMaxTokenFailedHandshakes = 2
+	// relaydQueueBytes bounds one harness socket's outbound queue (16 frames of 256 KiB),
+	// relaydTokenQueueBytes the queues of one token's sockets together, and
+	// relaydQueueBudget every queue of the relay: the memory harnesses that do not read can
+	// make the relay hold (TestReview24HarnessQueuesHoldTheRelaysMemory).
+	relaydQueueFrames     = 16
+	relaydQueueBytes      = relaydQueueFrames * relaydMaxFrame
+	relaydTokenQueueBytes = 16 << 20
+	relaydQueueBudget     = 128 << 20
+	// relaydQueueWait is how long a frame waits for room before the harness socket it is for
+	// is closed: long enough for a harness that reads to get over a hiccup of its link
+	// (TestAdv24bReadingHarnessStallClosed). Meanwhile the executor's reader waits, so a token
+	// one of whose sockets was closed so gets no wait for relaydQueueCooldown: its next
+	// socket that does not make room is closed at once, and one token's unread sockets hold
+	// the environment's other streams relaydQueueWait per relaydQueueCooldown at most.
+	relaydQueueWait     = 2 * time.Second
+	relaydQueueCooldown = 30 * time.Second
 )
 
 // relaydRendezvousPath prefixes the rendezvous URLs.
 const relaydRendezvousPath = "/relay/v1/"
 
-// relaydSocket is one rendezvous websocket. streams is guarded by relayd.mu.
+// relaydSocket is one rendezvous websocket. streams is guarded by relayd.mu; out, outBytes
+// and outEnded by queues.mu.
 type relaydSocket struct {
 	ws      *wsConn
 	env     *relaydEnv
@@ -40,67 +102,195 @@ type relaydSocket struct {
 	token   string                   // the token the socket counts against
 	auth    *relaydAuth              // a harness's connect bundle
 	streams map[string]*relaydStream // a harness's claimed streams
-	pending int                      // of those, the ones the executor has not answered yet
-	// out is a harness socket's outbound queue, drained by its writer (writeLoop): the
-	// executor socket's reader hands a frame over and goes on, so that a harness that does
-	// not read stalls none of the environment's other streams. Nil for an executor socket,
-	// written in the caller's goroutine.
-	out chan []byte
+	// A harness socket's outbound queue, drained by its writer (writeLoop): the executor
+	// socket's reader hands a frame over and goes on, so that a harness that does not read
+	// stalls none of the environment's other streams. An executor socket is written in the
+	// caller's goroutine.
+	queues   *relaydQueues
+	out      [][]byte
+	outBytes int           // out, and the frame the writer is writing
+	outReady chan struct{} // a frame was queued; capacity 1
+	outEnded bool          // the writer is gone: frames are dropped
+}
+
+// relaydQueues accounts for the bytes every harness socket's queue holds (relaydQueueBytes,
+// relaydTokenQueueBytes, relaydQueueBudget).
+type relaydQueues struct {
+	mu     sync.Mutex
+	total  int
+	tokens map[string]*relaydTokenQueue
+	// room is closed, and cleared, when bytes are freed while a frame waits for room.
+	room chan struct{}
+}
+
+// relaydTokenQueue is what one token's harness sockets queue.
+type relaydTokenQueue struct {
+	bytes  int
+	closed time.Time // when a socket of the token was last closed for a queue that stayed full
+}
+
+// tokenLocked returns name's account, made on first use.
+func (q *relaydQueues) tokenLocked(name string) *relaydTokenQueue {
+	if q.tokens == nil {
+		q.tokens = map[string]*relaydTokenQueue{}
+	}
+	tq := q.tokens[name]
+	if tq == nil {
+		// Forget a stale account or two (nothing queued, past its cooldown) for each one
+		// made, so that tokens long gone do not pile up.
+		now, seen := time.Now(), 0
+		for other, o := range q.tokens {
+			if o.bytes == 0 && now.Sub(o.closed) >= relaydQueueCooldown {
+				delete(q.tokens, other)
+			}
+			if seen++; seen == 2 {
+				break
+			}
+		}
+		tq = &relaydTokenQueue{}
+		q.tokens[name] = tq
+	}
+	return tq
+}
+
+// releaseLocked frees n bytes of s's queue, and wakes the frames waiting for room.
+func (q *relaydQueues) releaseLocked(s *relaydSocket, n int, now time.Time) {
+	s.outBytes -= n
+	q.total -= n
+	tq := q.tokenLocked(s.token)
+	if tq.bytes -= n; tq.bytes == 0 && now.Sub(tq.closed) >= relaydQueueCooldown {
+		delete(q.tokens, s.token)
+	}
+	if q.room != nil {
+		close(q.room)
+		q.room = nil
+	}
 }
 
 // write sends one frame. An executor socket's write blocks up to relaydWriteTimeout (the
 // websocket's write deadline); a peer that does not read for that long is dropped. A harness
-// socket's frame is queued (a copy: b is the reader's buffer); a queue that stays full for
-// relaydQueueWait closes the socket, and its streams are reset towards the executor.
+// socket's frame is queued (enqueue).
 func (s *relaydSocket) write(b []byte) {
-	if s.out == nil {
+	if s.queues == nil {
 		if err := s.ws.writeMessageOp(wsOpBinary, b); err != nil {
 			s.ws.closeTCP()
 		}
 		return
 	}
-	select {
-	case <-s.ws.done: // dropped: no copy of a frame nobody will read
-		return
-	default:
-	}
-	b = bytes.Clone(b)
-	select {
-	case s.out <- b:
-		return
-	case <-s.ws.done:
-		return
-	default:
-	}
-	t := time.NewTimer(relaydQueueWait)
-	defer t.Stop()
-	select {
-	case s.out <- b:
-	case <-s.ws.done:
-	case <-t.C:
-		s.ws.closeTCP()
-	}
+	s.enqueue(b, false)
 }
 
-// writeLoop is a harness socket's writer: the one goroutine that writes its queued frames,
-// until the socket ends.
-func (s *relaydSocket) writeLoop() {
-	for {
-		select {
-		case b := <-s.out:
-			if err := s.ws.writeMessageOp(wsOpBinary, b); err != nil {
+// reset sends a relay Reset for one stream. A harness socket's Reset is queued whatever the
+// queues hold (it is a few bytes), so that no one waits to end a stream.
+func (s *relaydSocket) reset(streamID, reason string) {
+	b := appendRelayReset(nil, streamID, reason)
+	if s.queues == nil {
+		s.write(b)
+		return
+	}
+	s.enqueue(b, true)
+}
+
+// enqueue queues a copy of b (the reader's buffer) for the socket's writer. A frame that does
+// not fit the socket's, its token's or the relay's bound waits up to relaydQueueWait for room
+// (none while its token is in its relaydQueueCooldown), then the socket is closed and its
+// streams are reset towards the executor. A control frame always fits.
+func (s *relaydSocket) enqueue(b []byte, control bool) {
+	q := s.queues
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for copied := false; ; {
+		q.mu.Lock()
+		if s.outEnded {
+			q.mu.Unlock()
+			return
+		}
+		tq := q.tokenLocked(s.token)
+		n := len(b)
+		if control || s.outBytes+n <= relaydQueueBytes && tq.bytes+n <= relaydTokenQueueBytes && q.total+n <= relaydQueueBudget {
+			if !copied {
+				b = bytes.Clone(b)
+			}
+			s.out = append(s.out, b)
+			s.outBytes += n
+			tq.bytes += n
+			q.total += n
+			q.mu.Unlock()
+			select {
+			case s.outReady <- struct{}{}:
+			default:
+			}
+			return
+		}
+		if timer == nil {
+			now := time.Now()
+			if now.Sub(tq.closed) < relaydQueueCooldown {
+				q.mu.Unlock()
 				s.ws.closeTCP()
 				return
 			}
+			timer = time.NewTimer(relaydQueueWait)
+			// A copy now: b is the caller's buffer, and the wait may end in the frame queued.
+			b, copied = bytes.Clone(b), true
+		}
+		if q.room == nil {
+			q.room = make(chan struct{})
+		}
+		room := q.room
+		q.mu.Unlock()
+		select {
+		case <-room:
 		case <-s.ws.done:
+			return
+		case <-timer.C:
+			q.mu.Lock()
+			q.tokenLocked(s.token).closed = time.Now()
+			q.mu.Unlock()
+			s.ws.closeTCP()
 			return
 		}
 	}
 }
 
-// reset sends a relay Reset for one stream.
-func (s *relaydSocket) reset(streamID, reason string) {
-	s.write(appendRelayReset(nil, streamID, reason))
+// writeLoop is a harness socket's writer: the one goroutine that writes its queued frames,
+// until the socket ends; then it frees what the queue holds.
+func (s *relaydSocket) writeLoop() {
+	q := s.queues
+	defer func() {
+		q.mu.Lock()
+		s.outEnded = true
+		s.out = nil
+		q.releaseLocked(s, s.outBytes, time.Now())
+		q.mu.Unlock()
+	}()
+	for {
+		q.mu.Lock()
+		if len(s.out) == 0 {
+			q.mu.Unlock()
+			select {
+			case <-s.outReady:
+				continue
+			case <-s.ws.done:
+				return
+			}
+		}
+		b := s.out[0]
+		s.out[0] = nil
+		s.out = s.out[1:]
+		q.mu.Unlock()
+		err := s.ws.writeMessageOp(wsOpBinary, b)
+		q.mu.Lock()
+		q.releaseLocked(s, len(b), time.Now())
+		q.mu.Unlock()
+		if err != nil {
+			s.ws.closeTCP()
+			return
+		}
+	}
 }
 
 // touch pushes a harness socket's idle deadline back.
@@ -117,6 +307,114 @@ type relaydStream struct {
 	established bool // the executor answered the handshake
 	released    bool // the claim has ended (releaseLocked)
 	timer       *time.Timer
+}
+
+// relaydTokenStreams is what one token holds on one environment. Guarded by relayd.mu.
+type relaydTokenStreams struct {
+	unanswered int       // streams the executor has not answered yet
+	answered   int       // streams it answered: at most relaydTokenStreamShare
+	failed     int       // streams it reset before answering, less those forgotten
+	failedAt   time.Time // when the decay of failed was last applied
+}
+
+// failuresLocked is the count of failed handshakes at now, one forgotten per
+// relayFailureDecay (as the executor forgets its own).
+func (t *relaydTokenStreams) failuresLocked(now time.Time) int {
+	if t.failed > 0 {
+		forgot := int(now.Sub(t.failedAt) / relayFailureDecay)
+		t.failed = max(0, t.failed-forgot)
+		t.failedAt = t.failedAt.Add(time.Duration(forgot) * relayFailureDecay)
+	}
+	return t.failed
+}
+
+// failLocked counts one failed handshake at now.
+func (t *relaydTokenStreams) failLocked(now time.Time) {
+	if t.failuresLocked(now) == 0 {
+		t.failedAt = now
+	}
+	t.failed++
+}
+
+// relaydTokenStreamShare is how many of an environment's maxStreams one token may hold.
+func relaydTokenStreamShare(maxStreams int) int {
+	return maxStreams - maxStreams/relaydStreamReserve
+}
+
+// tokenLocked returns what token holds on the environment, made on first use.
+func (e *relaydEnv) tokenLocked(token string) *relaydTokenStreams {
+	t := e.tokens[token]
+	if t == nil {
+		t = &relaydTokenStreams{}
+		e.tokens[token] = t
+	}
+	return t
+}
+
+// tidyTokenLocked forgets a token that holds nothing on the environment any more.
+func (e *relaydEnv) tidyTokenLocked(token string, now time.Time) {
+	if t := e.tokens[token]; t != nil && t.unanswered == 0 && t.answered == 0 && t.failuresLocked(now) == 0 {
+		delete(e.tokens, token)
+	}
+}
+
+// claimLocked admits a new stream of token on env, or says why not (a Reset reason): the
+// token's failed handshakes, its unanswered streams, or its share of the environment's.
+// An admitted stream counts as unanswered until answerLocked or releaseLocked.
+func (e *relaydEnv) claimLocked(token string, maxStreams int, now time.Time) string {
+	t := e.tokenLocked(token)
+	why := ""
+	switch {
+	case t.failuresLocked(now) >= relaydMaxTokenFailedHandshakes:
+		why = "handshake_failures"
+	case t.unanswered >= relaydMaxUnansweredPerToken, t.unanswered+t.answered >= relaydTokenStreamShare(maxStreams):
+		why = "stream_limit"
+	default:
+		t.unanswered++
+		return ""
+	}
+	e.tidyTokenLocked(token, now)
+	return why
+}
+
+// answerLocked moves a stream the executor has just answered into the environment's
+// established streams; false, with the claim released, when they are at maxStreams: only an
+// answered stream takes one of the environment's slots, so the limit is checked here, not at
+// the Resume (TestAdv24StreamSlotsTakenByOneHarness).
+func (d *relayd) answerLocked(env *relaydEnv, st *relaydStream, maxStreams int) bool {
+	if env.established >= maxStreams {
+		d.releaseLocked(env, st)
+		return false
+	}
+	t := env.tokenLocked(st.harness.token)
+	t.unanswered--
+	t.answered++
+	st.established = true
+	env.established++
+	st.timer.Stop()
+	return true
+}
+
+// releaseLocked drops a stream's claim, and the slot it counts in: the environment's and its
+// token's answered streams, or its token's unanswered ones.
+func (d *relayd) releaseLocked(env *relaydEnv, st *relaydStream) {
+	if st.released {
+		return
+	}
+	st.released = true
+	if env.streams[st.id] == st {
+		delete(env.streams, st.id)
+	}
+	delete(st.harness.streams, st.id)
+	t := env.tokenLocked(st.harness.token)
+	if st.established {
+		env.established--
+		t.answered--
+	} else {
+		t.unanswered--
+	}
+	env.tidyTokenLocked(st.harness.token, d.now())
+	st.timer.Stop()
 }
 
 // appendRelayReset encodes a Reset frame.
@@ -137,13 +435,14 @@ func relaydRoute(b []byte) (streamID string, body relayBody, err error) {
 	return f.streamID, f.body, nil
 }
 
-// rejectUpgrade refuses a rendezvous upgrade with a reason the executor knows by name.
-func rejectUpgrade(w http.ResponseWriter, status int, reason, msg string) {
+// rejectUpgrade refuses a rendezvous upgrade: code is the JSON error's, reason (when not
+// empty) the rejection reason the executor knows by name.
+func rejectUpgrade(w http.ResponseWriter, status int, reason, code, msg string) {
 	if reason != "" {
 		w.Header().Set(rendezvousRejectionHeader, reason)
 	}
 	w.Header().Set("Connection", "close")
-	relaydError(w, status, reason, msg)
+	relaydError(w, status, code, msg)
 }
 
 // rendezvous checks an upgrade of rest ("environment/{id}" or "harness/{id}"), admits it
@@ -153,61 +452,37 @@ func (d *relayd) rendezvous(w http.ResponseWriter, r *http.Request, rest string)
 	q := r.URL.Query()
 	switch {
 	case !ok || (role != "environment" && role != "harness"):
-		rejectUpgrade(w, http.StatusNotFound, "", "no such endpoint")
+		rejectUpgrade(w, http.StatusNotFound, "", "not_found", "no such endpoint")
 		return
 	case r.Method != http.MethodGet:
 		w.Header().Set("Allow", "GET")
-		rejectUpgrade(w, http.StatusMethodNotAllowed, "", "use GET")
+		rejectUpgrade(w, http.StatusMethodNotAllowed, "", "method_not_allowed", "use GET")
 		return
 	case q.Get("role") != role:
-		rejectUpgrade(w, http.StatusForbidden, "invalid_role", "the role does not match the URL")
+		rejectUpgrade(w, http.StatusForbidden, "invalid_role", "invalid_role", "the role does not match the URL")
 		return
 	case !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") ||
 		r.Header.Get("Sec-WebSocket-Version") != "13" || r.Header.Get("Sec-WebSocket-Key") == "":
 		w.Header().Set("Sec-WebSocket-Version", "13")
-		rejectUpgrade(w, http.StatusBadRequest, "", "a websocket upgrade (version 13) is expected")
+		rejectUpgrade(w, http.StatusBadRequest, "", "invalid_request", "a websocket upgrade (version 13) is expected")
 		return
 	}
 	s := &relaydSocket{harness: role == "harness"}
+	if s.harness {
+		s.queues, s.outReady = &d.queues, make(chan struct{}, 1)
+	}
 	d.mu.Lock()
-	env := d.envs[envID]
-	status, reason, msg := 0, "", ""
-	switch {
-	case d.closed:
-		status, reason, msg = http.StatusServiceUnavailable, "pod_draining", "the relay is shutting down"
-	case env == nil:
-		status, reason, msg = http.StatusNotFound, "unknown_route", "no registration for this environment: register again"
-	case !s.harness && q.Get("reg") != env.regID:
-		status, reason, msg = http.StatusNotFound, "unknown_route", "not the current registration: register again"
-	case !s.harness && !constantTimeEqual(q.Get("sig"), env.secret):
-		status, reason, msg = http.StatusForbidden, "invalid_signature", "wrong rendezvous secret"
-	case !s.harness:
-		s.token = env.owner
-	default:
-		t := q.Get("ticket")
-		if s.auth = env.authLocked(d.now(), func(a *relaydAuth) bool { return t != "" && constantTimeEqual(a.ticket, t) }); s.auth == nil {
-			status, reason, msg = http.StatusForbidden, "invalid_signature", "unknown or expired ticket: ask /connect again"
-		} else {
-			s.token = s.auth.token
-		}
-	}
-	if status == 0 {
-		switch {
-		case d.sockets >= relaydMaxSockets:
-			status, msg = http.StatusServiceUnavailable, "the relay holds its maximum of sockets"
-		case d.conns[s.token] >= d.cfg.Load().maxConnections:
-			status, msg = http.StatusTooManyRequests, "token "+s.token+" holds its maximum of connections"
-		}
-	}
+	status, reason, msg := d.admitSocketLocked(s, envID, q)
 	if status != 0 {
 		d.mu.Unlock()
-		d.peerLog.Info("relay: upgrade refused", "role", role, "environment_id", clipEnvID(envID), "status", status, "reason", reason, "why", msg)
-		rejectUpgrade(w, status, reason, msg)
+		code := reason
+		if code == "" {
+			code = "capacity"
+		}
+		d.peerLog.Info("relay: upgrade refused", "role", role, "environment_id", clipEnvID(envID), "status", status, "reason", code, "why", msg)
+		rejectUpgrade(w, status, reason, code, msg)
 		return
 	}
-	s.env = env
-	d.conns[s.token]++
-	d.sockets++
 	d.wg.Add(1)
 	d.mu.Unlock()
 	defer d.wg.Done()
@@ -225,9 +500,6 @@ func (d *relayd) rendezvous(w http.ResponseWriter, r *http.Request, rest string)
 	}
 	s.ws = newWSConn(nc, brw.Reader, false, wsOptions{maxFrame: relaydMaxFrame, maxMessage: relaydMaxFrame,
 		pingInterval: relaydPingInterval, pongTimeout: relaydPongTimeout, writeTimeout: relaydWriteTimeout})
-	if s.harness {
-		s.out = make(chan []byte, relaydQueueFrames)
-	}
 	if !d.join(s) {
 		s.ws.closeTCP()
 		return
@@ -244,9 +516,54 @@ func (d *relayd) rendezvous(w http.ResponseWriter, r *http.Request, rest string)
 		<-writerDone
 	} else {
 		d.serveExecutor(s)
+		s.ws.closeTCP()
 	}
-	s.ws.closeTCP()
 	d.peerLog.Info("relay: socket down", "role", role, "environment_id", envID)
+}
+
+// admitSocketLocked checks an upgrade's credential (the registration's secret, or a bundle's
+// ticket) and the socket limits, and counts the socket; else it returns the refusal: its
+// status, its rejection reason (empty for a limit) and why.
+//
+// Executor sockets do not count against max_connections_per_token: there is one per
+// registration (join closes an older one), and max_registrations_per_token bounds those
+// (TestReview24TokenRegistrationsOutnumberItsSockets). A harness socket counts for the token
+// that asked for its bundle, and a bundle holds relaydMaxTicketSockets at most.
+func (d *relayd) admitSocketLocked(s *relaydSocket, envID string, q url.Values) (status int, reason, msg string) {
+	env := d.envs[envID]
+	switch {
+	case d.closed:
+		return http.StatusServiceUnavailable, "pod_draining", "the relay is shutting down"
+	case env == nil:
+		return http.StatusNotFound, "unknown_route", "no registration for this environment: register again"
+	case !s.harness && q.Get("reg") != env.regID:
+		return http.StatusNotFound, "unknown_route", "not the current registration: register again"
+	case !s.harness && !constantTimeEqual(q.Get("sig"), env.secret):
+		return http.StatusForbidden, "invalid_signature", "wrong rendezvous secret"
+	case !s.harness:
+		s.token = env.owner
+	default:
+		t := q.Get("ticket")
+		if s.auth = env.authLocked(d.now(), func(a *relaydAuth) bool { return t != "" && constantTimeEqual(a.ticket, t) }); s.auth == nil {
+			return http.StatusForbidden, "invalid_signature", "unknown or expired ticket: ask /connect again"
+		}
+		s.token = s.auth.token
+	}
+	switch {
+	case d.sockets >= relaydMaxSockets:
+		return http.StatusServiceUnavailable, "", "the relay holds its maximum of sockets"
+	case s.harness && d.conns[s.token] >= d.cfg.Load().maxConnections:
+		return http.StatusTooManyRequests, "", "token " + s.token + " holds its maximum of connections"
+	case s.harness && s.auth.sockets >= relaydMaxTicketSockets:
+		return http.StatusTooManyRequests, "", "this connect bundle holds its maximum of sockets: ask /connect again"
+	}
+	s.env = env
+	d.sockets++
+	if s.harness {
+		d.conns[s.token]++
+		s.auth.sockets++
+	}
+	return 0, "", ""
 }
 
 // join makes a socket live: shutdown closes it; an executor socket becomes its environment's
@@ -282,28 +599,13 @@ func (d *relayd) leave(s *relaydSocket) {
 	defer d.mu.Unlock()
 	delete(d.live, s)
 	d.sockets--
+	if !s.harness {
+		return
+	}
+	s.auth.sockets--
 	if d.conns[s.token]--; d.conns[s.token] == 0 {
 		delete(d.conns, s.token)
 	}
-}
-
-// releaseLocked drops a stream's claim, and the slot it counts in: the environment's
-// established streams, or its harness socket's unanswered ones.
-func (d *relayd) releaseLocked(env *relaydEnv, st *relaydStream) {
-	if st.released {
-		return
-	}
-	st.released = true
-	if env.streams[st.id] == st {
-		delete(env.streams, st.id)
-	}
-	delete(st.harness.streams, st.id)
-	if st.established {
-		env.established--
-	} else {
-		st.harness.pending--
-	}
-	st.timer.Stop()
 }
 
 // handshakeExpired resets a stream that the executor has not answered in time.
@@ -349,17 +651,12 @@ func (d *relayd) serveExecutor(s *relaydSocket) {
 		h := st.harness
 		full := false
 		switch {
-		case body == relayBodyHandshake && !st.established && env.established >= d.cfg.Load().maxStreams:
-			// Only an answered stream takes one of the environment's slots: the limit is
-			// checked here, not at the Resume (TestAdv24StreamSlotsTakenByOneHarness).
-			d.releaseLocked(env, st)
-			full = true
 		case body == relayBodyHandshake && !st.established:
-			st.established = true
-			st.harness.pending--
-			env.established++
-			st.timer.Stop()
+			full = !d.answerLocked(env, st, d.cfg.Load().maxStreams)
 		case body == relayBodyReset:
+			if !st.established { // a handshake the executor refused
+				env.tokenLocked(h.token).failLocked(d.now())
+			}
 			d.releaseLocked(env, st)
 		}
 		d.mu.Unlock()
@@ -416,21 +713,24 @@ func (d *relayd) serveHarness(s *relaydSocket) {
 		switch {
 		case st != nil && st.harness != s:
 			refuse = "stream_in_use"
-		case st == nil && body == relayBodyReset:
+		case st == nil && body != relayBodyResume:
+			// Only a Resume claims a stream id (the harness sends one before its handshake,
+			// docs/remote.md §4): a Handshake that follows a refused Resume, or a frame
+			// after the claim ended, is dropped, not sent to the executor as a stream of
+			// its own that would fail there.
 			d.mu.Unlock()
 			continue
-		case st == nil && s.pending >= relaydMaxPendingStreams:
-			refuse = "stream_limit"
 		case st == nil:
-			s.pending++
-			st = &relaydStream{id: id, harness: s}
-			st.timer = time.AfterFunc(d.cfg.Load().handshakeTimeout, func() { d.handshakeExpired(env, st) })
-			env.streams[id] = st
-			s.streams[id] = st
+			if refuse = env.claimLocked(s.token, d.cfg.Load().maxStreams, d.now()); refuse == "" {
+				st = &relaydStream{id: id, harness: s}
+				st.timer = time.AfterFunc(d.cfg.Load().handshakeTimeout, func() { d.handshakeExpired(env, st) })
+				env.streams[id] = st
+				s.streams[id] = st
+			}
 		}
 		if refuse != "" {
 			d.mu.Unlock()
-			d.peerLog.Info("relay: stream refused", "environment_id", env.id, "stream_id", logStreamID(id), "reason", refuse)
+			d.peerLog.Info("relay: stream refused", "environment_id", env.id, "stream_id", logStreamID(id), "token", s.token, "reason", refuse)
 			s.reset(id, refuse)
 			continue
 		}

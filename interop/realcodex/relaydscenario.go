@@ -768,13 +768,17 @@ func runRelaydACL(ctx context.Context, cfg config, log *eventLog, m modeRun) []s
 		return fail("exec-server relay token --role harness --bare", err)
 	}
 
+	// The relay names a minted token by its environment and role and a short hash of the
+	// token (each is a scope of its own, docs/remote.md §12.5).
+	sum := sha256.Sum256([]byte(otherEnv))
+	otherName := fmt.Sprintf("env:harness:build-2:%x", sum[:6])
 	harnesses := []struct {
 		what, token, want string // want: "ready", or the HTTP status the relay must have answered
 		msg               string // the relay's refusal message (docs/remote.md §12.3)
 	}{
 		{"a per-environment harness token for " + relaydEnvID + " (`relay token --role harness --bare`)", good, "ready", ""},
 		{"token other-codex (connect other-* only)", setup.tokens["other-codex"], "403", "token other-codex may not connect to environment " + relaydEnvID},
-		{"a per-environment harness token for build-2", otherEnv, "403", "token env:harness:build-2 may not connect to environment " + relaydEnvID},
+		{"a per-environment harness token for build-2", otherEnv, "403", "token " + otherName + " may not connect to environment " + relaydEnvID},
 		{"an unknown token", "realcodex-unknown-" + randomHex(16), "401", "missing, unknown or expired bearer token"},
 	}
 	for i, h := range harnesses {
