@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -497,8 +498,9 @@ func TestAdv24bBusyPeerLosesItsEnvironments(t *testing.T) {
 // hiccup of 250 ms on its path (a lost packet's retransmission, a radio handover), all its
 // streams reset, though it was reading and no one else was waiting on it (the environment
 // has no other stream). Before the fix the bound was the 10 s write timeout. Alice stops
-// reading until the executor's writes stop advancing for 100 ms (everything between is
-// full: the relay waits on her queue), then 200 ms more, then reads on.
+// reading until the executor's writes stop advancing for 100 ms, then 200 ms more, then
+// reads on; the stall is logged (0.44 s without -race; longer under it, where the
+// executor's own send buffer hides the relay's wait, so its writes go on past the close).
 func TestAdv24bReadingHarnessStallClosed(t *testing.T) {
 	f, toks := adv24Fixture(t, map[string][2][]string{"exec": {{"box-*"}, nil}, "alice": {nil, {"box-*"}}}, "")
 	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
@@ -572,11 +574,165 @@ func TestAdv24bReadingHarnessStallClosed(t *testing.T) {
 			ended += " reset " + fr.reason
 		}
 	}
-	t.Logf("alice read %d of %d frames in %v; she stalled %v after frame %d (the executor's writes stopped %d frames, %d MiB, ahead of her: 100 ms, then 200 ms more)%s; relay: %s",
+	t.Logf("alice read %d of %d frames in %v; she stalled %v after frame %d (it ended %d frames, %d MiB, past her: its writes stopped for 100 ms, then 200 ms more)%s; relay: %s",
 		got, chunks, time.Since(start).Round(time.Millisecond), stalled.Round(time.Millisecond), stallAt, ahead, ahead*chunk>>20, ended, adv24Status(relay))
 	if got < chunks {
 		t.Errorf("alice, reading at full speed but for one stall, got %d of %d frames of her command's output: the relay closed her socket", got, chunks)
 	}
 	exec.ws.closeTCP()
 	<-sent
+}
+
+// TestAdv24bManyUnreadSocketsStallEveryStream: the fix of TestAdv24SlowHarnessStallsOtherStreams
+// bounds what one harness socket that does not read costs the others: the executor
+// socket's reader waits 250 ms on its full queue, then closes it. The bound is per socket,
+// and a token holds 256. Mallory (a connect token of her own) opens 40 sockets, one stream
+// each, with a small receive buffer, and reads none; the executor sends each stream some
+// output (40 frames of 16 KiB, 25 MiB in all), then one frame to Alice, who reads. Alice's
+// frame waits 250 ms per socket of mallory's (the relay's fds show them closed): 10 s, 64 s
+// with 256, and Mallory can open them again (with an honest executor, at its 4 handshakes
+// a second: 4 × 250 ms, the executor socket's reader is held all the time).
+func TestAdv24bManyUnreadSocketsStallEveryStream(t *testing.T) {
+	f, toks := adv24Fixture(t, map[string][2][]string{
+		"exec": {{"box-*"}, nil}, "alice": {nil, {"box-*"}}, "mallory": {nil, {"box-*"}}}, "")
+	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
+	exec := startAdv24Executor(t, base, "box-many", toks["exec"])
+	const socks, frames, chunk = 40, 40, 16 << 10
+	mallory := newRelaydHarnessClient(t, base, toks["mallory"])
+	mb := mallory.connect("box-many")
+	// Mallory's choice: a receive buffer of 4 KiB, and an Ethernet-sized segment (loopback's
+	// 64 KiB one would make the relay's send buffer, sized in segments, hold megabytes).
+	small := func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		c.Control(func(fd uintptr) {
+			if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10); serr == nil {
+				serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 1400)
+			}
+		})
+		return serr
+	}
+	for i := range socks {
+		ctx, cancel := context.WithTimeout(context.Background(), remoteTestTimeout)
+		ws, _, err := dialWebsocket(ctx, mb.URL, nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage, control: small})
+		cancel()
+		if err != nil {
+			t.Fatalf("mallory's socket %d: %v", i, err)
+		}
+		t.Cleanup(ws.closeTCP)
+		if err := ws.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &relayFrame{version: relayFrameVersion, streamID: fmt.Sprintf("m-%d", i), body: relayBodyResume})); err != nil {
+			t.Fatal(err)
+		}
+		<-exec.opened
+	}
+	alice := newRelaydHarnessClient(t, base, toks["alice"])
+	ah, err := alice.dial(alice.connect("box-many"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ah.send(relayFrame{streamID: "a-1", body: relayBodyResume})
+	if fr := ah.nextFrame("a-1"); fr.body != relayBodyHandshake {
+		t.Fatalf("a-1: %v, want the handshake", fr.body)
+	}
+	t.Logf("relay before: %s", adv24Status(relay))
+	start := time.Now()
+	sent := make(chan error, 1)
+	go func() { // the executor's writer: ends after its frames or at the first error
+		payload := make([]byte, chunk)
+		for i := range socks {
+			for k := range frames {
+				if err := exec.send(relayFrame{streamID: fmt.Sprintf("m-%d", i), body: relayBodyData, seq: uint32(k + 1), segmentCount: 1, payload: payload}); err != nil {
+					sent <- err
+					return
+				}
+			}
+		}
+		sent <- exec.send(relayFrame{streamID: "a-1", body: relayBodyData, seq: 1, segmentCount: 1, payload: []byte("hello")})
+	}()
+	var took time.Duration
+	select {
+	case fr := <-ah.frames("a-1"):
+		took = time.Since(start)
+		t.Logf("alice's frame (%v) arrived %v after the executor began; relay: %s", fr.body, took.Round(time.Millisecond), adv24Status(relay))
+	case <-time.After(remoteTestTimeout):
+		took = remoteTestTimeout
+		t.Logf("alice's frame did not arrive within %v", remoteTestTimeout)
+	}
+	if bound := socks * relaydQueueWait / 2; took > bound {
+		t.Errorf("alice's frame waited %v behind %d sockets of mallory's that do not read (250 ms each; %d MiB carried): the per-socket bound adds up per token", took.Round(time.Millisecond), socks, socks*frames*chunk>>20)
+	}
+	exec.ws.closeTCP()
+	<-sent
+}
+
+// TestAdv24bLeakedExecutorURLTakesTheEnvironment: an executor's rendezvous URL carries its
+// registration's secret in the query (sig=…), good until the environment registers again,
+// and a new executor socket with it replaces the one up (docs/remote.md 12.3; the executor
+// reconnects with the same URL). Eve holds no token, only that URL (a reverse proxy's access
+// log records the query by default): she dials it, the relay closes the executor's own
+// socket, and the harnesses' handshakes come to her.
+func TestAdv24bLeakedExecutorURLTakesTheEnvironment(t *testing.T) {
+	f, toks := adv24Fixture(t, map[string][2][]string{"exec": {{"box-*"}, nil}, "alice": {nil, {"box-*"}}}, "")
+	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
+	exec := startAdv24Executor(t, base, "box-take", toks["exec"])
+	// The URL the executor was answered: registered again here by the test, as the executor
+	// would after a restart, so that the test holds it.
+	id, err := newNoiseIdentity(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, v := relaydPost(t, nil, base, "box-take", "register", toks["exec"], map[string]any{"security_profile": registrySecurityProfile, "executor_public_key": id.publicKey()})
+	if status != http.StatusOK {
+		t.Fatalf("register: %d %v", status, v)
+	}
+	leaked := v["url"].(string)
+	<-exec.stopped // the earlier registration's socket is closed by the new registration
+	dial := func() *wsConn {
+		ctx, cancel := context.WithTimeout(context.Background(), remoteTestTimeout)
+		defer cancel()
+		ws, _, err := dialWebsocket(ctx, leaked, nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ws.closeTCP)
+		return ws
+	}
+	honest := dial()
+	honestEnded := make(chan error, 1)
+	go func() { // the honest executor's reader: ends when the relay closes its socket
+		for {
+			if _, _, err := honest.readFrameMessage(); err != nil {
+				honestEnded <- err
+				return
+			}
+		}
+	}()
+	eve := dial() // no token: the URL alone
+	select {
+	case err := <-honestEnded:
+		t.Logf("the executor's socket ended when eve dialled its URL: %v", err)
+	case <-time.After(2 * time.Second):
+		t.Logf("the executor's socket is still up 2 s after eve dialled its URL")
+	}
+	alice := newRelaydHarnessClient(t, base, toks["alice"])
+	ah, err := alice.dial(alice.connect("box-take"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ah.send(relayFrame{streamID: "a-1", body: relayBodyResume})
+	eve.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	got := ""
+	for {
+		op, data, err := eve.readFrameMessage()
+		if err != nil {
+			break
+		}
+		if fr, err := decodeRelayFrame(data); err == nil && op == wsOpBinary {
+			got = fmt.Sprintf("%v on %s", fr.body, fr.streamID)
+			break
+		}
+	}
+	t.Logf("eve's socket got alice's frame: %q; relay: %s", got, adv24Status(relay))
+	if got != "" {
+		t.Errorf("eve, with no token, took the environment's executor socket with a leaked URL: alice's %s came to her", got)
+	}
 }
