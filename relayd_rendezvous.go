@@ -88,6 +88,9 @@ const (
 	// the environment's other streams relaydQueueWait per relaydQueueCooldown at most.
 	relaydQueueWait     = 2 * time.Second
 	relaydQueueCooldown = 30 * time.Second
+	// relaydExecutorProbe is how long the environment's executor socket has to answer a ping
+	// before a new socket on its registration's URL replaces it.
+	relaydExecutorProbe = 2 * time.Second
 )
 
 // relaydRendezvousPath prefixes the rendezvous URLs.
@@ -483,10 +486,24 @@ func (d *relayd) rendezvous(w http.ResponseWriter, r *http.Request, rest string)
 		rejectUpgrade(w, status, reason, code, msg)
 		return
 	}
+	var live *relaydSocket // the environment's executor socket a new one would replace
+	if !s.harness {
+		live = s.env.executor
+	}
 	d.wg.Add(1)
 	d.mu.Unlock()
 	defer d.wg.Done()
 	defer d.leave(s)
+	// The URL is the executor's credential until it registers again, and a URL can leak (a
+	// proxy's access log): a socket that still answers a ping is not replaced by whoever
+	// dials the URL (TestAdv24bLeakedExecutorURLTakesTheEnvironment). An executor dials its
+	// URL again only once its socket is gone to it; the relay's side of a dead one answers no
+	// ping, and is replaced after relaydExecutorProbe.
+	if live != nil && live.ws.answersPing(relaydExecutorProbe) {
+		d.peerLog.Info("relay: upgrade refused", "role", role, "environment_id", clipEnvID(envID), "status", http.StatusConflict, "reason", "executor_connected", "why", "the registration's executor socket is up")
+		rejectUpgrade(w, http.StatusConflict, "executor_connected", "executor_connected", "this registration's executor socket is up and answering: register again for a new one")
+		return
+	}
 
 	nc, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {

@@ -9,6 +9,7 @@ package main
 // end-to-end tests, adv24*_test.go and review24_test.go the adversaries' and the reviewer's.
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"net/http"
@@ -113,5 +114,59 @@ func TestRelaydMintedTokenScope(t *testing.T) {
 	}
 	if len(names) != 3 {
 		t.Errorf("three minted tokens of one environment have %d names: %v", len(names), names)
+	}
+}
+
+// TestRelaydExecutorURLReplacesADeadSocket: an executor dials its URL again once its socket is
+// gone to it; when the relay's side of the old socket answers no ping (a half-open
+// connection), the new socket replaces it after relaydExecutorProbe. One that answers keeps
+// its place (TestAdv24bLeakedExecutorURLTakesTheEnvironment).
+func TestRelaydExecutorURLReplacesADeadSocket(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	_, base := startRelayProcess(t, f, "127.0.0.1:0")
+	id, err := newNoiseIdentity(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, v := relaydPost(t, nil, base, "box-dead", "register", f.fleet, map[string]any{"security_profile": registrySecurityProfile, "executor_public_key": id.publicKey()})
+	if status != http.StatusOK {
+		t.Fatalf("register: %d %v", status, v)
+	}
+	url := v["url"].(string)
+	dial := func() (*wsConn, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), remoteTestTimeout)
+		defer cancel()
+		ws, _, err := dialWebsocket(ctx, url, nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage})
+		if err == nil {
+			t.Cleanup(ws.closeTCP)
+		}
+		return ws, err
+	}
+	if _, err := dial(); err != nil { // never read again: it answers no ping
+		t.Fatal(err)
+	}
+	began := time.Now()
+	next, err := dial()
+	if err != nil {
+		t.Fatalf("the executor's second socket, its first answering no ping: %v", err)
+	}
+	t.Logf("the second socket replaced the silent first after %v", time.Since(began).Round(time.Millisecond))
+	// The new socket is the environment's: a harness's resume reaches it.
+	c := newRelaydHarnessClient(t, base, f.alice)
+	h, err := c.dial(c.connect("box-dead"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.send(relayFrame{streamID: "s-1", body: relayBodyResume})
+	next.nc.SetReadDeadline(time.Now().Add(remoteTestTimeout))
+	for {
+		op, data, err := next.readFrameMessage()
+		if err != nil {
+			t.Fatalf("the second socket: %v before the harness's resume", err)
+		}
+		if fr, err := decodeRelayFrame(data); err == nil && op == wsOpBinary {
+			t.Logf("the second socket got %v on %s", fr.body, fr.streamID)
+			return
+		}
 	}
 }

@@ -153,6 +153,9 @@ type wsConn struct {
 	tcpOnce    sync.Once
 	done       chan struct{} // closed with the TCP connection
 	lastPong   atomic.Int64  // unix nanoseconds
+
+	pongMu   sync.Mutex
+	pongWait chan struct{} // closed at the next pong; nil while nobody waits (answersPing)
 }
 
 func newWSConn(nc net.Conn, br *bufio.Reader, client bool, opts wsOptions) *wsConn {
@@ -195,6 +198,30 @@ func (c *wsConn) pingLoop() {
 			}
 		}
 	}
+}
+
+// answersPing pings the peer and reports whether a pong comes within d. The connection's
+// reader must be reading: it is the one that sees the pong. Any pong counts, one that was on
+// its way already too: it also says that the peer is there.
+func (c *wsConn) answersPing(d time.Duration) bool {
+	c.pongMu.Lock()
+	if c.pongWait == nil {
+		c.pongWait = make(chan struct{})
+	}
+	pong := c.pongWait
+	c.pongMu.Unlock()
+	if err := c.writeFrame(wsOpPing, nil); err != nil {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-pong:
+		return true
+	case <-t.C:
+	case <-c.done:
+	}
+	return false
 }
 
 func (c *wsConn) closeTCP() {
@@ -423,6 +450,12 @@ func (c *wsConn) nextMessage() (byte, []byte, error) {
 				}
 			case wsOpPong:
 				c.lastPong.Store(time.Now().UnixNano())
+				c.pongMu.Lock()
+				if c.pongWait != nil {
+					close(c.pongWait)
+					c.pongWait = nil
+				}
+				c.pongMu.Unlock()
 			case wsOpClose:
 				return 0, nil, c.peerClosed(payload)
 			}
