@@ -1404,3 +1404,60 @@ func TestRelaydTLSHandshakeNotSilent(t *testing.T) {
 		t.Errorf("the request after that handshake: %s", resp.Status)
 	}
 }
+
+// TestRelaydRefusalBeforeBodyCloses: a refusal written before the request's body was read
+// (no token) comes at once with Connection: close, and the connection ends, though the body
+// never comes; before, net/http waited for the body (the relay's ReadTimeout, 20 s) before
+// it wrote the 401. A request whose body was read keeps its connection for the next.
+func TestRelaydRefusalBeforeBodyCloses(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	_, base := startRelayProcess(t, f, "127.0.0.1:0")
+	addr := strings.TrimPrefix(base, "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const within = 5 * time.Second
+	c.SetDeadline(time.Now().Add(within))
+	if _, err := io.WriteString(c, "POST /cloud/environment/box-1/register HTTP/1.1\r\nHost: relay\r\nContent-Length: 100\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer within %v to a request without a token whose body never comes: %v", within, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+		t.Errorf("the refusal: %s, Connection: %q; want 401 and close", resp.Status, resp.Header.Get("Connection"))
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+		t.Errorf("after the refusal the connection gave %q, %v; want its end", rest, err)
+	}
+
+	id, err := newNoiseIdentity(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"security_profile": registrySecurityProfile, "executor_public_key": id.publicKey()})
+	k, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	k.SetDeadline(time.Now().Add(remoteTestTimeout))
+	kr := bufio.NewReader(k)
+	fmt.Fprintf(k, "POST /cloud/environment/box-1/register HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", f.fleet, len(body), body)
+	if resp, err := http.ReadResponse(kr, nil); err != nil || resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("a register with its body: %v %v", resp, err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	io.WriteString(k, "GET /readyz HTTP/1.1\r\nHost: relay\r\n\r\n")
+	if resp, err := http.ReadResponse(kr, nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("the next request on the same connection: %v %v", resp, err)
+	}
+}
