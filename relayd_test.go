@@ -18,6 +18,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -1093,17 +1094,17 @@ func relaydDialFrom(src, addr string) (net.Conn, error) {
 	return d.Dial("tcp", addr)
 }
 
-// relaydStuck opens a connection from src that pipelines relaydStuckRequests GET /readyz and
-// reads none of the answers, and returns once the relay's write of an answer on it is
-// blocked: the client's write of its requests has not completed (the relay stopped reading
-// them), and none of src's connections changed state for a second (one the relay could
-// still write to has requests to read).
-func relaydStuck(t *testing.T, d *relayd, src, addr string) net.Conn {
+// relaydStuck opens a connection from src with dial that pipelines relaydStuckRequests GET
+// /readyz and reads none of the answers, and returns once the relay's write of an answer on
+// it is blocked: the client's write of its requests has not completed (the relay stopped
+// reading them), and none of src's connections changed state for a second (one the relay
+// could still write to has requests to read).
+func relaydStuck(t *testing.T, d *relayd, src string, dial func() (net.Conn, error)) net.Conn {
 	t.Helper()
 	// Four times what the relay's socket buffers take of answers (4 MiB at most, about 150
 	// bytes each).
 	const relaydStuckRequests = 4 * (4 << 20) / 150
-	c, err := relaydDialFrom(src, addr)
+	c, err := dial()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1175,7 +1176,7 @@ func TestRelaydUnreadAnswersDoNotLockOut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stuck := relaydStuck(t, d, src, addr)
+	stuck := relaydStuck(t, d, src, func() (net.Conn, error) { return relaydDialFrom(src, addr) })
 	held, busy := relaydBusyOf(d, src)
 	t.Logf("%s: %d connections held (%d busy) %v after the first; one pipelined requests and reads no answer", src, held, busy, time.Since(start).Round(time.Millisecond))
 	if held != relaydMaxPendingPerSource {
@@ -1184,8 +1185,9 @@ func TestRelaydUnreadAnswersDoNotLockOut(t *testing.T) {
 	if status, err := relaydGetReadyz(src, addr); err != nil || status != http.StatusOK {
 		t.Fatalf("the next connection from %s: %d %v: a connection whose answers nobody reads locked it out", src, status, err)
 	}
+	// Its end: EOF, or a reset (the relay closed it with requests unread).
 	stuck.SetReadDeadline(time.Now().Add(remoteTestTimeout))
-	if _, err := io.Copy(io.Discard, stuck); err != nil {
+	if _, err := io.Copy(io.Discard, stuck); err != nil && !errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("the connection that reads no answer: %v, want it closed for the new one", err)
 	}
 }
@@ -1250,7 +1252,7 @@ func TestRelaydUnreadAnswersClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := startRelaydInProcess(t, f, ln)
-	relaydStuck(t, d, "127.0.0.1", ln.Addr().String())
+	relaydStuck(t, d, "127.0.0.1", func() (net.Conn, error) { return relaydDialFrom("127.0.0.1", ln.Addr().String()) })
 	start := time.Now()
 	for {
 		d.mu.Lock()
@@ -1459,5 +1461,84 @@ func TestRelaydRefusalBeforeBodyCloses(t *testing.T) {
 	io.WriteString(k, "GET /readyz HTTP/1.1\r\nHost: relay\r\n\r\n")
 	if resp, err := http.ReadResponse(kr, nil); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("the next request on the same connection: %v %v", resp, err)
+	}
+}
+
+// TestRelaydTLSEvictionDoesNotStall: over TLS, a connection whose answers nobody reads (its
+// socket full, the relay's write under way) is closed to admit its source's next one, and
+// that one is served at once. The relay closes the connection beneath its TLS: a
+// tls.Conn.Close with no write under way would write close_notify, and on a full socket wait
+// for its 5 s deadline on the accept loop (this test's connection, with its write under
+// way, does not reach that case).
+func TestRelaydTLSEvictionDoesNotStall(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	certFile, keyFile, pool, _ := relaydTestCert(t)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadRelaydConfig(f.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newRelayd(cfg, "https://"+ln.Addr().String(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d.tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("relay serve: %v", err)
+		}
+	})
+	addr := ln.Addr().String()
+	const src = "127.0.0.2"
+	dial := func() (net.Conn, error) {
+		c, err := relaydDialFrom(src, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+		tc.SetDeadline(time.Now().Add(remoteTestTimeout))
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, err
+		}
+		tc.SetDeadline(time.Time{})
+		return tc, nil
+	}
+	for range relaydMaxPendingPerSource - 1 {
+		c, err := dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, "POST /cloud/environment/box-1/register HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer "+f.fleet+"\r\nContent-Length: 100\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relaydStuck(t, d, src, dial)
+	start := time.Now()
+	c, err := dial()
+	if err != nil {
+		t.Fatalf("the next connection from %s: %v", src, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(remoteTestTimeout))
+	io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: relay\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the next connection from %s: %v %v", src, resp, err)
+	}
+	resp.Body.Close()
+	took := time.Since(start)
+	t.Logf("the next connection from %s, admitted in place of the TLS connection nobody reads: handshake and answer in %v", src, took.Round(time.Millisecond))
+	if took >= 2*time.Second {
+		t.Errorf("the next connection took %v: closing the one it replaced held the accept loop", took.Round(time.Millisecond))
 	}
 }
