@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -131,12 +132,13 @@ func adv24bBusyConns(t *testing.T, src, addr string, n int) []net.Conn {
 }
 
 // adv24bAwaitFDs waits until process pid holds at least n fds (the accept loop has no event
-// a test can wait on), up to remoteTestTimeout.
-func adv24bAwaitFDs(pid, n int) int {
+// a test can wait on), or until answered says the relay answered and closed them all
+// instead, up to remoteTestTimeout.
+func adv24bAwaitFDs(pid, n int, answered func() bool) int {
 	deadline := time.Now().Add(remoteTestTimeout)
 	for {
 		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-		if len(fds) >= n || time.Now().After(deadline) {
+		if len(fds) >= n || answered() || time.Now().After(deadline) {
 			return len(fds)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -183,9 +185,16 @@ func TestAdv24bBusyConnectionsLockOut(t *testing.T) {
 	for i := range relaydMaxPending / relaydMaxPendingPerSource {
 		conns = append(conns, adv24bBusyConns(t, fmt.Sprintf("127.0.0.%d", i+2), addr, relaydMaxPendingPerSource)...)
 	}
-	got := adv24bAwaitFDs(relay.cmd.Process.Pid, len(fds0)+len(conns))
-	t.Logf("%d busy connections from 4 sources, no token, opened in %v; relay fds %d → %d; relay before: %s; now: %s",
-		len(conns), time.Since(start).Round(time.Millisecond), len(fds0), got, before, adv24Status(relay))
+	var ended atomic.Int64 // connections the relay closed (after answering them)
+	for _, c := range conns {
+		go func() { // ends when the relay or the cleanup closes c
+			io.Copy(io.Discard, c)
+			ended.Add(1)
+		}()
+	}
+	got := adv24bAwaitFDs(relay.cmd.Process.Pid, len(fds0)+len(conns), func() bool { return ended.Load() == int64(len(conns)) })
+	t.Logf("%d busy connections from 4 sources, no token, opened in %v; relay fds %d → %d, %d closed by the relay; relay before: %s; now: %s",
+		len(conns), time.Since(start).Round(time.Millisecond), len(fds0), got, ended.Load(), before, adv24Status(relay))
 	refused := 0
 	for range 5 {
 		st := adv24bRegister(base, "box-1", toks["fleet"])

@@ -49,26 +49,26 @@ import (
 	"time"
 )
 
-// Limits of the relay (docs/remote.md "Self-hosted relay"). The two a deployment may want to
-// size differently are defaults of the configuration file; the others are fixed.
+// Limits of the relay (docs/remote.md "Self-hosted relay"). Those a deployment may want to
+// size differently (relaydDefault…, and the two timeouts) are defaults of the configuration
+// file; the others are fixed.
 const (
 	// relaydMaxFrame bounds one websocket message, one relay frame: the rendezvous cap of
 	// docs/remote.md §3. A bigger message closes the socket that sent it (1009).
 	relaydMaxFrame = relayMaxMessage
-	// The defaults of the configuration file's limits and timeouts follow.
-	//
-	// relaydDefaultStreamsPerEnvironment bounds the streams open at once on one environment
-	// (harness sockets' streams, handshaking or active): the executor's own limit per socket.
-	relaydDefaultStreamsPerEnvironment = relayMaxActiveStreams
 	// relaydMaxPendingStreams bounds the streams of one harness socket that the executor has
 	// not answered yet: a stream takes one of its environment's slots only once answered, so
 	// Resumes that never handshake cannot take the slots of other harnesses.
 	relaydMaxPendingStreams = 8
+	// relaydDefaultStreamsPerEnvironment bounds the streams of one environment that the
+	// executor has answered, all its harness sockets together: the executor's own limit per
+	// socket.
+	relaydDefaultStreamsPerEnvironment = relayMaxActiveStreams
 	// relaydDefaultConnectionsPerToken bounds the harness sockets open at once under one
 	// credential (the token that asked for their connect bundles). Executor sockets are not
 	// counted: one per registration, which relaydDefaultRegistrationsPerToken bounds.
 	relaydDefaultConnectionsPerToken = 256
-	// relaydMaxLimit caps what the configuration file may raise either limit to.
+	// relaydMaxLimit caps what the configuration file may raise any of its limits to.
 	relaydMaxLimit = 1 << 16
 	// relaydMaxSockets bounds the rendezvous sockets of the whole relay, and
 	// relaydMaxEnvironments its registrations: the memory a relay can be made to hold.
@@ -127,16 +127,28 @@ const (
 	relaydMaxHeaderBytes = 16 << 10
 	relaydHTTPIdle       = 30 * time.Second
 	// relaydMaxPending bounds the connections not (yet) upgraded to a rendezvous socket,
-	// and relaydMaxPendingPerSource those of one source address: past either, the oldest
-	// idle one (no byte of a request yet, or kept alive between requests) of that scope is
-	// closed to admit the new one, so that silent connections cannot lock out the clients
-	// that come to talk (TestAdv24PendingConnectionsLockOut); the new one is closed only
-	// when every other is busy. relaydFirstByteTimeout: a connection that has sent nothing
-	// for that long is closed when a new one comes (the head's own limit is
-	// relaydHeaderTimeout).
+	// and relaydMaxPendingPerSource those of one source (relaydSource: an IPv4 address, an
+	// IPv6 /64). A new connection that finds its scope full takes the place of one of that
+	// scope (relayd.admitLocked), so that connections held open cannot lock out the clients
+	// that come to talk (TestAdv24PendingConnectionsLockOut,
+	// TestReview24BusyConnectionsLockOut).
 	relaydMaxPending          = 1024
 	relaydMaxPendingPerSource = 256
-	relaydFirstByteTimeout    = 3 * time.Second
+	// relaydFirstByteTimeout: a connection from which not one byte was read (of a TLS
+	// handshake or of a request) that long after it was accepted is silent, and closed when
+	// a new one comes. A head under way has relaydHeaderTimeout.
+	relaydFirstByteTimeout = 3 * time.Second
+	// relaydRequestTime is the longest an honest registry request keeps its connection busy,
+	// from its whole head read to its answer written: a forward to the owning node
+	// (relaydPeerForwardTimeout, which covers the owner's relaydConnectWait), and a second
+	// for the body and the answer. A connection busy with one request for longer (a token
+	// holder's body that trickles) may be closed to admit a new one.
+	relaydRequestTime = relaydPeerForwardTimeout + time.Second
+	// relaydAnswerTimeout bounds the time from a request's whole head to its answer written
+	// (the server's WriteTimeout): the body's time at most, then relaydRequestTime. A client
+	// that pipelines requests and reads no answer is closed then, not held for ever.
+	// A rendezvous socket clears it when it takes the connection over.
+	relaydAnswerTimeout = relaydHeaderTimeout + relaydBodyTimeout + relaydRequestTime
 	// relaydMinTokenBytes is the shortest static token or secret the configuration accepts.
 	relaydMinTokenBytes  = 16
 	relaydMinSecretBytes = 32
@@ -218,8 +230,10 @@ func loadRelaydConfig(path string) (*relaydConfig, error) {
 		return nil, fmt.Errorf("relay config %s: data after the JSON object", path)
 	}
 	dir := filepath.Dir(path)
-	cfg := &relaydConfig{tokens: map[[32]byte]*relaydToken{}, maxStreams: relaydDefaultStreamsPerEnvironment,
-		maxConnections: relaydDefaultConnectionsPerToken, maxRegistrations: relaydDefaultRegistrationsPerToken, handshakeTimeout: relaydHandshakeTimeout, idleTimeout: relaydIdleTimeout}
+	cfg := &relaydConfig{tokens: map[[32]byte]*relaydToken{},
+		maxStreams: relaydDefaultStreamsPerEnvironment, maxConnections: relaydDefaultConnectionsPerToken,
+		maxRegistrations: relaydDefaultRegistrationsPerToken,
+		handshakeTimeout: relaydHandshakeTimeout, idleTimeout: relaydIdleTimeout}
 	for _, l := range []struct {
 		name string
 		v    int
@@ -341,7 +355,7 @@ func checkRelaydPrivateFile(path string) error {
 		return err
 	}
 	if st.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("%s is readable by group or others (mode %04o): chmod 600 it", path, st.Mode().Perm())
+		return fmt.Errorf("%s is readable or writable by group or others (mode %04o): chmod 600 it", path, st.Mode().Perm())
 	}
 	return nil
 }
@@ -574,11 +588,9 @@ func serveRelay(ctx context.Context, o *relaydOptions, stdout io.Writer, log *sl
 		return &usageError{"relay: --public-url: " + err.Error()}
 	}
 	d := newRelayd(cfg, strings.TrimSuffix(public, "/"), log)
+	d.tlsConf, d.behindProxy = tlsConf, o.behindProxy
 	if self != nil {
 		d.fleet = newRelaydFleet(self.ID, cfg.peerCA)
-	}
-	if tlsConf != nil {
-		ln = tls.NewListener(ln, tlsConf)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	hup := make(chan os.Signal, 1)
@@ -633,6 +645,11 @@ type relayd struct {
 	cfg    atomic.Pointer[relaydConfig] // replaced whole on SIGHUP (reload)
 	public string                       // scheme://host[:port] of this node
 	log    *slog.Logger
+	// tlsConf is what serve speaks TLS with; nil: plain HTTP.
+	tlsConf *tls.Config
+	// behindProxy: every connection comes from the reverse proxy, so none is taken for a
+	// fleet peer's (relayd.newPending).
+	behindProxy bool
 	// peerLog throttles the lines that peers decide the rate of: refusals, resets, sockets
 	// coming and going (logthrottle.go).
 	peerLog *logThrottle
@@ -652,14 +669,16 @@ type relayd struct {
 	closed  bool
 	live    map[*relaydSocket]struct{}
 	pending map[net.Conn]*relaydPending // HTTP connections not hijacked
-	sources map[string]int              // source address → its connections in pending
+	sources map[string]int              // relaydSource → its connections in pending
 	wg      sync.WaitGroup              // one per rendezvous socket being served
 	queues  relaydQueues                // the harness sockets' queues (relayd_rendezvous.go)
 }
 
 func newRelayd(cfg *relaydConfig, public string, log *slog.Logger) *relayd {
 	d := &relayd{public: public, log: log, peerLog: newLogThrottle(log), now: time.Now,
-		envs: map[string]*relaydEnv{}, regUp: make(chan struct{}), moving: time.Now().Add(relaydMoveWindow), conns: map[string]int{}, regs: map[string]int{}, live: map[*relaydSocket]struct{}{}, pending: map[net.Conn]*relaydPending{}, sources: map[string]int{}}
+		envs: map[string]*relaydEnv{}, regUp: make(chan struct{}), moving: time.Now().Add(relaydMoveWindow),
+		conns: map[string]int{}, regs: map[string]int{}, live: map[*relaydSocket]struct{}{},
+		pending: map[net.Conn]*relaydPending{}, sources: map[string]int{}}
 	d.cfg.Store(cfg)
 	return d
 }
@@ -683,16 +702,26 @@ func (d *relayd) reload(path string) {
 }
 
 // serve answers HTTP on ln until ctx ends, then closes every socket and waits for them.
+// It serves TLS over ln with d.tlsConf when set, above relaydListener, so that a handshake's
+// bytes count as bytes read.
 func (d *relayd) serve(ctx context.Context, ln net.Listener) error {
+	ln = relaydListener{ln}
+	if d.tlsConf != nil {
+		ln = tls.NewListener(ln, d.tlsConf)
+	}
 	srv := &http.Server{
 		Handler:           d,
 		ReadHeaderTimeout: relaydHeaderTimeout,
 		ReadTimeout:       relaydHeaderTimeout + relaydBodyTimeout,
+		WriteTimeout:      relaydAnswerTimeout,
 		IdleTimeout:       relaydHTTPIdle,
 		MaxHeaderBytes:    relaydMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
 		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){}, // no HTTP/2
 		ConnState:         d.connState,
+		ConnContext: func(ctx context.Context, nc net.Conn) context.Context {
+			return context.WithValue(ctx, relaydConnKey{}, nc)
+		},
 	}
 	done := make(chan struct{})
 	go func() {
@@ -709,79 +738,205 @@ func (d *relayd) serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// relaydPending is a connection not hijacked: where from, and since when in its state.
-type relaydPending struct {
-	source string
-	since  time.Time
-	fresh  bool // no byte of a request read yet
-	idle   bool // fresh, or kept alive between requests
+// relaydListener hands out its connections as relaydConns.
+type relaydListener struct{ net.Listener }
+
+func (l relaydListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &relaydConn{Conn: c}, nil
 }
 
-// connState keeps the set of connections not hijacked. A new one past relaydMaxPending or
-// relaydMaxPendingPerSource takes the place of the oldest idle one in the same scope.
+// relaydConn is an accepted connection, beneath its TLS if any, that records whether a byte
+// was ever read from it: what tells a silent connection from one whose TLS handshake or
+// request head is under way, which net/http reports alike (StateNew).
+type relaydConn struct {
+	net.Conn
+	heard atomic.Bool
+}
+
+func (c *relaydConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.heard.Load() {
+		c.heard.Store(true)
+	}
+	return n, err
+}
+
+// CloseWrite passes net/http's half-close on, which it sends before it closes a connection
+// after an answer (so that the answer is read before the reset that unread bytes cause).
+func (c *relaydConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// relaydConnKey is the request context's key of its connection (as ConnState has it).
+type relaydConnKey struct{}
+
+// relaydPhase is where a connection not hijacked stands, for admitLocked.
+type relaydPhase uint8
+
+const (
+	// relaydPhaseNew: no whole request head read yet (perhaps no byte at all: silent).
+	relaydPhaseNew relaydPhase = iota
+	// relaydPhaseBusy: the relay serves a request of it (reads its body, or waits for a
+	// registration or a peer's answer).
+	relaydPhaseBusy
+	// relaydPhaseDone: the relay answered, and waits for the next request or for the
+	// connection's end; what net/http does meanwhile (write the answer to a client that may
+	// not read it, read what is left of a body, wait before it closes) serves nobody.
+	relaydPhaseDone
+)
+
+// relaydPending is a connection not hijacked.
+type relaydPending struct {
+	raw    *relaydConn // beneath TLS: its first byte, and what to close
+	source string      // relaydSource
+	peer   bool        // from a fleet peer's address (relaydFleet.isPeer): never closed for another
+	phase  relaydPhase
+	since  time.Time // when it entered phase
+}
+
+// silent says that not one byte was read from the connection since it was accepted.
+func (p *relaydPending) silent() bool { return p.phase == relaydPhaseNew && !p.raw.heard.Load() }
+
+// connState keeps the set of connections not hijacked, and admits a new one under
+// relaydMaxPending and relaydMaxPendingPerSource (admitLocked).
 func (d *relayd) connState(nc net.Conn, st http.ConnState) {
 	now := d.now()
+	var p *relaydPending
+	if st == http.StateNew {
+		p = d.newPending(nc, now)
+	}
 	d.mu.Lock()
-	var drop []net.Conn
+	var drop []*relaydConn
+	admitted := true
 	switch st {
 	case http.StateNew:
-		src := relaydSource(nc.RemoteAddr())
-		drop = d.admitLocked(src, now)
-		if len(d.pending) >= relaydMaxPending || d.sources[src] >= relaydMaxPendingPerSource {
-			drop = append(drop, nc) // every other one is busy
+		admitted, drop = d.admitLocked(p, now)
+		if !admitted {
+			drop = append(drop, p.raw)
 			break
 		}
-		d.pending[nc] = &relaydPending{source: src, since: now, fresh: true, idle: true}
-		d.sources[src]++
-	case http.StateActive, http.StateIdle:
-		if p := d.pending[nc]; p != nil {
-			p.fresh, p.idle, p.since = false, st == http.StateIdle, now
-		}
+		d.pending[nc] = p
+		d.sources[p.source]++
+	case http.StateActive:
+		d.enterLocked(nc, relaydPhaseBusy, now)
+	case http.StateIdle:
+		d.enterLocked(nc, relaydPhaseDone, now)
 	case http.StateHijacked, http.StateClosed:
 		d.forgetPendingLocked(nc)
 	}
 	d.mu.Unlock()
+	// The connection beneath TLS: tls.Conn.Close would send close_notify, and wait up to 5 s
+	// for a peer that does not read, on the accept loop.
 	for _, c := range drop {
 		c.Close()
 	}
-	if len(drop) > 0 {
-		d.peerLog.Info("relay: idle connections closed to admit new ones", "closed", len(drop))
+	switch {
+	case !admitted:
+		d.peerLog.Info("relay: new connection closed: every other one of its scope is busy", "source", p.source, "closed", len(drop)-1)
+	case len(drop) > 0:
+		d.peerLog.Info("relay: connections closed to admit new ones", "closed", len(drop))
 	}
 }
 
-// admitLocked makes room for a new connection from src: it takes out (for the caller to
-// close) those that sent nothing for relaydFirstByteTimeout, and, while a cap is reached, the
-// oldest idle one in its scope.
-func (d *relayd) admitLocked(src string, now time.Time) []net.Conn {
-	var drop []net.Conn
-	var oldest, oldestOfSrc net.Conn
-	for c, p := range d.pending {
-		switch {
-		case p.fresh && now.Sub(p.since) >= relaydFirstByteTimeout:
-			drop = append(drop, c)
-			continue
-		case !p.idle:
-			continue
-		}
-		if oldest == nil || p.since.Before(d.pending[oldest].since) {
-			oldest = c
-		}
-		if p.source == src && (oldestOfSrc == nil || p.since.Before(d.pending[oldestOfSrc].since)) {
-			oldestOfSrc = c
+// newPending describes a new connection: where from, and whether from a fleet peer (never
+// behind a proxy, where every connection comes from the proxy).
+func (d *relayd) newPending(nc net.Conn, now time.Time) *relaydPending {
+	raw := relaydRawConn(nc)
+	if raw == nil { // not relaydListener's: never taken for silent
+		raw = &relaydConn{Conn: nc}
+		raw.heard.Store(true)
+	}
+	src, addr := relaydSource(nc.RemoteAddr())
+	peer := d.fleet != nil && !d.behindProxy && addr.IsValid() && d.fleet.isPeer(addr)
+	return &relaydPending{raw: raw, source: src, peer: peer, phase: relaydPhaseNew, since: now}
+}
+
+// enterLocked moves a connection to phase.
+func (d *relayd) enterLocked(nc net.Conn, phase relaydPhase, now time.Time) {
+	if p := d.pending[nc]; p != nil {
+		p.phase, p.since = phase, now
+	}
+}
+
+// answered marks the connection of r done with it, when its handler returns.
+func (d *relayd) answered(r *http.Request) {
+	nc, _ := r.Context().Value(relaydConnKey{}).(net.Conn)
+	now := d.now()
+	d.mu.Lock()
+	d.enterLocked(nc, relaydPhaseDone, now)
+	d.mu.Unlock()
+}
+
+// relaydRawConn is nc as relaydListener accepted it, beneath its TLS; nil if it is not one.
+func relaydRawConn(nc net.Conn) *relaydConn {
+	if t, ok := nc.(*tls.Conn); ok {
+		nc = t.NetConn()
+	}
+	c, _ := nc.(*relaydConn)
+	return c
+}
+
+// admitLocked decides on a new connection p. First it takes out, for the caller to close,
+// every connection silent for relaydFirstByteTimeout. Then, if p's source holds
+// relaydMaxPendingPerSource connections, one of that source's is taken out to admit p, or p
+// is refused: a source at its cap never closes another's. Else, if the relay holds
+// relaydMaxPending, one of any source's is taken out, or p is refused; a fleet peer's
+// connection comes in past relaydMaxPending instead (a peer's probes must reach this node).
+// The one taken out is chosen by evictableLocked.
+func (d *relayd) admitLocked(p *relaydPending, now time.Time) (admitted bool, drop []*relaydConn) {
+	for c, q := range d.pending {
+		if !q.peer && q.silent() && now.Sub(q.since) >= relaydFirstByteTimeout {
+			drop = append(drop, q.raw)
+			d.forgetPendingLocked(c)
 		}
 	}
-	for _, c := range drop { // never among the candidates below
-		d.forgetPendingLocked(c)
-	}
+	var c net.Conn
 	switch {
-	case d.sources[src] >= relaydMaxPendingPerSource && oldestOfSrc != nil:
-		d.forgetPendingLocked(oldestOfSrc)
-		drop = append(drop, oldestOfSrc)
-	case len(d.pending) >= relaydMaxPending && oldest != nil:
-		d.forgetPendingLocked(oldest)
-		drop = append(drop, oldest)
+	case d.sources[p.source] >= relaydMaxPendingPerSource:
+		c = d.evictableLocked(p.source, now)
+	case len(d.pending) >= relaydMaxPending && !p.peer:
+		c = d.evictableLocked("", now)
+	default:
+		return true, drop
 	}
-	return drop
+	if c == nil {
+		return false, drop
+	}
+	drop = append(drop, d.pending[c].raw)
+	d.forgetPendingLocked(c)
+	return true, drop
+}
+
+// evictableLocked picks the connection of source (all of them if "") to close for a new
+// one: the oldest not busy (relaydPhaseNew or relaydPhaseDone), else the oldest busy with
+// one request for longer than relaydRequestTime, which no registry request needs; never a
+// fleet peer's. Nil if there is none.
+func (d *relayd) evictableLocked(source string, now time.Time) net.Conn {
+	var waiting, busy net.Conn
+	for c, q := range d.pending {
+		switch {
+		case q.peer || source != "" && q.source != source:
+		case q.phase != relaydPhaseBusy:
+			if waiting == nil || q.since.Before(d.pending[waiting].since) {
+				waiting = c
+			}
+		case now.Sub(q.since) > relaydRequestTime:
+			if busy == nil || q.since.Before(d.pending[busy].since) {
+				busy = c
+			}
+		}
+	}
+	if waiting != nil {
+		return waiting
+	}
+	return busy
 }
 
 // forgetPendingLocked takes a connection out of pending and its source's count.
@@ -796,13 +951,23 @@ func (d *relayd) forgetPendingLocked(nc net.Conn) {
 	}
 }
 
-// relaydSource is the address a connection comes from, without its port: the scope of
-// relaydMaxPendingPerSource. Behind a reverse proxy it is the proxy's.
-func relaydSource(a net.Addr) string {
-	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
-		return ap.Addr().Unmap().String()
+// relaydIPv6SourceBits is the prefix of an IPv6 address that relaydSource counts as one
+// source: a /64 is what one host, or one customer, is commonly given.
+const relaydIPv6SourceBits = 64
+
+// relaydSource is the scope of relaydMaxPendingPerSource that a connection's remote address
+// falls in (an IPv4 address, an IPv6 /64), and the address itself; the zero Addr if a is
+// not an IP address. Behind a reverse proxy both are the proxy's.
+func relaydSource(a net.Addr) (string, netip.Addr) {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return a.String(), netip.Addr{}
 	}
-	return a.String()
+	addr := ap.Addr().Unmap().WithZone("")
+	if addr.Is4() {
+		return addr.String(), addr
+	}
+	return netip.PrefixFrom(addr, relaydIPv6SourceBits).Masked().String(), addr
 }
 
 // shutdown closes every rendezvous socket and waits for their goroutines.
@@ -840,6 +1005,13 @@ func relaydJSON(w http.ResponseWriter, status int, v any) {
 // ServeHTTP routes the registry (POST /cloud/environment/{id}/register|validate|connect),
 // the rendezvous (GET /relay/v1/{environment|harness}/{id}) and GET /readyz.
 func (d *relayd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer d.answered(r)
+	if r.ContentLength != 0 {
+		body := &relaydBody{ReadCloser: r.Body, header: w.Header()}
+		r.Body = body
+		w.Header().Set("Connection", "close")
+		defer body.closeUnread(w)
+	}
 	p := r.URL.Path
 	switch {
 	case p == "/readyz":
@@ -885,7 +1057,36 @@ func (d *relayd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readBody reads a bounded JSON body into v; the caller answers the error.
+// relaydBody is a request body that keeps its connection alive once read whole. An answer
+// written before (a refusal: no token, a wrong path or method, a body over its limit)
+// carries "Connection: close", and the connection reads nothing more: else net/http would
+// read the rest of the body, before the answer or after it, and a client that announced a
+// body it never sends would hold its connection for ReadTimeout with no token
+// (TestReview24BusyConnectionsLockOut).
+type relaydBody struct {
+	io.ReadCloser
+	header http.Header // the answer's, whose "Connection: close" the body's end takes out
+	ended  bool
+}
+
+func (b *relaydBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.ended {
+		b.ended = true
+		b.header.Del("Connection")
+	}
+	return n, err
+}
+
+// closeUnread, when the handler returns, stops the reads of a connection whose body it did
+// not read whole: a read deadline in the past.
+func (b *relaydBody) closeUnread(w http.ResponseWriter) {
+	if !b.ended {
+		http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
+}
+
+// readRelaydBody reads a bounded JSON body into v; the caller answers the error.
 func readRelaydBody(r *http.Request, v any) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, relaydMaxBody+1))
 	if err != nil {

@@ -31,6 +31,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/netip"
 	"os"
 	"slices"
 	"sort"
@@ -60,10 +62,10 @@ const (
 	// bounds the hops, so that two nodes whose views of the live set differ for a moment
 	// cannot bounce a request between them.
 	relaydForwardedHeader = "X-Exec-Server-Relay-Forwarded-By"
-	// relaydMaxForwardHops is how many nodes a request may have passed and still be
-	// forwarded: one forward is the normal case, a second covers views that differ. A
-	// request past it (or that passed this node already) that lands on a node that does not
-	// own its environment is answered 503 peer_unavailable, to be tried again.
+	// relaydMaxForwardHops is how many times one request may be forwarded: one forward is
+	// the normal case, a second covers views that differ. A request that already passed
+	// that many nodes (or this node), and lands on a node that does not own its
+	// environment, is answered 503 peer_unavailable, to be tried again.
 	relaydMaxForwardHops = 2
 )
 
@@ -163,13 +165,17 @@ func relaydOwner(peers []relaydPeer, envID string, live func(id string) bool) (o
 	return owner, ok
 }
 
-// relaydFleet is a node's view of its peers: which are down.
+// relaydFleet is a node's view of its peers: which are down, and at which addresses they
+// were reached.
 type relaydFleet struct {
 	self   string // this node's id
 	client *http.Client
 
 	mu   sync.Mutex
 	down map[string]bool // peer id → its last probe or forward dial failed
+	// addrs: peer id → the address its last probe reached it at. A connection from one of
+	// them is a peer's (isPeer).
+	addrs map[string]netip.Addr
 }
 
 func newRelaydFleet(self string, roots *x509.CertPool) *relaydFleet {
@@ -181,7 +187,7 @@ func newRelaydFleet(self string, roots *x509.CertPool) *relaydFleet {
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     relaydHTTPIdle,
 	}
-	return &relaydFleet{self: self, down: map[string]bool{},
+	return &relaydFleet{self: self, down: map[string]bool{}, addrs: map[string]netip.Addr{},
 		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
@@ -206,6 +212,41 @@ func (f *relaydFleet) mark(id string, up bool) bool {
 		f.down[id] = true
 	}
 	return changed
+}
+
+// reachedAt records the address a peer's probe reached it at.
+func (f *relaydFleet) reachedAt(id string, a net.Addr) {
+	if _, addr := relaydSource(a); addr.IsValid() {
+		f.mu.Lock()
+		f.addrs[id] = addr
+		f.mu.Unlock()
+	}
+}
+
+// isPeer says whether a connection from addr comes from a peer: from an address at which
+// this node reached one. The rule of docs/remote.md §12.5: a node's connections to its
+// peers come from the address its own URL names, unless it sits behind NAT or a proxy, or
+// its host has several; then its connections are treated as anyone's.
+func (f *relaydFleet) isPeer(addr netip.Addr) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.addrs {
+		if a == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetAddrs drops the addresses of ids no longer among peers (a reload took them out).
+func (f *relaydFleet) forgetAddrs(peers []relaydPeer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id := range f.addrs {
+		if !slices.ContainsFunc(peers, func(p relaydPeer) bool { return p.ID == id }) {
+			delete(f.addrs, id)
+		}
+	}
 }
 
 // liveIDs lists the peers taking part in placement, for /readyz.
@@ -256,8 +297,10 @@ func (d *relayd) probePeers(ctx context.Context) {
 
 // probeRound probes the peers at once and waits for every probe.
 func (d *relayd) probeRound(ctx context.Context) {
+	peers := d.cfg.Load().peers
+	d.fleet.forgetAddrs(peers)
 	var wg sync.WaitGroup
-	for _, p := range d.cfg.Load().peers {
+	for _, p := range peers {
 		if p.ID == d.fleet.self {
 			continue
 		}
@@ -278,10 +321,14 @@ func (d *relayd) probeRound(ctx context.Context) {
 	wg.Wait()
 }
 
-// probe says whether a peer answers its /readyz with 200 in time.
+// probe says whether a peer answers its /readyz with 200 in time, and records the address
+// it reached the peer at.
 func (d *relayd) probe(ctx context.Context, p relaydPeer) bool {
 	ctx, cancel := context.WithTimeout(ctx, relaydPeerProbeTimeout)
 	defer cancel()
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(c httptrace.GotConnInfo) { d.fleet.reachedAt(p.ID, c.Conn.RemoteAddr()) },
+	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/readyz", nil)
 	if err != nil {
 		return false
@@ -321,8 +368,9 @@ func (d *relayd) rebalance() {
 // owns: the bearer is checked here, then the request goes to the owner and its answer back.
 // It returns false when this node should serve the request itself: not in a fleet, or this
 // node the owner (perhaps after the owner's dial failed). A request marked as forwarded is
-// forwarded again like any other (the mark is the client's to forge: TestAdv24ForgedForwardedHeader),
-// unless it passed relaydMaxForwardHops nodes or this one already: then it is answered 503.
+// forwarded again like any other (the mark is the client's to forge:
+// TestAdv24ForgedForwardedHeader), unless it passed relaydMaxForwardHops nodes or this one
+// already: then it is answered 503.
 func (d *relayd) forwardToOwner(w http.ResponseWriter, r *http.Request, envID, op string) bool {
 	if d.fleet == nil {
 		return false

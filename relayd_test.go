@@ -18,6 +18,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,6 +32,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -553,7 +555,7 @@ func TestRelaydConfigRefusals(t *testing.T) {
 		{`{"tokens":[{"name":"a","file":"ok.token","register":["*"]}],"extra":1}`, `unknown field "extra"`},
 		{`{"tokens":[{"name":"a","file":"ok.token","register":["*"],"role":"x"}]}`, `unknown field "role"`},
 		{`{"tokens":[{"name":"a","file":"short.token","register":["*"]}]}`, "want at least 16"},
-		{`{"tokens":[{"name":"a","file":"open.token","register":["*"]}]}`, "readable by group or others"},
+		{`{"tokens":[{"name":"a","file":"open.token","register":["*"]}]}`, "readable or writable by group or others"},
 		{`{"tokens":[{"name":"a","file":"ok.token","register":["a/b"]}]}`, `pattern "a/b"`},
 		{`{"tokens":[{"name":"a","file":"ok.token"}]}`, "grants nothing"},
 		{`{"tokens":[{"name":"a","file":"ok.token","register":["*"]},{"name":"a","file":"ok.token","connect":["*"]}]}`, "unique"},
@@ -1038,5 +1040,505 @@ func TestRelaydForwardHopsBounded(t *testing.T) {
 	d.mu.Unlock()
 	if n != 0 {
 		t.Errorf("a node that does not own %s holds %d registrations", envID, n)
+	}
+}
+
+// relaydBusyOf counts the connections from src that the relay holds not upgraded, and how
+// many of them are busy: a request being served (its body read, or its answer awaited).
+func relaydBusyOf(d *relayd, src string) (n, busy int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.pending {
+		if p.source == src {
+			n++
+			if p.phase == relaydPhaseBusy {
+				busy++
+			}
+		}
+	}
+	return n, busy
+}
+
+// relaydLastChangeOf counts the connections from src that the relay holds not upgraded,
+// and says when the last of them changed state.
+func relaydLastChangeOf(d *relayd, src string) (n int, last time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.pending {
+		if p.source == src {
+			n++
+			if p.since.After(last) {
+				last = p.since
+			}
+		}
+	}
+	return n, last
+}
+
+// relaydSourceOf is the relaydSource of an address "ip:port".
+func relaydSourceOf(a string) string {
+	s, _ := relaydSource(net.TCPAddrFromAddrPort(netip.MustParseAddrPort(a)))
+	return s
+}
+
+// relaydDialFrom dials addr from the local address src, with small socket buffers and
+// segments so that a few answers left unread fill the connection.
+func relaydDialFrom(src, addr string) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, 4096)
+			syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 1024)
+		})
+	}}
+	return d.Dial("tcp", addr)
+}
+
+// relaydStuck opens a connection from src with dial that pipelines relaydStuckRequests GET
+// /readyz and reads none of the answers, and returns once the relay's write of an answer on
+// it is blocked: the client's write of its requests has not completed (the relay stopped
+// reading them), and none of src's connections changed state for a second (one the relay
+// could still write to has requests to read).
+func relaydStuck(t *testing.T, d *relayd, src string, dial func() (net.Conn, error)) net.Conn {
+	t.Helper()
+	// Four times what the relay's socket buffers take of answers (4 MiB at most, about 150
+	// bytes each).
+	const relaydStuckRequests = 4 * (4 << 20) / 150
+	c, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	written := make(chan error, 1)
+	go func() { // ends when the requests are written, or with c (cleanup)
+		_, err := io.WriteString(c, strings.Repeat("GET /readyz HTTP/1.1\r\nHost: relay\r\n\r\n", relaydStuckRequests))
+		written <- err
+	}()
+	deadline := time.Now().Add(remoteTestTimeout)
+	for {
+		select {
+		case err := <-written:
+			t.Fatalf("the relay read all %d requests (%v): their answers fit its buffers", relaydStuckRequests, err)
+		default:
+		}
+		if n, last := relaydLastChangeOf(d, src); n > 0 && time.Since(last) >= time.Second {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay still reads the %d requests of %s", relaydStuckRequests, src)
+		}
+		time.Sleep(50 * time.Millisecond) // connState has no event the test can wait on
+	}
+}
+
+// relaydGetReadyz sends GET /readyz on a new connection from src and returns the status.
+func relaydGetReadyz(src, addr string) (int, error) {
+	c, err := relaydDialFrom(src, addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(remoteTestTimeout))
+	if _, err := io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: relay\r\n\r\n"); err != nil {
+		return 0, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestRelaydUnreadAnswersDoNotLockOut: a client that pipelines requests and reads none of
+// the answers holds its connection while the relay's write of an answer is blocked. Such a
+// connection is not busy for the relay (it has answered): with its source at its cap (the
+// 255 others busy with a token holder's registers whose bodies never come), the source's
+// next connection takes its place. Before, net/http reported it active, and the source's
+// next connection was refused for as long as it stayed (for ever: no write timeout).
+func TestRelaydUnreadAnswersDoNotLockOut(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startRelaydInProcess(t, f, ln)
+	addr := ln.Addr().String()
+	const src = "127.0.0.2"
+	start := time.Now()
+	for range relaydMaxPendingPerSource - 1 {
+		c, err := relaydDialFrom(src, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, "POST /cloud/environment/box-1/register HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer "+f.fleet+"\r\nContent-Length: 100\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stuck := relaydStuck(t, d, src, func() (net.Conn, error) { return relaydDialFrom(src, addr) })
+	held, busy := relaydBusyOf(d, src)
+	t.Logf("%s: %d connections held (%d busy) %v after the first; one pipelined requests and reads no answer", src, held, busy, time.Since(start).Round(time.Millisecond))
+	if held != relaydMaxPendingPerSource {
+		t.Fatalf("%s: %d connections held, want %d", src, held, relaydMaxPendingPerSource)
+	}
+	if status, err := relaydGetReadyz(src, addr); err != nil || status != http.StatusOK {
+		t.Fatalf("the next connection from %s: %d %v: a connection whose answers nobody reads locked it out", src, status, err)
+	}
+	// Its end: EOF, or a reset (the relay closed it with requests unread).
+	stuck.SetReadDeadline(time.Now().Add(remoteTestTimeout))
+	if _, err := io.Copy(io.Discard, stuck); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("the connection that reads no answer: %v, want it closed for the new one", err)
+	}
+}
+
+// TestRelaydLongBusyConnectionMakesRoom: a connection busy with one request for longer than
+// relaydRequestTime (here a token holder's register whose body never comes) is closed to
+// admit a new connection of its source at its cap; before that long, the new one is refused
+// (every other is busy). The relay's clock is moved instead of waiting.
+func TestRelaydLongBusyConnectionMakesRoom(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skew atomic.Int64
+	d := review24InProcess(t, f, ln, &skew)
+	addr := ln.Addr().String()
+	const src = "127.0.0.2"
+	for range relaydMaxPendingPerSource {
+		c, err := relaydDialFrom(src, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, "POST /cloud/environment/box-1/register HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer "+f.fleet+"\r\nContent-Length: 100\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(remoteTestTimeout)
+	for {
+		n, busy := relaydBusyOf(d, src)
+		if n == relaydMaxPendingPerSource && busy == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d connections held, %d busy; want %d busy", src, n, busy, relaydMaxPendingPerSource)
+		}
+		time.Sleep(5 * time.Millisecond) // connState has no event the test can wait on
+	}
+	if status, err := relaydGetReadyz(src, addr); err == nil {
+		t.Errorf("a connection past %s's cap while its %d are busy for less than %v: %d, want it closed", src, relaydMaxPendingPerSource, relaydRequestTime, status)
+	}
+	skew.Store(int64(relaydRequestTime + time.Second))
+	if status, err := relaydGetReadyz(src, addr); err != nil || status != http.StatusOK {
+		t.Fatalf("a connection past %s's cap while its %d are busy for %v: %d %v: none made room", src, relaydMaxPendingPerSource, relaydRequestTime+time.Second, status, err)
+	}
+	if _, busy := relaydBusyOf(d, src); busy != relaydMaxPendingPerSource-1 {
+		t.Errorf("%d of %s's busy connections left, want %d: one closed for the new one", busy, src, relaydMaxPendingPerSource-1)
+	}
+}
+
+// TestRelaydUnreadAnswersClosed: a client that pipelines requests and reads no answer is
+// closed relaydAnswerTimeout after the answer the relay could not write (the server's
+// WriteTimeout); it was held for ever. Real time: about 29 s.
+func TestRelaydUnreadAnswersClosed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits the relay's answer timeout (29 s)")
+	}
+	f := newRelaydFixture(t, "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startRelaydInProcess(t, f, ln)
+	relaydStuck(t, d, "127.0.0.1", func() (net.Conn, error) { return relaydDialFrom("127.0.0.1", ln.Addr().String()) })
+	start := time.Now()
+	for {
+		d.mu.Lock()
+		n := len(d.pending)
+		d.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Since(start) > relaydAnswerTimeout+10*time.Second {
+			t.Fatalf("the connection that reads no answer is still held %v after the relay's write to it blocked", time.Since(start).Round(time.Second))
+		}
+		time.Sleep(50 * time.Millisecond) // connState has no event the test can wait on
+	}
+	t.Logf("the connection that reads no answer was closed %v after the relay's write to it blocked (relaydAnswerTimeout %v)", time.Since(start).Round(time.Millisecond), relaydAnswerTimeout)
+}
+
+// TestRelaydSourceGroupsIPv6: the scope of relaydMaxPendingPerSource is an IPv4 address or
+// an IPv6 /64 (one host's share), so that one host cannot take 256 connections for each of
+// its addresses; an IPv4-mapped address is its IPv4 address.
+func TestRelaydSourceGroupsIPv6(t *testing.T) {
+	for _, tt := range []struct{ a, b string }{
+		{"[2001:db8:1:2::1]:4000", "[2001:db8:1:2:ffff:ffff:ffff:ffff]:5000"},
+		{"[2001:db8:1:2::1%eth0]:4000", "[2001:db8:1:2::7]:4000"},
+		{"[::ffff:192.0.2.7]:4000", "192.0.2.7:5000"},
+	} {
+		sa, sb := relaydSourceOf(tt.a), relaydSourceOf(tt.b)
+		if sa != sb {
+			t.Errorf("%s and %s: sources %q and %q, want one", tt.a, tt.b, sa, sb)
+		}
+	}
+	for _, tt := range []struct{ a, b string }{
+		{"[2001:db8:1:2::1]:4000", "[2001:db8:1:3::1]:4000"},
+		{"192.0.2.7:4000", "192.0.2.8:4000"},
+	} {
+		sa, sb := relaydSourceOf(tt.a), relaydSourceOf(tt.b)
+		if sa == sb {
+			t.Errorf("%s and %s: both source %q, want two", tt.a, tt.b, sa)
+		}
+	}
+}
+
+// TestRelaydPeerProbesKeepTheirConnection: node n2's 1,024 connections not upgraded are all
+// busy (a token holder's connects whose bodies never come, 256 from each of 4 addresses).
+// n1's kept-alive probe connection comes from a peer's address (n2 reached n1 there), so it
+// is not the one closed to admit them, and n1 keeps seeing n2 live: a connect through n1 is
+// forwarded to n2. Before, n1's probe connection was the one idle connection closed, its
+// next one was refused, and n1 took n2's environments for its own (404).
+func TestRelaydPeerProbesKeepTheirConnection(t *testing.T) {
+	addrs := relaydFreePorts(t, 2)
+	f := newRelaydFixture(t, `,"peers":[{"id":"n1","url":"http://`+addrs[0]+`"},{"id":"n2","url":"http://`+addrs[1]+`"}]`)
+	_, b1 := startRelayProcess(t, f, addrs[0], "--node-id", "n1")
+	r2, b2 := startRelayProcess(t, f, addrs[1], "--node-id", "n2")
+	relaydAwaitLive(t, b1, []string{"n1", "n2"})
+	relaydAwaitLive(t, b2, []string{"n1", "n2"})
+	envID := ""
+	for i := 0; envID == ""; i++ {
+		ps := []relaydPeer{{"n1", b1}, {"n2", b2}}
+		if o, _ := relaydOwner(ps, fmt.Sprintf("box-%d", i), func(string) bool { return true }); o.ID == "n2" {
+			envID = fmt.Sprintf("box-%d", i)
+		}
+	}
+	startRelayExecutor(t, b2, envID, f.fleet)
+	fds0, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", r2.cmd.Process.Pid))
+	start := time.Now()
+	for i := range relaydMaxPending / relaydMaxPendingPerSource {
+		src := fmt.Sprintf("127.0.0.%d", 2+i)
+		for range relaydMaxPendingPerSource {
+			c, err := relaydDialFrom(src, addrs[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			if _, err := io.WriteString(c, "POST /cloud/environment/"+envID+"/connect HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer "+f.alice+"\r\nContent-Length: 100\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// n2 holds 1,023 of them besides the connections it had (n1's probe connection was
+	// closed for the last one, or the last one was refused).
+	held := adv24bAwaitFDs(r2.cmd.Process.Pid, len(fds0)+relaydMaxPending-1, func() bool { return false })
+	t.Logf("n2 holds %d fds (%d before) %v after the first of %d busy connections", held, len(fds0), time.Since(start).Round(time.Millisecond), relaydMaxPending)
+	for time.Since(start) < 5*time.Second { // 5 probe rounds, under relaydRequestTime
+		if live, _ := relaydReadyz(b1); len(live) != 2 {
+			t.Fatalf("n1 sees %v live %v into n2's busy connections: a peer's probes were closed for them", live, time.Since(start).Round(time.Millisecond))
+		}
+		time.Sleep(100 * time.Millisecond) // the probe has no event to wait on from outside
+	}
+	alice := newRelaydHarnessClient(t, b1, f.alice)
+	if status, v := relaydPost(t, nil, b1, envID, "connect", f.alice, map[string]any{"harness_public_key": alice.id.publicKey()}); status != http.StatusOK {
+		t.Errorf("alice's connect through n1 for %s, on n2: %d %v", envID, status, v)
+	}
+}
+
+// relaydGatedConn holds a client's second write (a TLS client's second flight) until
+// release is closed; second is closed when that write comes.
+type relaydGatedConn struct {
+	net.Conn
+	writes          int
+	second, release chan struct{}
+}
+
+func (c *relaydGatedConn) Write(b []byte) (int, error) {
+	if c.writes++; c.writes == 2 {
+		close(c.second)
+		<-c.release
+	}
+	return c.Conn.Write(b)
+}
+
+// TestRelaydTLSHandshakeNotSilent: a client whose TLS handshake is under way (the relay has
+// read its hello and answered it) has sent bytes: a new connection that comes
+// relaydFirstByteTimeout later does not close it as silent, and its handshake and request
+// complete. Before, a connection was silent until its whole request head was read.
+func TestRelaydTLSHandshakeNotSilent(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	certFile, keyFile, pool, _ := relaydTestCert(t)
+	_, base := startRelayProcess(t, f, "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile)
+	raw, err := net.Dial("tcp", strings.TrimPrefix(base, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetDeadline(time.Now().Add(remoteTestTimeout))
+	gate := &relaydGatedConn{Conn: raw, second: make(chan struct{}), release: make(chan struct{})}
+	tc := tls.Client(gate, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	handshake := make(chan error, 1)
+	go func() { handshake <- tc.Handshake() }() // ends with the handshake, or raw's deadline
+	// The client's second flight: the relay read the hello and answered it.
+	<-gate.second
+	// The relay's rule is a time since the connection came: let it pass.
+	time.Sleep(relaydFirstByteTimeout + 500*time.Millisecond)
+	other := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
+	resp, err := other.Get(base + "/readyz") // its admission closes the silent connections
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	close(gate.release)
+	if err := <-handshake; err != nil {
+		t.Fatalf("the handshake under way %v when another connection came: %v", relaydFirstByteTimeout+500*time.Millisecond, err)
+	}
+	if _, err := io.WriteString(tc, "GET /readyz HTTP/1.1\r\nHost: relay\r\n\r\n"); err != nil {
+		t.Fatalf("the request after a handshake under way %v when another connection came: %v: the relay closed it as silent", relaydFirstByteTimeout+500*time.Millisecond, err)
+	}
+	resp, err = http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		t.Fatalf("the answer after a handshake under way %v when another connection came: %v: the relay closed it as silent", relaydFirstByteTimeout+500*time.Millisecond, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the request after that handshake: %s", resp.Status)
+	}
+}
+
+// TestRelaydRefusalBeforeBodyCloses: a refusal written before the request's body was read
+// (no token) comes at once with Connection: close, and the connection ends, though the body
+// never comes; before, net/http waited for the body (the relay's ReadTimeout, 20 s) before
+// it wrote the 401. A request whose body was read keeps its connection for the next.
+func TestRelaydRefusalBeforeBodyCloses(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	_, base := startRelayProcess(t, f, "127.0.0.1:0")
+	addr := strings.TrimPrefix(base, "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const within = 5 * time.Second
+	c.SetDeadline(time.Now().Add(within))
+	if _, err := io.WriteString(c, "POST /cloud/environment/box-1/register HTTP/1.1\r\nHost: relay\r\nContent-Length: 100\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer within %v to a request without a token whose body never comes: %v", within, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+		t.Errorf("the refusal: %s, Connection: %q; want 401 and close", resp.Status, resp.Header.Get("Connection"))
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+		t.Errorf("after the refusal the connection gave %q, %v; want its end", rest, err)
+	}
+
+	id, err := newNoiseIdentity(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"security_profile": registrySecurityProfile, "executor_public_key": id.publicKey()})
+	k, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	k.SetDeadline(time.Now().Add(remoteTestTimeout))
+	kr := bufio.NewReader(k)
+	fmt.Fprintf(k, "POST /cloud/environment/box-1/register HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", f.fleet, len(body), body)
+	if resp, err := http.ReadResponse(kr, nil); err != nil || resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("a register with its body: %v %v", resp, err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	io.WriteString(k, "GET /readyz HTTP/1.1\r\nHost: relay\r\n\r\n")
+	if resp, err := http.ReadResponse(kr, nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("the next request on the same connection: %v %v", resp, err)
+	}
+}
+
+// TestRelaydTLSEvictionDoesNotStall: over TLS, a connection whose answers nobody reads (its
+// socket full, the relay's write under way) is closed to admit its source's next one, and
+// that one is served at once. The relay closes the connection beneath its TLS: a
+// tls.Conn.Close with no write under way would write close_notify, and on a full socket wait
+// for its 5 s deadline on the accept loop (this test's connection, with its write under
+// way, does not reach that case).
+func TestRelaydTLSEvictionDoesNotStall(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	certFile, keyFile, pool, _ := relaydTestCert(t)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadRelaydConfig(f.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newRelayd(cfg, "https://"+ln.Addr().String(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d.tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("relay serve: %v", err)
+		}
+	})
+	addr := ln.Addr().String()
+	const src = "127.0.0.2"
+	dial := func() (net.Conn, error) {
+		c, err := relaydDialFrom(src, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+		tc.SetDeadline(time.Now().Add(remoteTestTimeout))
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, err
+		}
+		tc.SetDeadline(time.Time{})
+		return tc, nil
+	}
+	for range relaydMaxPendingPerSource - 1 {
+		c, err := dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, "POST /cloud/environment/box-1/register HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer "+f.fleet+"\r\nContent-Length: 100\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relaydStuck(t, d, src, dial)
+	start := time.Now()
+	c, err := dial()
+	if err != nil {
+		t.Fatalf("the next connection from %s: %v", src, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(remoteTestTimeout))
+	io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: relay\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the next connection from %s: %v %v", src, resp, err)
+	}
+	resp.Body.Close()
+	took := time.Since(start)
+	t.Logf("the next connection from %s, admitted in place of the TLS connection nobody reads: handshake and answer in %v", src, took.Round(time.Millisecond))
+	if took >= 2*time.Second {
+		t.Errorf("the next connection took %v: closing the one it replaced held the accept loop", took.Round(time.Millisecond))
 	}
 }
