@@ -632,9 +632,10 @@ func BenchmarkRelaydStreams(b *testing.B) {
 	for k := range execs {
 		envID := relaydBenchEnvID("streams")
 		execs[k] = startRelaydRawExecutor(b, e, envID, false)
-		var bundle relaydBundle
 		for j := range per {
-			h, err := relaydRawHarness(e, envID, &bundle, fmt.Sprintf("s-%d", j))
+			// A bundle per harness, as the real harness asks /connect for every connection
+			// (a ticket opens relaydMaxTicketSockets sockets at most).
+			h, err := relaydRawHarness(e, envID, &relaydBundle{}, fmt.Sprintf("s-%d", j))
 			if err != nil {
 				b.Fatalf("stream %d of %s: %v", j, envID, err)
 			}
