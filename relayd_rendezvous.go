@@ -124,6 +124,38 @@ type relaydQueues struct {
 	tokens map[string]*relaydTokenQueue
 	// room is closed, and cleared, when bytes are freed while a frame waits for room.
 	room chan struct{}
+	// frames recycles the frame copies, one pool per relaydFrameClasses entry.
+	frames [len(relaydFrameClasses)]sync.Pool
+}
+
+// relaydFrameClasses are the capacities of the frame copies the queues recycle
+// (relaydQueues.clone): every frame the executor socket's reader routes to a harness is
+// copied, and with a thousand busy streams the garbage of those copies, not what is queued,
+// set the relay's resident size (BENCHMARKS.md, "Self-hosted relay").
+var relaydFrameClasses = [...]int{4 << 10, 32 << 10, relaydMaxFrame}
+
+// clone copies a frame into a recycled buffer of its class.
+func (q *relaydQueues) clone(b []byte) []byte {
+	for i, c := range relaydFrameClasses {
+		if len(b) <= c {
+			if p, _ := q.frames[i].Get().(*[]byte); p != nil {
+				return append((*p)[:0], b...)
+			}
+			return append(make([]byte, 0, c), b...)
+		}
+	}
+	return bytes.Clone(b)
+}
+
+// recycle gives back a copy made by clone once it is written or dropped.
+func (q *relaydQueues) recycle(b []byte) {
+	for i, c := range relaydFrameClasses {
+		if cap(b) == c {
+			b = b[:0]
+			q.frames[i].Put(&b)
+			return
+		}
+	}
 }
 
 // relaydTokenQueue is what one token's harness sockets queue.
@@ -216,7 +248,7 @@ func (s *relaydSocket) enqueue(b []byte, control bool) {
 		n := len(b)
 		if control || s.outBytes+n <= relaydQueueBytes && tq.bytes+n <= relaydTokenQueueBytes && q.total+n <= relaydQueueBudget {
 			if !copied {
-				b = bytes.Clone(b)
+				b = q.clone(b)
 			}
 			s.out = append(s.out, b)
 			s.outBytes += n
@@ -238,7 +270,7 @@ func (s *relaydSocket) enqueue(b []byte, control bool) {
 			}
 			timer = time.NewTimer(relaydQueueWait)
 			// A copy now: b is the caller's buffer, and the wait may end in the frame queued.
-			b, copied = bytes.Clone(b), true
+			b, copied = q.clone(b), true
 		}
 		if q.room == nil {
 			q.room = make(chan struct{})
@@ -266,9 +298,13 @@ func (s *relaydSocket) writeLoop() {
 	defer func() {
 		q.mu.Lock()
 		s.outEnded = true
+		dropped := s.out
 		s.out = nil
 		q.releaseLocked(s, s.outBytes, time.Now())
 		q.mu.Unlock()
+		for _, b := range dropped {
+			q.recycle(b)
+		}
 	}()
 	for {
 		q.mu.Lock()
@@ -289,6 +325,7 @@ func (s *relaydSocket) writeLoop() {
 		q.mu.Lock()
 		q.releaseLocked(s, len(b), time.Now())
 		q.mu.Unlock()
+		q.recycle(b)
 		if err != nil {
 			s.ws.closeTCP()
 			return
