@@ -208,8 +208,13 @@ func TestAdv24bBusyConnectionsLockOut(t *testing.T) {
 	}
 }
 
+// adv24bHandshakesPerSocket is how many unanswered handshakes the attack keeps on each of its
+// sockets: the relay's per-socket bound when the attack was found (8); the relay now bounds
+// them per token over all its sockets (relaydMaxUnansweredPerToken).
+const adv24bHandshakesPerSocket = 8
+
 // adv24bSoundHandshakes keeps, on each of socks harness sockets of mallory's (one bundle,
-// reused: a ticket opens sockets for its 5 minutes), relaydMaxPendingStreams handshakes in
+// reused: a ticket opens sockets for its 5 minutes), adv24bHandshakesPerSocket handshakes in
 // flight: each a sound Noise message 1 of her own key and bundle, reset as soon as the
 // executor answers it, and opened again. None fails, so no pause; they hold the executor
 // socket's /validate budget (relayMaxPendingValidations in flight, relayValidatePerSecond).
@@ -224,7 +229,7 @@ func adv24bSoundHandshakes(t *testing.T, c *relaydHarnessClient, b relaydBundle,
 		if err != nil {
 			t.Fatalf("mallory's socket %d: %v", s, err)
 		}
-		for w := range relaydMaxPendingStreams {
+		for w := range adv24bHandshakesPerSocket {
 			wg.Add(1)
 			go func() { // one of mallory's handshakers: ends at stop or with her socket
 				defer wg.Done()
@@ -292,7 +297,7 @@ func TestAdv24bSoundHandshakesStarveValidation(t *testing.T) {
 
 	mallory := newRelaydHarnessClient(t, base, toks["mallory"])
 	stop := make(chan struct{})
-	answered, wait := adv24bSoundHandshakes(t, mallory, mallory.connect("box-starve"), relayMaxPendingValidations/relaydMaxPendingStreams, stop)
+	answered, wait := adv24bSoundHandshakes(t, mallory, mallory.connect("box-starve"), relayMaxPendingValidations/adv24bHandshakesPerSocket, stop)
 	// Alice opens a stream every 250 ms, 16 times, each waited for in full.
 	const tries = 16
 	var refusals []string

@@ -56,10 +56,6 @@ const (
 	// relaydMaxFrame bounds one websocket message, one relay frame: the rendezvous cap of
 	// docs/remote.md §3. A bigger message closes the socket that sent it (1009).
 	relaydMaxFrame = relayMaxMessage
-	// relaydMaxPendingStreams bounds the streams of one harness socket that the executor has
-	// not answered yet: a stream takes one of its environment's slots only once answered, so
-	// Resumes that never handshake cannot take the slots of other harnesses.
-	relaydMaxPendingStreams = 8
 	// relaydDefaultStreamsPerEnvironment bounds the streams of one environment that the
 	// executor has answered, all its harness sockets together: the executor's own limit per
 	// socket.

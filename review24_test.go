@@ -112,7 +112,7 @@ func TestReview24OneTokenTakesEveryStreamSlot(t *testing.T) {
 // reference does, against a relay that sends garbage). Behind this relay one executor socket
 // carries every harness of the environment, and the relay forwards any harness's Handshake
 // frames: mallory, with a connect bundle, sends 8 msg1 that are not Noise (8 is also her
-// socket's relaydMaxPendingStreams), and alice's stream, opened right after with a sound
+// socket's per-socket bound of unanswered streams then), and alice's stream, opened right after with a sound
 // handshake and a good bundle, is refused. Mallory can do it again every 10 s.
 func TestReview24BadHandshakesPauseEveryHarness(t *testing.T) {
 	f, toks := adv24Fixture(t, map[string][2][]string{
