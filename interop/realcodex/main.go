@@ -53,8 +53,9 @@ func main() {
 	flag.StringVar(&cfg.workdir, "workdir", "", "scratch directory, outside /tmp when a sandbox mode is run (default: a new directory under ~/.cache/realcodex)")
 	flag.StringVar(&checks, "checks", allChecks, "comma-separated checks: local-ref, local-ours, diff (needs both local runs), remote-ref, remote-ours, credentials, "+
 		"forward-ref, forward-ours, forward-control, forward-upgrade (needs forward-ref and forward-control), "+
-		"relayd-ours, relayd-forward, relayd-ref, relayd-fleet-ours, relayd-fleet-forward, relayd-fleet-ref, relayd-acl; "+
-		"local and remote name both of their pair, forward all four, relayd all seven")
+		"relayd-ours, relayd-forward, relayd-ref, relayd-fleet-ours, relayd-fleet-forward, relayd-fleet-ref, relayd-acl, "+
+		"mask-local-ref, mask-local-ours, mask-relayd-ref, mask-relayd-ours (credential masking, maskscenario.go; not in the default); "+
+		"local and remote name both of their pair, forward all four, relayd all seven, mask all four")
 	flag.BoolVar(&cfg.agent, "agent", true, "also run an agent turn against the loopback mock model")
 	flag.BoolVar(&cfg.verbose, "v", false, "copy the event log to stderr")
 	flag.StringVar(&modes, "s", modeFull, "sandbox mode(s) of the thread, comma-separated: danger-full-access, workspace-write, read-only, or all; every check runs under each")
@@ -99,10 +100,14 @@ func main() {
 			}
 		case "forward-upgrade":
 			cfg.checks[c], cfg.checks["forward-ref"], cfg.checks["forward-control"] = true, true, true
+		case "mask":
+			for _, n := range maskCheckNames {
+				cfg.checks[n] = true
+			}
 		case "local-ref", "local-ours", "remote-ref", "remote-ours", "credentials", "forward-ref", "forward-ours", "forward-control":
 			cfg.checks[c] = true
 		default:
-			if !slices.Contains(relaydCheckNames(), c) {
+			if !slices.Contains(relaydCheckNames(), c) && !slices.Contains(maskCheckNames, c) {
 				fatal(fmt.Errorf("unknown check %q", c))
 			}
 			cfg.checks[c] = true
@@ -296,6 +301,12 @@ func run(cfg config) int {
 		for _, rc := range relaydChecks {
 			if cfg.checks[rc.name] && cfg.base && ctx.Err() == nil {
 				report(m.label(rc.name), runRelayd(ctx, cfg, log, m, rc))
+			}
+		}
+		for _, n := range maskCheckNames {
+			if cfg.checks[n] && ctx.Err() == nil {
+				f := strings.Split(n, "-") // mask-<transport>-<target>
+				report(m.label(n), runMask(ctx, cfg, log, m, f[2], f[1]))
 			}
 		}
 		if cfg.checks["relayd-acl"] && m.mode == cfg.modes[0] && ctx.Err() == nil {
