@@ -1,0 +1,189 @@
+package main
+
+// The third review of the self-hosted relay (docs/remote.md §12), cold, after its third round
+// of hardening: failing tests of the defects found, against real relay processes and real
+// sockets (relayd_test.go's startRelayProcess). A new file: the review's own, as
+// review24_test.go was the first review's.
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// review24cStatus reads a field of /proc/PID/status in KiB (VmRSS, VmHWM).
+func review24cStatus(t *testing.T, pid int, field string) int {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), field+":"); ok {
+			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// review24cSetup starts a relay process, registers box-q with a raw executor socket (the
+// test's: it reads every frame, and answers pings), and opens a raw harness socket with a
+// small receive buffer that the test never reads. It returns the relay, both sockets, and a
+// channel of the frames the executor socket receives (their payloads left out).
+func review24cSetup(t *testing.T) (*relaydProc, *wsConn, *wsConn, chan relayFrame) {
+	t.Helper()
+	f := newRelaydFixture(t, "")
+	p, base := startRelayProcess(t, f, "127.0.0.1:0")
+	id, err := newNoiseIdentity(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, v := relaydPost(t, nil, base, "box-q", "register", f.fleet, map[string]any{"security_profile": registrySecurityProfile, "executor_public_key": id.publicKey()})
+	if status != http.StatusOK {
+		t.Fatalf("register: %d %v", status, v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTestTimeout)
+	defer cancel()
+	exec, _, err := dialWebsocket(ctx, v["url"].(string), nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(exec.closeTCP)
+	got := make(chan relayFrame, 1<<16)
+	go func() { // the executor socket's reader: ends with the socket
+		for {
+			_, data, err := exec.readFrameMessage()
+			if err != nil {
+				return
+			}
+			if fr, err := decodeRelayFrame(data); err == nil {
+				fr.payload = nil
+				select {
+				case got <- fr:
+				default:
+				}
+			}
+		}
+	}()
+	c := newRelaydHarnessClient(t, base, f.alice)
+	b := c.connect("box-q")
+	small := func(network, address string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}
+	h, _, err := dialWebsocket(ctx, b.URL, nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage, control: small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.closeTCP)
+	return p, exec, h, got
+}
+
+// TestReview24cSmallFramesOutgrowTheQueueBound: the queues' bounds count a frame's length,
+// but each queued copy is a recycled buffer of its class (relaydQueues.clone): a frame of
+// 120 bytes holds 4 KiB. An executor sending small frames to a harness that does not read
+// makes the relay hold about 34 times relaydQueueBytes for that one socket (and
+// relaydQueueBudget times 34 over the relay), not the 4 MiB docs/remote.md §12.5 states.
+func TestReview24cSmallFramesOutgrowTheQueueBound(t *testing.T) {
+	p, exec, h, got := review24cSetup(t)
+	// The harness claims s-1 (its Resume reaches the executor), then never reads.
+	if err := h.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &relayFrame{version: relayFrameVersion, streamID: "s-1", body: relayBodyResume})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+	case <-time.After(remoteTestTimeout):
+		t.Fatal("the harness's Resume did not reach the executor")
+	}
+	pid := p.cmd.Process.Pid
+	before := review24cStatus(t, pid, "VmHWM")
+	frame := appendRelayFrame(nil, &relayFrame{version: relayFrameVersion, streamID: "s-1", body: relayBodyData, segmentCount: 1, payload: make([]byte, 100)})
+	// 3 times the socket's bound, in frames of ~120 bytes: the queue fills, the executor's
+	// reader waits relaydQueueWait, and the socket is closed; what follows is dropped.
+	n := 3 * relaydQueueBytes / len(frame)
+	for i := range n {
+		if err := exec.writeMessageOp(wsOpBinary, frame); err != nil {
+			t.Fatalf("frame %d of %d: %v", i, n, err)
+		}
+	}
+	// A round trip on the executor socket: every frame sent before it was read by the relay.
+	if !exec.answersPing(remoteTestTimeout) {
+		t.Fatal("the relay did not answer the executor's ping")
+	}
+	after := review24cStatus(t, pid, "VmHWM")
+	grew := (after - before) << 10
+	t.Logf("%d frames of %d bytes (%.1f MiB) to a harness that does not read: the relay's peak RSS grew %.1f MiB (bound per socket %d MiB)",
+		n, len(frame), float64(n*len(frame))/(1<<20), float64(grew)/(1<<20), relaydQueueBytes>>20)
+	if limit := 4 * relaydQueueBytes; grew > limit {
+		t.Errorf("the relay grew %.1f MiB for one unread harness socket; want at most %d MiB (4 x relaydQueueBytes)", float64(grew)/(1<<20), limit>>20)
+	}
+}
+
+// TestReview24cResetsBypassTheQueueBound: a Reset the relay sends a harness is queued
+// whatever the queues hold ("a control frame always fits": relaydSocket.reset), and it
+// echoes the stream id, which may be up to relayMaxStreamID (~190 KiB) long. A harness that
+// reads nothing and sends Resumes the relay refuses (here stream_limit: its token already
+// has relaydMaxUnansweredPerToken streams unanswered) makes the relay queue, for itself, a
+// Reset as long as each Resume, without bound until relaydWriteTimeout closes the socket:
+// any ticket holder can make the relay hold what it can send in 10 s.
+func TestReview24cResetsBypassTheQueueBound(t *testing.T) {
+	p, _, h, got := review24cSetup(t)
+	send := func(id string, body relayBody) {
+		t.Helper()
+		if err := h.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &relayFrame{version: relayFrameVersion, streamID: id, body: body, reason: "x"})); err != nil {
+			t.Fatalf("%v on %.16s: %v", body, id, err)
+		}
+	}
+	for i := range relaydMaxUnansweredPerToken { // claimed, never answered
+		send(fmt.Sprintf("s-%d", i+1), relayBodyResume)
+	}
+	for range relaydMaxUnansweredPerToken {
+		select {
+		case <-got:
+		case <-time.After(remoteTestTimeout):
+			t.Fatal("the harness's Resumes did not reach the executor")
+		}
+	}
+	pid := p.cmd.Process.Pid
+	before := review24cStatus(t, pid, "VmHWM")
+	const idLen = 100 << 10
+	n := 8 * relaydQueueBytes / idLen
+	for i := range n {
+		send(fmt.Sprintf("%0*d", idLen, i), relayBodyResume) // refused: stream_limit
+	}
+	// The harness ends s-1: once its Reset reaches the executor, the relay has read (and
+	// refused) every Resume before it.
+	send("s-1", relayBodyReset)
+	for {
+		select {
+		case fr := <-got:
+			if fr.streamID != "s-1" || fr.body != relayBodyReset {
+				continue
+			}
+		case <-time.After(remoteTestTimeout):
+			t.Fatal("the harness's Reset of s-1 did not reach the executor")
+		}
+		break
+	}
+	after := review24cStatus(t, pid, "VmHWM")
+	grew := (after - before) << 10
+	t.Logf("%d refused Resumes with %d KiB stream ids (%.1f MiB) from a harness that does not read: the relay's peak RSS grew %.1f MiB (bound per socket %d MiB)",
+		n, idLen>>10, float64(n*idLen)/(1<<20), float64(grew)/(1<<20), relaydQueueBytes>>20)
+	if limit := 4 * relaydQueueBytes; grew > limit {
+		t.Errorf("the relay grew %.1f MiB for one unread harness socket's own Resets; want at most %d MiB (4 x relaydQueueBytes)", float64(grew)/(1<<20), limit>>20)
+	}
+}
