@@ -187,3 +187,73 @@ func TestReview24cResetsBypassTheQueueBound(t *testing.T) {
 		t.Errorf("the relay grew %.1f MiB for one unread harness socket's own Resets; want at most %d MiB (4 x relaydQueueBytes)", float64(grew)/(1<<20), limit>>20)
 	}
 }
+
+// TestReview24cExecutorProbeWaitsForAStuckWrite: a new socket on the executor's URL replaces
+// the live one "only if the old one answers no ping within 2 s" (relaydExecutorProbe,
+// docs/remote.md §12.3). But answersPing writes its ping through the socket's writer: when a
+// harness's frame is stuck in a write to the old socket (half-open, its peer reads nothing),
+// the ping waits for that write's relaydWriteTimeout (10 s), then for its own. The new
+// executor's dial is answered only then, past the executor's own rendezvousDialTimeout
+// (10 s), which gives up first and dials again after its backoff.
+func TestReview24cExecutorProbeWaitsForAStuckWrite(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	_, base := startRelayProcess(t, f, "127.0.0.1:0")
+	id, err := newNoiseIdentity(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, v := relaydPost(t, nil, base, "box-p", "register", f.fleet, map[string]any{"security_profile": registrySecurityProfile, "executor_public_key": id.publicKey()})
+	if status != http.StatusOK {
+		t.Fatalf("register: %d %v", status, v)
+	}
+	url := v["url"].(string)
+	small := func(network, address string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*remoteTestTimeout)
+	defer cancel()
+	// The old executor socket: half-open as far as the relay can tell, it reads nothing.
+	old, _, err := dialWebsocket(ctx, url, nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage, control: small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(old.closeTCP)
+	c := newRelaydHarnessClient(t, base, f.alice)
+	b := c.connect("box-p")
+	// The harness writes with a short deadline: its first write that cannot finish says the
+	// relay's reader of it is stuck, in its write to the old executor socket.
+	h, _, err := dialWebsocket(ctx, b.URL, nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage, writeTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.closeTCP)
+	if err := h.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &relayFrame{version: relayFrameVersion, streamID: "s-1", body: relayBodyResume})); err != nil {
+		t.Fatal(err)
+	}
+	data := appendRelayFrame(nil, &relayFrame{version: relayFrameVersion, streamID: "s-1", body: relayBodyData, segmentCount: 1, payload: make([]byte, 128<<10)})
+	stuck := time.Time{}
+	for i := 0; i < 1000; i++ {
+		if err := h.writeMessageOp(wsOpBinary, data); err != nil {
+			stuck = time.Now()
+			t.Logf("the harness's frame %d did not go out in 500 ms: the relay's write to the old executor socket is stuck", i+1)
+			break
+		}
+	}
+	if stuck.IsZero() {
+		t.Fatal("1000 frames of 128 KiB went through: the relay's write to the old socket never blocked")
+	}
+	began := time.Now()
+	next, resp, err := dialWebsocket(ctx, url, nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage})
+	took := time.Since(began)
+	if err == nil {
+		t.Cleanup(next.closeTCP)
+	}
+	status = 101
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	t.Logf("the executor's new socket was answered %d after %v (the old socket's probe: %v)", status, took.Round(time.Millisecond), relaydExecutorProbe)
+	if limit := relaydExecutorProbe + time.Second; took > limit {
+		t.Errorf("the new executor socket waited %v for its answer; want at most %v (relaydExecutorProbe and a second): the executor's own dial gives up at %v", took.Round(time.Millisecond), limit, rendezvousDialTimeout)
+	}
+}
