@@ -142,14 +142,13 @@ func TestReview24cSmallFramesOutgrowTheQueueBound(t *testing.T) {
 // any ticket holder can make the relay hold what it can send in 10 s.
 func TestReview24cResetsBypassTheQueueBound(t *testing.T) {
 	p, _, h, got := review24cSetup(t)
-	send := func(id string, body relayBody) {
-		t.Helper()
-		if err := h.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &relayFrame{version: relayFrameVersion, streamID: id, body: body, reason: "x"})); err != nil {
-			t.Fatalf("%v on %.16s: %v", body, id, err)
-		}
+	send := func(id string, body relayBody) error {
+		return h.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &relayFrame{version: relayFrameVersion, streamID: id, body: body, reason: "x"}))
 	}
 	for i := range relaydMaxUnansweredPerToken { // claimed, never answered
-		send(fmt.Sprintf("s-%d", i+1), relayBodyResume)
+		if err := send(fmt.Sprintf("s-%d", i+1), relayBodyResume); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for range relaydMaxUnansweredPerToken {
 		select {
@@ -162,22 +161,29 @@ func TestReview24cResetsBypassTheQueueBound(t *testing.T) {
 	before := review24cStatus(t, pid, "VmHWM")
 	const idLen = 100 << 10
 	n := 8 * relaydQueueBytes / idLen
+	closed := false // the relay closed the socket: a bound held
 	for i := range n {
-		send(fmt.Sprintf("%0*d", idLen, i), relayBodyResume) // refused: stream_limit
+		if err := send(fmt.Sprintf("%0*d", idLen, i), relayBodyResume); err != nil { // refused: stream_limit
+			t.Logf("the relay closed the harness socket at Resume %d: %v", i+1, err)
+			closed = true
+			break
+		}
 	}
 	// The harness ends s-1: once its Reset reaches the executor, the relay has read (and
 	// refused) every Resume before it.
-	send("s-1", relayBodyReset)
-	for {
+	if !closed {
+		if err := send("s-1", relayBodyReset); err != nil {
+			t.Logf("the relay closed the harness socket: %v", err)
+			closed = true
+		}
+	}
+	for !closed {
 		select {
 		case fr := <-got:
-			if fr.streamID != "s-1" || fr.body != relayBodyReset {
-				continue
-			}
+			closed = fr.streamID == "s-1" && fr.body == relayBodyReset
 		case <-time.After(remoteTestTimeout):
 			t.Fatal("the harness's Reset of s-1 did not reach the executor")
 		}
-		break
 	}
 	after := review24cStatus(t, pid, "VmHWM")
 	grew := (after - before) << 10
@@ -255,5 +261,89 @@ func TestReview24cExecutorProbeWaitsForAStuckWrite(t *testing.T) {
 	t.Logf("the executor's new socket was answered %d after %v (the old socket's probe: %v)", status, took.Round(time.Millisecond), relaydExecutorProbe)
 	if limit := relaydExecutorProbe + time.Second; took > limit {
 		t.Errorf("the new executor socket waited %v for its answer; want at most %v (relaydExecutorProbe and a second): the executor's own dial gives up at %v", took.Round(time.Millisecond), limit, rendezvousDialTimeout)
+	}
+}
+
+// TestReview24cReplacedExecutorStreamsNotReset: when a new executor socket replaces a dead
+// one on the registration's URL (relaydExecutorProbe), the old socket ends, but its streams
+// are not reset towards their harnesses (docs/remote.md §12.4: executor_disconnected "when
+// the executor socket ends"): serveExecutor resets them only while env.executor is still
+// the old socket, and join has already put the new one there. The streams stay routed to
+// an executor socket that never opened them, counted in the environment's and the token's
+// slots, and a harness waiting for output hears nothing.
+func TestReview24cReplacedExecutorStreamsNotReset(t *testing.T) {
+	f := newRelaydFixture(t, "")
+	_, base := startRelayProcess(t, f, "127.0.0.1:0")
+	id, err := newNoiseIdentity(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, v := relaydPost(t, nil, base, "box-r", "register", f.fleet, map[string]any{"security_profile": registrySecurityProfile, "executor_public_key": id.publicKey()})
+	if status != http.StatusOK {
+		t.Fatalf("register: %d %v", status, v)
+	}
+	url := v["url"].(string)
+	opts := wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*remoteTestTimeout)
+	defer cancel()
+	old, _, err := dialWebsocket(ctx, url, nil, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(old.closeTCP)
+	c := newRelaydHarnessClient(t, base, f.alice)
+	h, _, err := dialWebsocket(ctx, c.connect("box-r").URL, nil, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.closeTCP)
+	frame := func(body relayBody, payload []byte) []byte {
+		return appendRelayFrame(nil, &relayFrame{version: relayFrameVersion, streamID: "s-1", body: body, payload: payload})
+	}
+	next := func(ws *wsConn, who string) relayFrame {
+		t.Helper()
+		ws.nc.SetReadDeadline(time.Now().Add(remoteTestTimeout))
+		for {
+			op, data, err := ws.readFrameMessage()
+			if err != nil {
+				t.Fatalf("%s: %v", who, err)
+			}
+			if fr, err := decodeRelayFrame(data); err == nil && op == wsOpBinary {
+				return fr
+			}
+		}
+	}
+	// s-1 is opened, and the old executor socket answers its handshake.
+	h.writeMessageOp(wsOpBinary, frame(relayBodyResume, nil))
+	h.writeMessageOp(wsOpBinary, frame(relayBodyHandshake, []byte("msg1")))
+	for next(old, "the old executor socket").body != relayBodyHandshake {
+	}
+	old.writeMessageOp(wsOpBinary, frame(relayBodyHandshake, []byte("msg2")))
+	if fr := next(h, "the harness"); fr.body != relayBodyHandshake {
+		t.Fatalf("the harness got %v, not the executor's handshake answer", fr.body)
+	}
+	// The old socket is read no more (it answers no ping); the executor dials its URL again.
+	replaced, _, err := dialWebsocket(ctx, url, nil, nil, opts)
+	if err != nil {
+		t.Fatalf("the executor's new socket: %v", err)
+	}
+	t.Cleanup(replaced.closeTCP)
+	go func() { // the new socket's reader, answering pings: ends with the socket
+		for {
+			if _, _, err := replaced.readFrameMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	h.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		op, data, err := h.readFrameMessage()
+		if err != nil {
+			t.Fatalf("the harness's stream s-1 was not reset within 5 s of its executor socket being replaced (%v): it is still routed to a socket that never opened it", err)
+		}
+		if fr, err := decodeRelayFrame(data); err == nil && op == wsOpBinary && fr.streamID == "s-1" && fr.body == relayBodyReset {
+			t.Logf("s-1 reset %q after its executor socket was replaced", fr.reason)
+			return
+		}
 	}
 }
