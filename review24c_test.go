@@ -128,8 +128,8 @@ func TestReview24cSmallFramesOutgrowTheQueueBound(t *testing.T) {
 	grew := (after - before) << 10
 	t.Logf("%d frames of %d bytes (%.1f MiB) to a harness that does not read: the relay's peak RSS grew %.1f MiB (bound per socket %d MiB)",
 		n, len(frame), float64(n*len(frame))/(1<<20), float64(grew)/(1<<20), relaydQueueBytes>>20)
-	if limit := 4 * relaydQueueBytes; grew > limit {
-		t.Errorf("the relay grew %.1f MiB for one unread harness socket; want at most %d MiB (4 x relaydQueueBytes)", float64(grew)/(1<<20), limit>>20)
+	if limit := 8 * relaydQueueBytes; grew > limit {
+		t.Errorf("the relay grew %.1f MiB for one unread harness socket; want at most %d MiB (8 x relaydQueueBytes: the queue, the GC's slack, -race's shadow)", float64(grew)/(1<<20), limit>>20)
 	}
 }
 
@@ -160,7 +160,7 @@ func TestReview24cResetsBypassTheQueueBound(t *testing.T) {
 	pid := p.cmd.Process.Pid
 	before := review24cStatus(t, pid, "VmHWM")
 	const idLen = 100 << 10
-	n := 8 * relaydQueueBytes / idLen
+	n := 16 * relaydQueueBytes / idLen
 	closed := false // the relay closed the socket: a bound held
 	for i := range n {
 		if err := send(fmt.Sprintf("%0*d", idLen, i), relayBodyResume); err != nil { // refused: stream_limit
@@ -189,8 +189,8 @@ func TestReview24cResetsBypassTheQueueBound(t *testing.T) {
 	grew := (after - before) << 10
 	t.Logf("%d refused Resumes with %d KiB stream ids (%.1f MiB) from a harness that does not read: the relay's peak RSS grew %.1f MiB (bound per socket %d MiB)",
 		n, idLen>>10, float64(n*idLen)/(1<<20), float64(grew)/(1<<20), relaydQueueBytes>>20)
-	if limit := 4 * relaydQueueBytes; grew > limit {
-		t.Errorf("the relay grew %.1f MiB for one unread harness socket's own Resets; want at most %d MiB (4 x relaydQueueBytes)", float64(grew)/(1<<20), limit>>20)
+	if limit := 8 * relaydQueueBytes; grew > limit {
+		t.Errorf("the relay grew %.1f MiB for one unread harness socket's own Resets; want at most %d MiB (8 x relaydQueueBytes: the queue, the GC's slack, -race's shadow)", float64(grew)/(1<<20), limit>>20)
 	}
 }
 
