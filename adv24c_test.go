@@ -1,0 +1,178 @@
+package main
+
+// The third adversary's tests of `exec-server relay` (docs/remote.md §12), after the fixes of
+// adv24_test.go, adv24b_test.go and review24_test.go: each one attacks one of those fixes
+// (the 409 executor_connected probe, the per-token shares of an environment's streams) and
+// fails while the attack works. The relay is a real process (relayd_test.go's
+// startRelayProcess); every verdict is read on the host: which socket the relay closed,
+// which one a harness's frame reached, what the relay logged.
+//
+// A new file: the third adversary's tests, kept apart from the relay's own and from the
+// earlier adversaries' (adv24_test.go, adv24b_test.go).
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestAdv24cSlowHarnessHidesTheExecutorsPong: the 409 executor_connected probe
+// (relaydExecutorProbe, 2 s) asks the live executor socket for a pong, and the pong is read by
+// that socket's reader, the goroutine that routes the executor's frames to the harnesses. A
+// harness that reads slowly, but never 2 s behind (docs/remote.md 12.5: "held up to 2 s per
+// frame ... slows the environment's other streams to its pace"), paces that reader; the
+// executor's pong waits behind the output already on its way, more than 2 s of it at the
+// harness's pace. Mallory (a connect token) reads her stream at 50 KB/s while the executor
+// sends her output; Eve (no token, the executor's URL from a proxy's access log) dials the
+// URL: the probe takes the honest executor for dead, Eve's socket replaces it, and Alice's
+// Resume comes to Eve.
+func TestAdv24cSlowHarnessHidesTheExecutorsPong(t *testing.T) {
+	f, toks := adv24Fixture(t, map[string][2][]string{
+		"exec": {{"box-*"}, nil}, "alice": {nil, {"box-*"}}, "mallory": {nil, {"box-*"}}}, "")
+	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
+	id, err := newNoiseIdentity(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, v := relaydPost(t, nil, base, "box-pong", "register", toks["exec"], map[string]any{"security_profile": registrySecurityProfile, "executor_public_key": id.publicKey()})
+	if status != http.StatusOK {
+		t.Fatalf("register: %d %v", status, v)
+	}
+	leaked := v["url"].(string)
+	dial := func(opts wsOptions, u string) (*wsConn, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), remoteTestTimeout)
+		defer cancel()
+		ws, _, err := dialWebsocket(ctx, u, nil, nil, opts)
+		if err == nil {
+			t.Cleanup(ws.closeTCP)
+		}
+		return ws, err
+	}
+	wsOpts := wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage}
+	honest, err := dial(wsOpts, leaked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(ws *wsConn, fr relayFrame) error {
+		fr.version = relayFrameVersion
+		return ws.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &fr))
+	}
+	// The honest executor: answers each Resume with a Handshake (its reader also answers the
+	// relay's pings, as every websocket peer does), and reports when its socket ends.
+	honestEnded := make(chan error, 1)
+	opened := make(chan string, 16)
+	go func() { // ends when the relay closes the socket (or the cleanup does)
+		for {
+			op, data, err := honest.readFrameMessage()
+			if err != nil {
+				honestEnded <- err
+				return
+			}
+			if fr, err := decodeRelayFrame(data); err == nil && op == wsOpBinary && fr.body == relayBodyResume {
+				send(honest, relayFrame{streamID: fr.streamID, body: relayBodyHandshake, payload: []byte("msg2")})
+				select {
+				case opened <- fr.streamID:
+				default:
+				}
+			}
+		}
+	}()
+	// Mallory: one socket, one stream, read at 50 KB/s through a small receive buffer.
+	small := func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		c.Control(func(fd uintptr) {
+			if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10); serr == nil {
+				serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 1400)
+			}
+		})
+		return serr
+	}
+	mallory := newRelaydHarnessClient(t, base, toks["mallory"])
+	mws, err := dial(wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage, control: small}, mallory.connect("box-pong").URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := send(mws, relayFrame{streamID: "m-1", body: relayBodyResume}); err != nil {
+		t.Fatal(err)
+	}
+	<-opened
+	var received atomic.Int64
+	go func() { // mallory's reader: 4 KiB per 80 ms, until her socket ends
+		buf := make([]byte, 4<<10)
+		tick := time.NewTicker(80 * time.Millisecond)
+		defer tick.Stop()
+		for range tick.C {
+			n, err := mws.nc.Read(buf)
+			received.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var sent atomic.Int64
+	go func() { // the honest executor's output to mallory: until its socket ends
+		payload := make([]byte, 16<<10)
+		for k := 1; ; k++ {
+			if err := send(honest, relayFrame{streamID: "m-1", body: relayBodyData, seq: uint32(k), segmentCount: 1, payload: payload}); err != nil {
+				return
+			}
+			sent.Add(int64(len(payload)))
+		}
+	}()
+	// Wait for the relay's queue for mallory to be full (4 MiB) and output to be waiting
+	// behind it: what the executor sent less what mallory read.
+	deadline := time.Now().Add(remoteTestTimeout)
+	for sent.Load()-received.Load() < relaydQueueBytes+(512<<10) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the executor's output did not back up: sent %d, mallory read %d", sent.Load(), received.Load())
+		}
+		time.Sleep(50 * time.Millisecond) // polling two counters of the test's own goroutines
+	}
+	t.Logf("backed up: executor sent %d KiB, mallory read %d KiB; relay: %s", sent.Load()>>10, received.Load()>>10, adv24Status(relay))
+	start := time.Now()
+	eve, err := dial(wsOpts, leaked)
+	took := time.Since(start)
+	t.Logf("eve's dial of the leaked URL: %v after %v; the honest socket still up: %v", err, took.Round(time.Millisecond), len(honestEnded) == 0)
+	if err != nil {
+		return // refused: the attack did not work
+	}
+	select {
+	case err := <-honestEnded:
+		t.Logf("the honest executor's socket ended: %v (mallory had read %d KiB, never 2 s behind)", err, received.Load()>>10)
+	case <-time.After(2 * time.Second):
+	}
+	alice := newRelaydHarnessClient(t, base, toks["alice"])
+	ah, err := alice.dial(alice.connect("box-pong"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ah.send(relayFrame{streamID: "a-1", body: relayBodyResume})
+	got := ""
+	eve.nc.SetReadDeadline(time.Now().Add(3 * time.Second))
+	for {
+		op, data, err := eve.readFrameMessage()
+		if err != nil {
+			break
+		}
+		if fr, err := decodeRelayFrame(data); err == nil && op == wsOpBinary {
+			got = fmt.Sprintf("%v on %s", fr.body, fr.streamID)
+			break
+		}
+	}
+	var ups []string
+	for _, l := range strings.Split(relay.stderr.String(), "\n") {
+		if strings.Contains(l, "socket up") && strings.Contains(l, "role=environment") {
+			ups = append(ups, l)
+		}
+	}
+	t.Logf("relay log, executor sockets up: %d; relay: %s", len(ups), adv24Status(relay))
+	t.Errorf("eve, with no token, took the executor socket of a live, answering executor with its leaked URL "+
+		"(upgraded after %v, the probe's pong behind output paced by mallory's 50 KB/s reads); alice's frame came to her: %q",
+		took.Round(time.Millisecond), got)
+}
