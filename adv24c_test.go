@@ -176,3 +176,64 @@ func TestAdv24cSlowHarnessHidesTheExecutorsPong(t *testing.T) {
 		"(upgraded after %v, the probe's pong behind output paced by mallory's 50 KB/s reads); alice's frame came to her: %q",
 		took.Round(time.Millisecond), got)
 }
+
+// TestAdv24cSharedTokenHeldByOneHolder: docs/remote.md 12.1 gives every Codex user one
+// token ("codex"), and the relay's shares of an environment are per token: 4 unanswered
+// streams (relaydMaxUnansweredPerToken), held until the executor answers or the handshake
+// timeout (30 s). Mallory, one of the token's holders, sends 4 Resumes and no handshake on
+// them: the executor (`exec-server --remote`) has nothing to answer, and for 30 s every other
+// holder of the token, Alice here, is refused each stream `stream_limit`; 4 frames per 30 s
+// keep it so.
+func TestAdv24cSharedTokenHeldByOneHolder(t *testing.T) {
+	f, toks := adv24Fixture(t, map[string][2][]string{"exec": {{"box-*"}, nil}, "codex": {nil, {"box-*"}}}, "")
+	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
+	startRelayExecutor(t, base, "box-shared", toks["exec"])
+	alice := newRelaydHarnessClient(t, base, toks["codex"])
+	ah, as := alice.open("box-shared", "a-0") // the environment works for alice
+	_ = as
+	ah.ws.closeTCP()
+	t.Logf("before: relay %s", adv24Status(relay))
+	mallory := newRelaydHarnessClient(t, base, toks["codex"])
+	mh, err := mallory.dial(mallory.connect("box-shared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range relaydMaxUnansweredPerToken {
+		mh.send(relayFrame{streamID: fmt.Sprintf("m-%d", i), body: relayBodyResume})
+	}
+	// The relay has claimed mallory's streams once its Resume for a fifth is refused.
+	mh.send(relayFrame{streamID: "m-probe", body: relayBodyResume})
+	if fr := mh.nextFrame("m-probe"); fr.body != relayBodyReset {
+		t.Fatalf("mallory's fifth resume: %v, want a reset", fr.body)
+	}
+	start := time.Now()
+	refused := 0
+	var last error
+	tick := time.NewTicker(time.Second) // alice retries once a second, as a user would
+	defer tick.Stop()
+	for i := 0; i < 4; i++ {
+		if i > 0 {
+			<-tick.C
+		}
+		b := alice.connect("box-shared")
+		h, err := alice.dial(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := relaydOpenStream(h, b, fmt.Sprintf("a-%d", i+1), b.Authorization)
+		if err == nil {
+			_ = s
+			h.ws.closeTCP()
+			break
+		}
+		refused, last = refused+1, err
+		h.ws.closeTCP()
+	}
+	t.Logf("alice: %d streams refused over %v (last: %v); relay %s", refused, time.Since(start).Round(time.Millisecond), last, adv24Status(relay))
+	n := strings.Count(relay.stderr.String(), "reason=stream_limit")
+	t.Logf("relay log: %d lines \"stream refused ... token=codex reason=stream_limit\"", n)
+	if refused > 0 {
+		t.Errorf("one holder of the shared token (4 Resumes, no handshake) refused every stream of another holder of it for %v (%d refused: %v); the hold lasts the handshake timeout, 30 s, renewed with 4 frames",
+			time.Since(start).Round(time.Millisecond), refused, last)
+	}
+}
