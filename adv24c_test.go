@@ -237,3 +237,101 @@ func TestAdv24cSharedTokenHeldByOneHolder(t *testing.T) {
 			time.Since(start).Round(time.Millisecond), refused, last)
 	}
 }
+
+// adv24cSmallBuffers gives a socket a 4 KiB receive buffer and Ethernet-sized segments, so
+// that what the relay queues for it, not the kernel's buffers, holds the bytes it has not
+// read yet.
+func adv24cSmallBuffers(_, _ string, c syscall.RawConn) error {
+	var serr error
+	c.Control(func(fd uintptr) {
+		if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10); serr == nil {
+			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 1400)
+		}
+	})
+	return serr
+}
+
+// TestAdv24cCooldownCutsAnotherHolder: a harness socket whose queue stays full for
+// relaydQueueWait (2 s) is closed, and its token gets no wait at all for relaydQueueCooldown
+// (30 s): the next full queue of any socket of that token closes it at once. With the token
+// of docs/remote.md 12.1 shared by every Codex user, Mallory, one of them, leaves one socket
+// unread; Alice, another, then receives output faster than she reads it (4 MB/s, at which she
+// read 24 MiB whole before the attack): her socket is closed as soon as its queue is full, though
+// she never fell behind by a moment.
+func TestAdv24cCooldownCutsAnotherHolder(t *testing.T) {
+	f, toks := adv24Fixture(t, map[string][2][]string{"exec": {{"box-*"}, nil}, "codex": {nil, {"box-*"}}}, "")
+	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
+	exec := startAdv24Executor(t, base, "box-cool", toks["exec"])
+	const total, chunk = 24 << 20, 128 << 10
+	open := func(who, stream string, control func(_, _ string, c syscall.RawConn) error) *wsConn {
+		c := newRelaydHarnessClient(t, base, toks["codex"])
+		ctx, cancel := context.WithTimeout(context.Background(), remoteTestTimeout)
+		ws, _, err := dialWebsocket(ctx, c.connect("box-cool").URL, nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage, control: control})
+		cancel()
+		if err != nil {
+			t.Fatalf("%s's socket: %v", who, err)
+		}
+		t.Cleanup(ws.closeTCP)
+		if err := ws.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &relayFrame{version: relayFrameVersion, streamID: stream, body: relayBodyResume})); err != nil {
+			t.Fatal(err)
+		}
+		<-exec.opened
+		return ws
+	}
+	output := func(stream string) { // the executor's output on stream: total bytes, or until its socket ends
+		payload := make([]byte, chunk)
+		for k := range total / chunk {
+			if exec.send(relayFrame{streamID: stream, body: relayBodyData, seq: uint32(k + 1), segmentCount: 1, payload: payload}) != nil {
+				return
+			}
+		}
+	}
+	// alice (the kernel's own buffers) reads at 4 MB/s (64 KiB per 16 ms) until she has the output whole or her socket
+	// ends; it returns what she read and when it ended.
+	alice := func(stream string) (int, time.Duration, error) {
+		ws := open("alice", stream, nil)
+		start := time.Now()
+		go output(stream)
+		buf := make([]byte, 64<<10)
+		tick := time.NewTicker(16 * time.Millisecond)
+		defer tick.Stop()
+		got := 0
+		for got < total {
+			<-tick.C
+			ws.nc.SetReadDeadline(time.Now().Add(remoteTestTimeout))
+			n, err := ws.nc.Read(buf)
+			if got += n; err != nil {
+				return got, time.Since(start), err
+			}
+		}
+		ws.closeTCP()
+		return got, time.Since(start), nil
+	}
+	got, took, err := alice("a-1")
+	t.Logf("before the attack, alice read %d KiB at her pace in %v (%v); relay %s", got>>10, took.Round(time.Millisecond), err, adv24Status(relay))
+	if err != nil {
+		t.Fatalf("alice's pace does not keep up even without the attack: %v", err)
+	}
+	downs := func() int { return strings.Count(relay.stderr.String(), `msg="relay: socket down" role=harness`) }
+	awaitDowns := func(n int, what string) {
+		for deadline := time.Now().Add(remoteTestTimeout); downs() < n; {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+			time.Sleep(20 * time.Millisecond) // polling the relay's log
+		}
+	}
+	awaitDowns(1, "alice's first socket is not down on the relay")
+	// Mallory: one socket of the shared token, one stream, never read.
+	open("mallory", "m-1", adv24cSmallBuffers)
+	output("m-1")
+	awaitDowns(2, "mallory's unread socket was not closed")
+
+	t.Logf("mallory's unread socket closed by the relay; relay %s", adv24Status(relay))
+	got, took, err = alice("a-2")
+	t.Logf("after it, alice read %d KiB in %v: %v; relay %s", got>>10, took.Round(time.Millisecond), err, adv24Status(relay))
+	if err != nil {
+		t.Errorf("alice, reading at the pace that carried %d KiB whole before, was cut off after %d KiB (%v, %v): mallory's unread socket of the shared token put it in its %v cooldown",
+			total>>10, got>>10, took.Round(time.Millisecond), err, relaydQueueCooldown)
+	}
+}
