@@ -11,6 +11,7 @@ package main
 // earlier adversaries' (adv24_test.go, adv24b_test.go).
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -333,5 +334,81 @@ func TestAdv24cCooldownCutsAnotherHolder(t *testing.T) {
 	if err != nil {
 		t.Errorf("alice, reading at the pace that carried %d KiB whole before, was cut off after %d KiB (%v, %v): mallory's unread socket of the shared token put it in its %v cooldown",
 			total>>10, got>>10, took.Round(time.Millisecond), err, relaydQueueCooldown)
+	}
+}
+
+// TestAdv24cSharedTokenFailuresHoldIt: the relay holds back a token's new streams
+// (`handshake_failures`) while relaydMaxTokenFailedHandshakes (2) of its handshakes the
+// executor refused are not yet forgotten (one per 5 s). With the token of docs/remote.md 12.1
+// shared by every Codex user, Mallory, one of them, sends 2 handshakes the executor
+// (`exec-server --remote`) refuses, then one more each time one is forgotten (a Resume every
+// 100 ms, refused until then): every other
+// holder of the token, Alice here, is refused each stream for as long as she goes on.
+func TestAdv24cSharedTokenFailuresHoldIt(t *testing.T) {
+	f, toks := adv24Fixture(t, map[string][2][]string{"exec": {{"box-*"}, nil}, "codex": {nil, {"box-*"}}}, "")
+	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
+	startRelayExecutor(t, base, "box-fail", toks["exec"])
+	alice := newRelaydHarnessClient(t, base, toks["codex"])
+	alice.open("box-fail", "a-0") // the environment works for alice
+	mallory := newRelaydHarnessClient(t, base, toks["codex"])
+	mh, err := mallory.dial(mallory.connect("box-fail"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := 0
+	fail := func() string { // one handshake the executor refuses; the reset's reason
+		junk++
+		id := fmt.Sprintf("m-%d", junk)
+		mh.send(relayFrame{streamID: id, body: relayBodyResume})
+		mh.send(relayFrame{streamID: id, body: relayBodyHandshake, payload: bytes.Repeat([]byte{0x5a}, 96)})
+		return mh.nextFrame(id).reason
+	}
+	t.Logf("mallory's junk handshakes: %q, %q", fail(), fail())
+	// Then one more each time the relay forgets one: she tries every 100 ms, and the relay
+	// refuses the Resumes in between (handshake_failures).
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	var renewed atomic.Int32
+	go func() { // mallory's renewals: until the test stops them
+		defer close(stopped)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if fail() != "handshake_failures" {
+				renewed.Add(1)
+			}
+		}
+	}()
+	start := time.Now()
+	refused, tries := 0, 0
+	var last error
+	tick := time.NewTicker(time.Second) // alice retries once a second, as a user would
+	defer tick.Stop()
+	for ; tries < 8; tries++ {
+		if tries > 0 {
+			<-tick.C
+		}
+		b := alice.connect("box-fail")
+		h, err := alice.dial(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := relaydOpenStream(h, b, fmt.Sprintf("a-%d", tries+1), b.Authorization); err != nil {
+			refused, last = refused+1, err
+		}
+		h.ws.closeTCP()
+	}
+	close(stop)
+	<-stopped
+	t.Logf("mallory: %d Resumes, %d of them junk handshakes the executor refused", junk, 2+renewed.Load())
+	t.Logf("alice: %d of %d streams refused over %v (last: %v); relay log: %d \"reason=handshake_failures\"; relay %s",
+		refused, tries, time.Since(start).Round(time.Millisecond), last, strings.Count(relay.stderr.String(), "reason=handshake_failures"), adv24Status(relay))
+	if refused > 0 {
+		t.Errorf("one holder of the shared token (%d junk handshakes over %v) had %d of %d streams of another holder of it refused (%v)",
+			2+renewed.Load(), time.Since(start).Round(time.Second), refused, tries, last)
 	}
 }
