@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -410,5 +411,54 @@ func TestAdv24cSharedTokenFailuresHoldIt(t *testing.T) {
 	if refused > 0 {
 		t.Errorf("one holder of the shared token (%d junk handshakes over %v) had %d of %d streams of another holder of it refused (%v)",
 			2+renewed.Load(), time.Since(start).Round(time.Second), refused, tries, last)
+	}
+}
+
+// TestAdv24cRefusalsFillTheRelaysMemory: a Reset the relay sends a harness is a control frame,
+// queued "whatever the queues hold" (relaydSocket.reset), and every queued frame is a copy in a
+// recycled buffer of at least 4 KiB (relaydFrameClasses) while the bounds count its length (a
+// Reset: some 40 bytes). Mallory (a connect token) holds her token's 4 unanswered streams,
+// then sends Resumes on new ids from a socket she never reads: each is refused, each refusal
+// is a Reset queued for her, 4 KiB each, until her socket's writer gives up (10 s,
+// relaydWriteTimeout). The relay's peak resident memory grows by far more than every queue
+// of the relay may hold (relaydQueueBudget, 128 MiB).
+func TestAdv24cRefusalsFillTheRelaysMemory(t *testing.T) {
+	const resumes = 100_000 // a cap, so that the test does not take the host's memory
+	f, toks := adv24Fixture(t, map[string][2][]string{"exec": {{"box-*"}, nil}, "mallory": {nil, {"box-*"}}}, "")
+	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
+	startRelayExecutor(t, base, "box-resets", toks["exec"])
+	mallory := newRelaydHarnessClient(t, base, toks["mallory"])
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTestTimeout)
+	mws, _, err := dialWebsocket(ctx, mallory.connect("box-resets").URL, nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage, control: adv24cSmallBuffers})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mws.closeTCP)
+	before := review24HWM(t, relay)
+	t.Logf("relay before: %s, VmHWM %d MiB", adv24Status(relay), before>>10)
+	start := time.Now()
+	sent := 0
+	var werr error
+	for ; sent < resumes; sent++ {
+		if werr = mws.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &relayFrame{version: relayFrameVersion, streamID: strconv.FormatInt(int64(sent), 36), body: relayBodyResume})); werr != nil {
+			break
+		}
+	}
+	// The relay closes her socket once its writer has been blocked relaydWriteTimeout; until
+	// then what it queued for her is held.
+	mws.nc.SetReadDeadline(time.Now().Add(remoteTestTimeout))
+	var buf [4 << 10]byte
+	for {
+		if _, err := mws.nc.Read(buf[:]); err != nil {
+			break
+		}
+	}
+	after := review24HWM(t, relay)
+	t.Logf("mallory sent %d Resumes (%d KiB) in %v (%v); the relay closed her socket after %v; relay after: %s, VmHWM %d MiB (+%d MiB)",
+		sent, sent*24>>10, time.Since(start).Round(time.Millisecond), werr, time.Since(start).Round(time.Millisecond), adv24Status(relay), after>>10, (after-before)>>10)
+	if grew := (after - before) << 10; grew > relaydQueueBudget {
+		t.Errorf("one harness socket that reads nothing grew the relay's peak memory by %d MiB with %d refused Resumes, past the %d MiB every queue of the relay may hold",
+			grew>>20, sent, relaydQueueBudget>>20)
 	}
 }
