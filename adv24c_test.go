@@ -462,3 +462,57 @@ func TestAdv24cRefusalsFillTheRelaysMemory(t *testing.T) {
 			grew>>20, sent, relaydQueueBudget>>20)
 	}
 }
+
+// TestAdv24cTinyFramesFillTheRelaysMemory: the queue bounds (relaydQueueBytes, 4 MiB a socket)
+// count a frame's length, and each queued frame is a copy in a recycled buffer of at least
+// 4 KiB (relaydFrameClasses). A command's output that comes a few bytes at a time is a frame
+// of some 40 bytes each: 4 MiB of them is 100,000 buffers, 400 MiB. Mallory (a connect token)
+// opens a stream she never reads, and the executor sends her small frames (her command's
+// output, one line at a time).
+func TestAdv24cTinyFramesFillTheRelaysMemory(t *testing.T) {
+	const frames = 60_000 // a cap, so that the test does not take the host's memory
+	f, toks := adv24Fixture(t, map[string][2][]string{"exec": {{"box-*"}, nil}, "mallory": {nil, {"box-*"}}}, "")
+	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
+	exec := startAdv24Executor(t, base, "box-tiny", toks["exec"])
+	mallory := newRelaydHarnessClient(t, base, toks["mallory"])
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTestTimeout)
+	mws, _, err := dialWebsocket(ctx, mallory.connect("box-tiny").URL, nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage, control: adv24cSmallBuffers})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mws.closeTCP)
+	if err := mws.writeMessageOp(wsOpBinary, appendRelayFrame(nil, &relayFrame{version: relayFrameVersion, streamID: "m-1", body: relayBodyResume})); err != nil {
+		t.Fatal(err)
+	}
+	<-exec.opened
+	before := review24HWM(t, relay)
+	t.Logf("relay before: %s, VmHWM %d MiB", adv24Status(relay), before>>10)
+	start := time.Now()
+	for k := range frames {
+		if err := exec.send(relayFrame{streamID: "m-1", body: relayBodyData, seq: uint32(k + 1), segmentCount: 1, payload: []byte("line\n")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A mark on a stream of another socket of hers: the relay routes it once it has read every
+	// frame before it.
+	alice := newRelaydHarnessClient(t, base, toks["mallory"])
+	ah, err := alice.dial(alice.connect("box-tiny"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ah.send(relayFrame{streamID: "a-1", body: relayBodyResume})
+	<-exec.opened
+	exec.send(relayFrame{streamID: "a-1", body: relayBodyData, seq: 1, segmentCount: 1, payload: []byte("mark")})
+	if fr := ah.nextFrame("a-1"); fr.body != relayBodyHandshake {
+		t.Fatalf("a-1: %v", fr.body)
+	}
+	ah.nextFrame("a-1") // the mark: the relay has routed every frame sent before it
+	after := review24HWM(t, relay)
+	t.Logf("the executor sent %d frames of 5 bytes in %v; relay after: %s, VmHWM %d MiB (+%d MiB)",
+		frames, time.Since(start).Round(time.Millisecond), adv24Status(relay), after>>10, (after-before)>>10)
+	if grew := (after - before) << 10; grew > relaydQueueBytes+(32<<20) {
+		t.Errorf("one harness socket that reads nothing grew the relay's peak memory by %d MiB with %d frames of 5 bytes, past its %d MiB queue bound (and 32 MiB more)",
+			grew>>20, frames, relaydQueueBytes>>20)
+	}
+}
