@@ -42,6 +42,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -80,6 +81,10 @@ const (
 	relaydQueueBytes      = relaydQueueFrames * relaydMaxFrame
 	relaydTokenQueueBytes = 16 << 20
 	relaydQueueBudget     = 128 << 20
+	// relaydResetQueueBytes bounds a harness socket's queue for the Resets the relay makes,
+	// which do not wait for room: at it, the socket is closed
+	// (TestReview24cResetsBypassTheQueueBound).
+	relaydResetQueueBytes = 2 * relaydQueueBytes
 	// relaydQueueWait is how long a frame waits for room before the harness socket it is for
 	// is closed: long enough for a harness that reads to get over a hiccup of its link
 	// (TestAdv24bReadingHarnessStallClosed). Meanwhile the executor's reader waits, so a token
@@ -114,6 +119,22 @@ type relaydSocket struct {
 	outBytes int           // out, and the frame the writer is writing
 	outReady chan struct{} // a frame was queued; capacity 1
 	outEnded bool          // the writer is gone: frames are dropped
+	// An executor socket's reader counts the frames it reads, and says when it is held
+	// handing one to a harness queue that has no room (answersProbe).
+	framesRead atomic.Uint64
+	handing    atomic.Bool
+}
+
+// answersProbe says whether an executor socket is alive, for a new socket on its URL: it
+// answers a ping within relaydExecutorProbe, or frames arrive meanwhile, or its reader is
+// held by the relay itself, handing a frame to a harness that does not read. The pong of a
+// busy socket waits behind its frames, which a slow harness paces: a pong alone would let
+// whoever holds a leaked URL take a live executor's socket
+// (TestAdv24cSlowHarnessHidesTheExecutorsPong). A dead socket delivers nothing, so none of
+// these holds for it past the one frame it may be handing, for at most relaydQueueWait.
+func (s *relaydSocket) answersProbe() bool {
+	n := s.framesRead.Load()
+	return s.ws.answersPing(relaydExecutorProbe) || s.framesRead.Load() != n || s.handing.Load()
 }
 
 // relaydQueues accounts for the bytes every harness socket's queue holds (relaydQueueBytes,
@@ -131,8 +152,21 @@ type relaydQueues struct {
 // relaydFrameClasses are the capacities of the frame copies the queues recycle
 // (relaydQueues.clone): every frame the executor socket's reader routes to a harness is
 // copied, and with a thousand busy streams the garbage of those copies, not what is queued,
-// set the relay's resident size (BENCHMARKS.md, "Self-hosted relay").
-var relaydFrameClasses = [...]int{4 << 10, 32 << 10, relaydMaxFrame}
+// set the relay's resident size (BENCHMARKS.md, "Self-hosted relay"). A queued frame costs
+// its class's capacity (relaydFrameCost), not its length: a queue of small frames holds as
+// much memory as its bound says, not up to 36 times more.
+var relaydFrameClasses = [...]int{512, 4 << 10, 32 << 10, relaydMaxFrame}
+
+// relaydFrameCost is what a frame of n bytes counts against the queue bounds once copied:
+// the capacity of its class.
+func relaydFrameCost(n int) int {
+	for _, c := range relaydFrameClasses {
+		if n <= c {
+			return c
+		}
+	}
+	return n
+}
 
 // clone copies a frame into a recycled buffer of its class.
 func (q *relaydQueues) clone(b []byte) []byte {
@@ -212,25 +246,36 @@ func (s *relaydSocket) write(b []byte) {
 		}
 		return
 	}
-	s.enqueue(b, false)
+	s.enqueue(b, frameData)
 }
 
-// reset sends a relay Reset for one stream. A harness socket's Reset is queued whatever the
-// queues hold (it is a few bytes), so that no one waits to end a stream.
+// reset sends a relay Reset for one stream. A harness socket's Reset is queued past the
+// bounds a data frame waits for, so that no one waits to end a stream; but not past
+// relaydResetQueueBytes, since a harness that sends Resumes the relay refuses, and reads
+// nothing, would otherwise queue a Reset for each without end.
 func (s *relaydSocket) reset(streamID, reason string) {
 	b := appendRelayReset(nil, streamID, reason)
 	if s.queues == nil {
 		s.write(b)
 		return
 	}
-	s.enqueue(b, true)
+	s.enqueue(b, frameReset)
 }
 
-// enqueue queues a copy of b (the reader's buffer) for the socket's writer. A frame that does
-// not fit the socket's, its token's or the relay's bound waits up to relaydQueueWait for room
-// (none while its token is in its relaydQueueCooldown), then the socket is closed and its
-// streams are reset towards the executor. A control frame always fits.
-func (s *relaydSocket) enqueue(b []byte, control bool) {
+// frameKind says how enqueue bounds a frame.
+type frameKind bool
+
+const (
+	frameData  frameKind = false // waits for room under every bound
+	frameReset frameKind = true  // queued at once, up to relaydResetQueueBytes
+)
+
+// enqueue queues a copy of b (the reader's buffer) for the socket's writer. A data frame that
+// does not fit the socket's, its token's or the relay's bound waits up to relaydQueueWait for
+// room (none while its token is in its relaydQueueCooldown), then the socket is closed and its
+// streams are reset towards the executor. A Reset is queued at once, unless the socket's
+// queue holds relaydResetQueueBytes: then the socket is closed.
+func (s *relaydSocket) enqueue(b []byte, kind frameKind) {
 	q := s.queues
 	var timer *time.Timer
 	defer func() {
@@ -245,8 +290,13 @@ func (s *relaydSocket) enqueue(b []byte, control bool) {
 			return
 		}
 		tq := q.tokenLocked(s.token)
-		n := len(b)
-		if control || s.outBytes+n <= relaydQueueBytes && tq.bytes+n <= relaydTokenQueueBytes && q.total+n <= relaydQueueBudget {
+		n := relaydFrameCost(len(b))
+		if kind == frameReset && s.outBytes+n > relaydResetQueueBytes {
+			q.mu.Unlock()
+			s.ws.closeTCP()
+			return
+		}
+		if kind == frameReset || s.outBytes+n <= relaydQueueBytes && tq.bytes+n <= relaydTokenQueueBytes && q.total+n <= relaydQueueBudget {
 			if !copied {
 				b = q.clone(b)
 			}
@@ -323,7 +373,7 @@ func (s *relaydSocket) writeLoop() {
 		q.mu.Unlock()
 		err := s.ws.writeMessageOp(wsOpBinary, b)
 		q.mu.Lock()
-		q.releaseLocked(s, len(b), time.Now())
+		q.releaseLocked(s, relaydFrameCost(len(b)), time.Now())
 		q.mu.Unlock()
 		q.recycle(b)
 		if err != nil {
@@ -536,7 +586,7 @@ func (d *relayd) rendezvous(w http.ResponseWriter, r *http.Request, rest string)
 	// dials the URL (TestAdv24bLeakedExecutorURLTakesTheEnvironment). An executor dials its
 	// URL again only once its socket is gone to it; the relay's side of a dead one answers no
 	// ping, and is replaced after relaydExecutorProbe.
-	if live != nil && live.ws.answersPing(relaydExecutorProbe) {
+	if live != nil && live.answersProbe() {
 		d.peerLog.Info("relay: upgrade refused", "role", role, "environment_id", clipEnvID(envID), "status", http.StatusConflict, "reason", "executor_connected", "why", "the registration's executor socket is up")
 		rejectUpgrade(w, http.StatusConflict, "executor_connected", "executor_connected", "this registration's executor socket is up and answering: register again for a new one")
 		return
@@ -621,8 +671,8 @@ func (d *relayd) admitSocketLocked(s *relaydSocket, envID string, q url.Values) 
 }
 
 // join makes a socket live: shutdown closes it; an executor socket becomes its environment's
-// (an older one, perhaps half-open, is closed). False if the relay or the registration
-// ended meanwhile.
+// (an older one, perhaps half-open, is closed, and the streams it carried are reset: the new
+// socket never opened them). False if the relay or the registration ended meanwhile.
 func (d *relayd) join(s *relaydSocket) bool {
 	d.mu.Lock()
 	if d.closed || d.envs[s.env.id] != s.env {
@@ -631,8 +681,12 @@ func (d *relayd) join(s *relaydSocket) bool {
 	}
 	d.live[s] = struct{}{}
 	var old *relaydSocket
+	var gone []*relaydStream
 	if !s.harness {
 		old = s.env.executor
+		if old != nil {
+			gone = d.dropStreamsLocked(s.env)
+		}
 		s.env.executor = s
 		s.env.orphaned = time.Time{}
 		close(s.env.executorUp)
@@ -644,7 +698,26 @@ func (d *relayd) join(s *relaydSocket) bool {
 	if old != nil {
 		old.ws.closeTCP()
 	}
+	resetExecutorGone(gone)
 	return true
+}
+
+// dropStreamsLocked releases every stream of env, whose executor socket has ended or been
+// replaced, and returns them for resetExecutorGone, called once d.mu is unlocked.
+func (d *relayd) dropStreamsLocked(env *relaydEnv) []*relaydStream {
+	gone := make([]*relaydStream, 0, len(env.streams))
+	for _, st := range env.streams {
+		gone = append(gone, st)
+		d.releaseLocked(env, st)
+	}
+	return gone
+}
+
+// resetExecutorGone resets streams towards their harnesses: their executor socket is gone.
+func resetExecutorGone(gone []*relaydStream) {
+	for _, st := range gone {
+		st.harness.reset(st.id, "executor_disconnected")
+	}
 }
 
 // leave uncounts a socket that has ended.
@@ -688,6 +761,7 @@ func (d *relayd) serveExecutor(s *relaydSocket) {
 		if err != nil {
 			break
 		}
+		s.framesRead.Add(1)
 		if op != wsOpBinary {
 			continue
 		}
@@ -720,7 +794,9 @@ func (d *relayd) serveExecutor(s *relaydSocket) {
 			s.reset(id, "stream_limit")
 			continue
 		}
+		s.handing.Store(true)
 		h.write(data)
+		s.handing.Store(false)
 		h.touch(d.cfg.Load().idleTimeout)
 	}
 	d.mu.Lock()
@@ -728,15 +804,10 @@ func (d *relayd) serveExecutor(s *relaydSocket) {
 	if env.executor == s {
 		env.executor = nil
 		env.orphaned = d.now()
-		for _, st := range env.streams {
-			gone = append(gone, st)
-			d.releaseLocked(env, st)
-		}
+		gone = d.dropStreamsLocked(env)
 	}
 	d.mu.Unlock()
-	for _, st := range gone {
-		st.harness.reset(st.id, "executor_disconnected")
-	}
+	resetExecutorGone(gone)
 }
 
 // serveHarness claims the streams a harness opens and forwards its frames to the executor,

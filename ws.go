@@ -210,18 +210,28 @@ func (c *wsConn) answersPing(d time.Duration) bool {
 	}
 	pong := c.pongWait
 	c.pongMu.Unlock()
-	if err := c.writeFrame(wsOpPing, nil); err != nil {
-		return false
-	}
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-pong:
-		return true
-	case <-t.C:
-	case <-c.done:
+	// The ping waits for the frame another goroutine may be writing, up to the write
+	// deadline: it is written apart so that d alone bounds the answer. The goroutine ends
+	// with the write, at the latest at that deadline.
+	wrote := make(chan error, 1)
+	go func() { wrote <- c.writeFrame(wsOpPing, nil) }()
+	for {
+		select {
+		case <-pong:
+			return true
+		case err := <-wrote:
+			if err != nil {
+				return false
+			}
+			wrote = nil
+		case <-t.C:
+			return false
+		case <-c.done:
+			return false
+		}
 	}
-	return false
 }
 
 func (c *wsConn) closeTCP() {
