@@ -179,15 +179,15 @@ func TestAdv24cSlowHarnessHidesTheExecutorsPong(t *testing.T) {
 		took.Round(time.Millisecond), got)
 }
 
-// TestAdv24cSharedTokenHeldByOneHolder: docs/remote.md 12.1 gives every Codex user one
-// token ("codex"), and the relay's shares of an environment are per token: 4 unanswered
-// streams (relaydMaxUnansweredPerToken), held until the executor answers or the handshake
-// timeout (30 s). Mallory, one of the token's holders, sends 4 Resumes and no handshake on
-// them: the executor (`exec-server --remote`) has nothing to answer, and for 30 s every other
-// holder of the token, Alice here, is refused each stream `stream_limit`; 4 frames per 30 s
-// keep it so.
-func TestAdv24cSharedTokenHeldByOneHolder(t *testing.T) {
-	f, toks := adv24Fixture(t, map[string][2][]string{"exec": {{"box-*"}, nil}, "codex": {nil, {"box-*"}}}, "")
+// TestAdv24cOneUsersUnansweredStreamsHoldNoOther: the relay's shares of an environment are
+// per token: 4 unanswered streams (relaydMaxUnansweredPerToken), held until the executor
+// answers or the handshake timeout (30 s). Mallory sends 4 Resumes and no handshake on them:
+// the executor (`exec-server --remote`) has nothing to answer. When docs/remote.md 12.1 gave
+// every Codex user one token, Alice, holding the same one, was refused each stream
+// `stream_limit` for 30 s, renewed with 4 frames; 12.1 now gives each user a token of their
+// own, and Alice, with hers, is served (holders of one token share its holds: 12.5).
+func TestAdv24cOneUsersUnansweredStreamsHoldNoOther(t *testing.T) {
+	f, toks := adv24Fixture(t, map[string][2][]string{"exec": {{"box-*"}, nil}, "codex": {nil, {"box-*"}}, "mallory": {nil, {"box-*"}}}, "")
 	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
 	startRelayExecutor(t, base, "box-shared", toks["exec"])
 	alice := newRelaydHarnessClient(t, base, toks["codex"])
@@ -195,7 +195,7 @@ func TestAdv24cSharedTokenHeldByOneHolder(t *testing.T) {
 	_ = as
 	ah.ws.closeTCP()
 	t.Logf("before: relay %s", adv24Status(relay))
-	mallory := newRelaydHarnessClient(t, base, toks["codex"])
+	mallory := newRelaydHarnessClient(t, base, toks["mallory"])
 	mh, err := mallory.dial(mallory.connect("box-shared"))
 	if err != nil {
 		t.Fatal(err)
@@ -253,20 +253,24 @@ func adv24cSmallBuffers(_, _ string, c syscall.RawConn) error {
 	return serr
 }
 
-// TestAdv24cCooldownCutsAnotherHolder: a harness socket whose queue stays full for
+// TestAdv24cOneUsersCooldownCutsNoOther: a harness socket whose queue stays full for
 // relaydQueueWait (2 s) is closed, and its token gets no wait at all for relaydQueueCooldown
-// (30 s): the next full queue of any socket of that token closes it at once. With the token
-// of docs/remote.md 12.1 shared by every Codex user, Mallory, one of them, leaves one socket
-// unread; Alice, another, then receives output faster than she reads it (4 MB/s, at which she
-// read 24 MiB whole before the attack): her socket is closed as soon as its queue is full, though
-// she never fell behind by a moment.
-func TestAdv24cCooldownCutsAnotherHolder(t *testing.T) {
-	f, toks := adv24Fixture(t, map[string][2][]string{"exec": {{"box-*"}, nil}, "codex": {nil, {"box-*"}}}, "")
+// (30 s): the next full queue of any socket of that token closes it at once. Mallory leaves
+// one socket unread; Alice then receives output faster than she reads it (4 MB/s, at which
+// she read 24 MiB whole before the attack). When docs/remote.md 12.1 gave every Codex user
+// one token, Alice's socket was closed as soon as its queue was full, though she never fell
+// behind by a moment; with a token of her own (12.1 now), she is not.
+func TestAdv24cOneUsersCooldownCutsNoOther(t *testing.T) {
+	f, toks := adv24Fixture(t, map[string][2][]string{"exec": {{"box-*"}, nil}, "codex": {nil, {"box-*"}}, "mallory": {nil, {"box-*"}}}, "")
 	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
 	exec := startAdv24Executor(t, base, "box-cool", toks["exec"])
 	const total, chunk = 24 << 20, 128 << 10
 	open := func(who, stream string, control func(_, _ string, c syscall.RawConn) error) *wsConn {
-		c := newRelaydHarnessClient(t, base, toks["codex"])
+		tok := toks["codex"]
+		if who == "mallory" {
+			tok = toks["mallory"]
+		}
+		c := newRelaydHarnessClient(t, base, tok)
 		ctx, cancel := context.WithTimeout(context.Background(), remoteTestTimeout)
 		ws, _, err := dialWebsocket(ctx, c.connect("box-cool").URL, nil, nil, wsOptions{maxMessage: relayMaxMessage, maxFrame: relayMaxMessage, control: control})
 		cancel()
@@ -338,20 +342,20 @@ func TestAdv24cCooldownCutsAnotherHolder(t *testing.T) {
 	}
 }
 
-// TestAdv24cSharedTokenFailuresHoldIt: the relay holds back a token's new streams
+// TestAdv24cOneUsersFailuresHoldNoOther: the relay holds back a token's new streams
 // (`handshake_failures`) while relaydMaxTokenFailedHandshakes (2) of its handshakes the
-// executor refused are not yet forgotten (one per 5 s). With the token of docs/remote.md 12.1
-// shared by every Codex user, Mallory, one of them, sends 2 handshakes the executor
-// (`exec-server --remote`) refuses, then one more each time one is forgotten (a Resume every
-// 100 ms, refused until then): every other
-// holder of the token, Alice here, is refused each stream for as long as she goes on.
-func TestAdv24cSharedTokenFailuresHoldIt(t *testing.T) {
-	f, toks := adv24Fixture(t, map[string][2][]string{"exec": {{"box-*"}, nil}, "codex": {nil, {"box-*"}}}, "")
+// executor refused are not yet forgotten (one per 5 s). Mallory sends 2 handshakes the
+// executor (`exec-server --remote`) refuses, then one more each time one is forgotten (a
+// Resume every 100 ms, refused until then). When docs/remote.md 12.1 gave every Codex user one
+// token, Alice, holding the same one, was refused each stream for as long as Mallory went on;
+// with a token of her own (12.1 now), she is served.
+func TestAdv24cOneUsersFailuresHoldNoOther(t *testing.T) {
+	f, toks := adv24Fixture(t, map[string][2][]string{"exec": {{"box-*"}, nil}, "codex": {nil, {"box-*"}}, "mallory": {nil, {"box-*"}}}, "")
 	relay, base := startRelayProcess(t, f, "127.0.0.1:0")
 	startRelayExecutor(t, base, "box-fail", toks["exec"])
 	alice := newRelaydHarnessClient(t, base, toks["codex"])
 	alice.open("box-fail", "a-0") // the environment works for alice
-	mallory := newRelaydHarnessClient(t, base, toks["codex"])
+	mallory := newRelaydHarnessClient(t, base, toks["mallory"])
 	mh, err := mallory.dial(mallory.connect("box-fail"))
 	if err != nil {
 		t.Fatal(err)
