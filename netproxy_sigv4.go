@@ -37,6 +37,10 @@ const (
 	sigv4MaxAuthorization = 4096
 	// sigv4MaxSignedHeaders bounds the SignedHeaders list.
 	sigv4MaxSignedHeaders = 64
+	// sigv4MaxClockSkew is how far X-Amz-Date may be from the proxy's clock: AWS refuses a
+	// request further off (15 minutes), so re-signing one would only hand out signatures for
+	// later use.
+	sigv4MaxClockSkew = 15 * time.Minute
 )
 
 // The payload hashes X-Amz-Content-Sha256 may carry besides a hex SHA-256.
@@ -199,7 +203,8 @@ func sigv4LowerHex(s string, n int) bool {
 type sigv4Resigner struct {
 	real, standIn awsCredentials
 	dests         []maskDest
-	slots         chan struct{} // one per body held for hashing (sigv4BufferSlots)
+	slots         chan struct{}    // one per body held for hashing (sigv4BufferSlots)
+	now           func() time.Time // nil: time.Now; tests fix it
 }
 
 // newSigV4Resigner takes the aws credentials bound to a process (AWS_ACCESS_KEY_ID and
@@ -274,6 +279,13 @@ func (s *sigv4Resigner) resign(r *http.Request, host string, port uint16) sigv4O
 	when, ok := sigv4RequestTime(r.Header, a.date)
 	if !ok {
 		return sigv4Outcome{note: "sigv4: X-Amz-Date missing or not the scope's day; passed on unchanged"}
+	}
+	now := time.Now
+	if s.now != nil {
+		now = s.now
+	}
+	if d := now().Sub(when); d > sigv4MaxClockSkew || d < -sigv4MaxClockSkew {
+		return sigv4Outcome{note: "sigv4: X-Amz-Date more than 15 minutes from the proxy's clock; passed on unchanged"}
 	}
 	hdr := http.Header{}
 	for _, n := range a.signedHeaders {

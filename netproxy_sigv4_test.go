@@ -81,6 +81,7 @@ func TestSigV4ResignSuite(t *testing.T) {
 				rl.SessionToken = ""
 			}
 			s := &sigv4Resigner{real: rl, standIn: standIn, slots: make(chan struct{}, sigv4BufferSlots),
+				now:   func() time.Time { return sigv4SuiteTime },
 				dests: []maskDest{{https: true, wildcard: true, host: "amazonaws.com", port: 443, path: "/"}}}
 			build := func(authz string) *http.Request {
 				h := req.header.Clone()
@@ -141,6 +142,9 @@ func TestSigV4ResignSuite(t *testing.T) {
 	t.Logf("re-signed %d suite requests, %d skipped as targets net/http would not send as they are", resigned, skipped)
 }
 
+// sigv4VectorTime is the proxy's clock for the vectors, whose X-Amz-Date are its first seconds.
+var sigv4VectorTime = time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)
+
 // sigv4Vector is one request of testdata/netproxy/sigv4_resign.txt.
 type sigv4Vector struct {
 	name, method, rawURL, region, service, date, signed, authz, payload string
@@ -188,6 +192,7 @@ func TestSigV4ResignVectors(t *testing.T) {
 	real, vs := readSigV4Vectors(t)
 	s := sigv4TestResigner(t, map[string]string{"AWS_ACCESS_KEY_ID": real.AccessKeyID,
 		"AWS_SECRET_ACCESS_KEY": real.SecretAccessKey, "AWS_SESSION_TOKEN": real.SessionToken})
+	s.now = func() time.Time { return sigv4VectorTime }
 	if s.real != real {
 		t.Fatal("the resigner does not hold the bound real credentials")
 	}
@@ -271,6 +276,7 @@ func TestSigV4ResignRefusals(t *testing.T) {
 	env := map[string]string{"AWS_ACCESS_KEY_ID": real.AccessKeyID, "AWS_SECRET_ACCESS_KEY": real.SecretAccessKey,
 		"AWS_SESSION_TOKEN": real.SessionToken}
 	s := sigv4TestResigner(t, env)
+	s.now = func() time.Time { return sigv4VectorTime }
 	var post sigv4Vector
 	for _, v := range vs {
 		if v.name == "post-body" {
@@ -354,6 +360,11 @@ func TestSigV4ResignRefusals(t *testing.T) {
 	r = sign(nil)
 	r.Header.Set("X-Amz-Date", "20260116T120001Z")
 	check("X-Amz-Date not the scope's day", r, "dynamodb.eu-west-1.amazonaws.com", 0, "X-Amz-Date")
+	for _, off := range []time.Duration{-16 * time.Minute, 16 * time.Minute} {
+		s.now = func() time.Time { return sigv4VectorTime.Add(off) }
+		check("X-Amz-Date 16 minutes off", sign(nil), "dynamodb.eu-west-1.amazonaws.com", 0, "15 minutes")
+	}
+	s.now = func() time.Time { return sigv4VectorTime }
 	r = sign(func(v *sigv4Vector) { v.body = []byte(`{"Limit":4}`) })
 	r.Body = io.NopCloser(strings.NewReader(`{"Limit":5}`))
 	check("body changed after signing", r, "dynamodb.eu-west-1.amazonaws.com", 0, "does not verify")
@@ -556,7 +567,7 @@ func FuzzSigV4Authorization(f *testing.F) {
 	s := &sigv4Resigner{real: awsCredentials{AccessKeyID: "AKIAREAL", SecretAccessKey: "real"},
 		standIn: awsCredentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "standin"},
 		dests:   []maskDest{{https: true, wildcard: true, host: "amazonaws.com", port: 443, path: "/"}},
-		slots:   make(chan struct{}, sigv4BufferSlots)}
+		slots:   make(chan struct{}, sigv4BufferSlots), now: func() time.Time { return sigv4SuiteTime }}
 	f.Fuzz(func(t *testing.T, v string) {
 		a, err := parseSigV4Authorization(v)
 		if err == nil {
