@@ -86,6 +86,19 @@ type sigv4Request struct {
 	Host     string
 	Header   http.Header
 	Body     []byte
+
+	// Re-signing an intercepted request (netproxy_sigv4.go) must sign exactly what its sender
+	// signed, so it fixes what signing a request of our own derives:
+	//
+	// SignedHeaders, when not nil, are the lower-case names signed, sorted, exactly: host is
+	// Host, every other one must be in Header (none is left out as sigv4Unsigned says).
+	SignedHeaders []string
+	// CanonicalURI, when set, is the canonical URI as it is, in place of Path's normalised and
+	// re-encoded form (S3 signs the path as sent).
+	CanonicalURI string
+	// PayloadHash, when set, stands for hex(SHA256(Body)): X-Amz-Content-Sha256's value, such
+	// as UNSIGNED-PAYLOAD.
+	PayloadHash string
 }
 
 // sigv4Signed keeps the intermediate texts of one signing, so tests can
@@ -94,6 +107,7 @@ type sigv4Signed struct {
 	CanonicalRequest string
 	SignedHeaders    string
 	StringToSign     string
+	Signature        string
 	Authorization    string
 }
 
@@ -185,6 +199,7 @@ func sigv4Sign(r sigv4Request, creds awsCredentials, region, service string, now
 		CanonicalRequest: creq,
 		SignedHeaders:    signed,
 		StringToSign:     sts,
+		Signature:        sig,
 		Authorization: sigv4Algorithm + " Credential=" + creds.AccessKeyID + "/" + scope +
 			", SignedHeaders=" + signed + ", Signature=" + sig,
 	}, nil
@@ -201,7 +216,7 @@ func sigv4CanonicalRequest(r sigv4Request) (creq, signedHeaders string, err erro
 	for name, vs := range r.Header {
 		lower := strings.ToLower(name)
 		// Host in Header is ignored by net/http when it sends; r.Host is what goes out.
-		if lower == "host" || sigv4Unsigned(lower) {
+		if lower == "host" || r.SignedHeaders == nil && sigv4Unsigned(lower) {
 			continue
 		}
 		values[lower] = append(values[lower], vs...)
@@ -211,9 +226,25 @@ func sigv4CanonicalRequest(r sigv4Request) (creq, signedHeaders string, err erro
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	if r.SignedHeaders != nil {
+		for _, name := range r.SignedHeaders {
+			if _, ok := values[name]; !ok {
+				return "", "", fmt.Errorf("sigv4: signed header %q is not in the request", name)
+			}
+		}
+		names = r.SignedHeaders
+	}
+	uri := r.CanonicalURI
+	if uri == "" {
+		uri = sigv4CanonicalURI(r.Path)
+	}
+	payload := r.PayloadHash
+	if payload == "" {
+		payload = sha256Hex(r.Body)
+	}
 
 	var b strings.Builder
-	b.WriteString(r.Method + "\n" + sigv4CanonicalURI(r.Path) + "\n" + query + "\n")
+	b.WriteString(r.Method + "\n" + uri + "\n" + query + "\n")
 	for _, name := range names {
 		vs := values[name]
 		trimmed := make([]string, len(vs))
@@ -223,7 +254,7 @@ func sigv4CanonicalRequest(r sigv4Request) (creq, signedHeaders string, err erro
 		b.WriteString(name + ":" + strings.Join(trimmed, ",") + "\n")
 	}
 	signedHeaders = strings.Join(names, ";")
-	b.WriteString("\n" + signedHeaders + "\n" + sha256Hex(r.Body))
+	b.WriteString("\n" + signedHeaders + "\n" + payload)
 	return b.String(), signedHeaders, nil
 }
 
