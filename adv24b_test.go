@@ -322,8 +322,11 @@ func TestAdv24bSoundHandshakesStarveValidation(t *testing.T) {
 	if len(refusals) > 0 {
 		t.Errorf("alice, with a good bundle of her own token, was refused %d of %d streams: mallory's sound handshakes hold the executor socket's validations", len(refusals), tries)
 	}
-	if slowest > 2*time.Second {
-		t.Errorf("alice's handshake waited %v behind mallory's (it took %v alone)", slowest.Round(time.Millisecond), alone.Round(time.Millisecond))
+	// Behind at most 4 of mallory's at the executor's 4 validations a second, about 1 s; the
+	// bound is wide because the verdict is a count of handshakes waited behind, not a speed,
+	// and a loaded 2-core machine (the race detector, other tests) stretches the second.
+	if limit := 4*time.Second + alone; slowest > limit {
+		t.Errorf("alice's handshake waited %v behind mallory's (it took %v alone; want at most %v)", slowest.Round(time.Millisecond), alone.Round(time.Millisecond), limit)
 	}
 }
 
