@@ -42,21 +42,40 @@ type methodTable map[string]method
 // (docs/protocol.md §3.3: malformed params get -32602 even before initialize), and whose
 // handler answers an R. paramsName is the reference's name for the params type, which its
 // errors show ("expected struct ReadParams"). fn runs as mode says. The generic part is
-// kept to what depends on P and R (decoding, the handler's call, the encoding of its
-// answer), so that each instantiation stays small; the rest is admit's.
+// kept to what depends on P and R (making the params, the handler's call, the encoding of
+// its answer), two small closures; the rest is newMethod's, one copy for every method: each
+// instantiation is stenciled per shape of P and R, some eighty of them.
 func handle[P, R any](family, paramsName string, mode runMode, fn func(c *call, p *P) (R, error)) method {
-	if _, ok := any(new(P)).(laneKeyed); mode == lane && !ok {
-		panic(fmt.Sprintf("method table: %T runs in a lane but has no laneKey", new(P)))
+	return newMethod(family, paramsName, mode, reflect.TypeFor[R](), func() any { return new(P) },
+		func(cx *call, p any, onReader bool) (result, error) {
+			r, err := fn(cx, p.(*P))
+			if err != nil || onReader && cx.sched.registered() { // failed, or registered work that answers
+				return nil, err
+			}
+			return answer(r), nil
+		})
+}
+
+// paramsHandler runs a method's handler on its decoded params and encodes its answer. On the
+// reader (onReader), a handler that registered work answers nothing: the work does.
+type paramsHandler func(cx *call, p any, onReader bool) (result, error)
+
+// newMethod is handle's part that does not depend on the types of the params and the answer:
+// newParams makes the params to decode into (a pointer), run runs the handler.
+func newMethod(family, paramsName string, mode runMode, res reflect.Type, newParams func() any, run paramsHandler) method {
+	probe := newParams()
+	if _, ok := probe.(laneKeyed); mode == lane && !ok {
+		panic(fmt.Sprintf("method table: %T runs in a lane but has no laneKey", probe))
 	}
-	_, reads := any(new(P)).(messageBorrower)
-	m := method{family: family, mode: mode, result: reflect.TypeFor[R](), readsMessage: reads}
+	_, reads := probe.(messageBorrower)
+	m := method{family: family, mode: mode, result: res, readsMessage: reads}
 	m.call = func(c *conn, raw json.RawMessage) (result, error) {
-		p := new(P)
+		p := newParams()
 		if err := decodeParams(raw, paramsName, p); err != nil {
 			return nil, err
 		}
 		var sb *sandboxParam
-		if sc, ok := any(p).(sandboxCarrier); ok {
+		if sc, ok := p.(sandboxCarrier); ok {
 			sb = sc.sandboxParam()
 		}
 		if err := c.admit(family, sb); err != nil {
@@ -64,15 +83,11 @@ func handle[P, R any](family, paramsName string, mode runMode, fn func(c *call, 
 		}
 		cx := c.call
 		if mode == inline || mode == decides {
-			r, err := fn(cx, p)
-			if err != nil || c.sched.registered() { // failed, or registered work that answers
-				return nil, err
-			}
-			return answer(r), nil
+			return run(cx, p, true)
 		}
-		w := later(cx, mode, func(context.Context) (R, error) { return fn(cx, p) })
+		w := cx.laterEncoded(mode, func(context.Context) (result, error) { return run(cx, p, false) })
 		if mode == lane {
-			w.key = any(p).(laneKeyed).laneKey()
+			w.key = p.(laneKeyed).laneKey()
 		}
 		return nil, nil
 	}
