@@ -117,7 +117,13 @@ func (s *servedOp[R, O]) serve(ctx context.Context, how fsWrites) ([]byte, *os.F
 	if f, ok := any(&r).(**os.File); ok {
 		return nil, *f, nil
 	}
-	b, err := answer(r).body()
+	return servedBody(answer(r))
+}
+
+// servedBody is the JSON of a served op's answer res: serve's part that does not depend on
+// the op's type, one copy for every op.
+func servedBody(res result) ([]byte, *os.File, error) {
+	b, err := res.body()
 	if err != nil {
 		return nil, nil, errInternal("fs sandbox worker: encode the result: %v", err)
 	}
