@@ -41,8 +41,8 @@ func answer[R any](r R) result {
 		return emptyResult{}
 	}
 	b := &jsonBox[R]{v: r}
-	b.ptr = &b.v
-	return &b.jsonResult
+	b.r.ptr = &b.v
+	return &b.r
 }
 
 // encoded is answer after a handler's error check.
@@ -58,9 +58,12 @@ func encoded[R any](r R, err error) (result, error) {
 // the box costs the one allocation a generic result would.
 type jsonResult struct{ ptr any }
 
-// jsonBox is a jsonResult and the value it encodes, allocated together (answer).
+// jsonBox is a jsonResult and the value it encodes, allocated together (answer). The
+// jsonResult is a field, not embedded, and the box is not comparable, so that no answer type
+// gets method wrappers or an equality function of its own.
 type jsonBox[T any] struct {
-	jsonResult
+	_ [0]func()
+	r jsonResult
 	v T
 }
 
