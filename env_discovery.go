@@ -29,6 +29,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -396,12 +397,16 @@ func discoverRoot(ctx context.Context, id, root string, optional bool) *rootDisc
 			manifests = append(manifests, p)
 		}
 	}
-	slices.SortFunc(skills, func(a, b string) int { return strings.Compare(fileURI(a), fileURI(b)) })
-	slices.SortStableFunc(manifests, func(a, b string) int {
+	// sort.Slice rather than slices.SortFunc here and below: these sorts are rare and short,
+	// and the one reflective copy of sort serves them all, where each element type of slices'
+	// would be another copy of the sorting code in the binary.
+	sort.Slice(skills, func(i, j int) bool { return fileURI(skills[i]) < fileURI(skills[j]) })
+	sort.SliceStable(manifests, func(i, j int) bool {
+		a, b := manifests[i], manifests[j]
 		if c := strings.Compare(fileURI(pluginRootOf(a)), fileURI(pluginRootOf(b))); c != 0 {
-			return c
+			return c < 0
 		}
-		return manifestPriority(a) - manifestPriority(b)
+		return manifestPriority(a) < manifestPriority(b)
 	})
 
 	budget := &discoveryBudget{warnings: &d.Warnings}
@@ -843,11 +848,12 @@ func (c *call) discoverV2(p *discoverV2Params) (rawJSON, error) {
 				res.Plugins = append(res.Plugins, *pl)
 			}
 		}
-		slices.SortStableFunc(res.Plugins, func(a, b executorPlugin) int {
-			if c := strings.Compare(a.ID, b.ID); c != 0 {
-				return c
+		sort.SliceStable(res.Plugins, func(i, j int) bool {
+			a, b := &res.Plugins[i], &res.Plugins[j]
+			if a.ID != b.ID {
+				return a.ID < b.ID
 			}
-			return strings.Compare(a.Root, b.Root)
+			return a.Root < b.Root
 		})
 		if full {
 			res.Warnings = append([]string{discoverV2SizeLimitWarn}, res.Warnings...)

@@ -117,7 +117,13 @@ func (s *servedOp[R, O]) serve(ctx context.Context, how fsWrites) ([]byte, *os.F
 	if f, ok := any(&r).(**os.File); ok {
 		return nil, *f, nil
 	}
-	b, err := answer(r).body()
+	return servedBody(answer(r))
+}
+
+// servedBody is the JSON of a served op's answer res: serve's part that does not depend on
+// the op's type, one copy for every op.
+func servedBody(res result) ([]byte, *os.File, error) {
+	b, err := res.body()
 	if err != nil {
 		return nil, nil, errInternal("fs sandbox worker: encode the result: %v", err)
 	}
@@ -145,65 +151,67 @@ func fsWritesDirect() fsWrites { return fsWrites{} }
 // leaves it free (fsConfinement), else in the sandbox worker of its profile, whose answer
 // comes back encoded (framedJSON). It registers the work and answers nothing itself (the
 // zero R). It is generic so that the work holds op by value: direct access costs no
-// allocation for it.
+// allocation for it. The generic part is the closure that runs op here; the scheduling is
+// fsHere's and fsInWorker's, one copy for every operation.
 func fsDo[R any, O fsOp[R]](c *call, method string, sb sandboxParam, write bool, op O) (R, error) {
 	var none R
-	profile := c.fsConfinement(sb, write)
-	if _, large := any(op).(largeAnswer); large {
-		fsDoInTurn(c, method, profile, op)
+	_, large := any(op).(largeAnswer)
+	if profile := c.fsConfinement(sb, write); profile != nil {
+		c.fsInWorker(method, profile, large, op)
 		return none, nil
 	}
-	if profile == nil {
-		later(c, quick, func(ctx context.Context) (R, error) {
-			res, err := op.run(ctx, fsWritesDirect())
-			if err != nil {
-				return res, fsError(err)
-			}
-			return res, nil
-		})
-		return none, nil
-	}
-	c.laterEncoded(async, func(ctx context.Context) (result, error) {
-		res, _, err := c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, method, op)
-		return res, err
+	c.fsHere(large, func(ctx context.Context) (result, error) {
+		res, err := op.run(ctx, fsWritesDirect())
+		if err != nil {
+			return nil, fsError(err)
+		}
+		return answer(res), nil
 	})
 	return none, nil
 }
 
-// fsDoInTurn is fsDo for an op with a large answer (largeAnswer): its work waits for the
-// connection's turn (scheduler.replyTurn) before it builds the answer, and gives the turn
-// back once the answer is queued.
-func fsDoInTurn[R any, O fsOp[R]](c *call, method string, profile *sandboxProfile, op O) {
-	var w *work
-	turn := func(ctx context.Context) error {
-		release, err := c.sched.replyTurn(ctx)
-		if err != nil {
-			return err
-		}
-		w.afterReply = release
-		return nil
-	}
-	if profile == nil {
-		w = later(c, quick, func(ctx context.Context) (R, error) {
-			if err := turn(ctx); err != nil {
-				var none R
-				return none, err
-			}
-			res, err := op.run(ctx, fsWritesDirect())
-			if err != nil {
-				return res, fsError(err)
-			}
-			return res, nil
-		})
-		return
-	}
-	w = c.laterEncoded(async, func(ctx context.Context) (result, error) {
-		if err := turn(ctx); err != nil {
-			return nil, err
-		}
+// fsHere registers run, an operation run here, as quick work (laterInTurn).
+func (c *call) fsHere(large bool, run func(ctx context.Context) (result, error)) {
+	c.laterInTurn(quick, large, run)
+}
+
+// fsInWorker registers the work that runs op in the sandbox worker of profile, as async work
+// (laterInTurn).
+func (c *call) fsInWorker(method string, profile *sandboxProfile, large bool, op fsRequest) {
+	c.laterInTurn(async, large, func(ctx context.Context) (result, error) {
 		res, _, err := c.srv.fsWorkers.call(ctx, c.srv.sandbox, profile, method, op)
 		return res, err
 	})
+}
+
+// laterInTurn registers run as work of mode. An op with a large answer (largeAnswer) waits
+// for the connection's turn (scheduler.replyTurn) before it builds the answer, and gives the
+// turn back once the answer is queued. It is not inlined: one copy serves every operation.
+//
+//go:noinline
+func (c *call) laterInTurn(mode runMode, large bool, run func(ctx context.Context) (result, error)) {
+	if !large {
+		c.laterEncoded(mode, run)
+		return
+	}
+	var w *work
+	w = c.laterEncoded(mode, func(ctx context.Context) (result, error) {
+		if err := c.takeTurn(ctx, w); err != nil {
+			return nil, err
+		}
+		return run(ctx)
+	})
+}
+
+// takeTurn waits for the connection's turn for w's large answer and has w give it back once
+// the answer is queued (work.afterReply).
+func (c *call) takeTurn(ctx context.Context, w *work) error {
+	release, err := c.sched.replyTurn(ctx)
+	if err != nil {
+		return err
+	}
+	w.afterReply = release
+	return nil
 }
 
 // pathParams are the params of the methods that take only a path.

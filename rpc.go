@@ -38,25 +38,53 @@ type method struct {
 // methodTable maps a method name to its handler. It is built once per server.
 type methodTable map[string]method
 
-// handle builds a method whose params decode into P before the lifecycle gate is checked
+// handle builds a method whose params decode into *PP before the lifecycle gate is checked
 // (docs/protocol.md §3.3: malformed params get -32602 even before initialize), and whose
 // handler answers an R. paramsName is the reference's name for the params type, which its
-// errors show ("expected struct ReadParams"). fn runs as mode says. The generic part is
-// kept to what depends on P and R (decoding, the handler's call, the encoding of its
-// answer), so that each instantiation stays small; the rest is admit's.
-func handle[P, R any](family, paramsName string, mode runMode, fn func(c *call, p *P) (R, error)) method {
-	if _, ok := any(new(P)).(laneKeyed); mode == lane && !ok {
-		panic(fmt.Sprintf("method table: %T runs in a lane but has no laneKey", new(P)))
+// errors show ("expected struct ReadParams"). fn runs as mode says.
+//
+// The generic part is kept to what depends on R (the handler's call and the encoding of its
+// answer), one small closure; the rest is newMethod's, one copy for every method. PP, the
+// pointer to the params, is a type parameter rather than P itself so that every method
+// shares the GC shape of a pointer there: the function is stenciled once per shape of its
+// answer, not once per pair of params and answer (some eighty).
+func handle[PP, R any](family, paramsName string, mode runMode, fn func(c *call, p PP) (R, error)) method {
+	return newMethod(family, paramsName, mode, reflect.TypeFor[PP](), reflect.TypeFor[R](),
+		func(cx *call, p any, onReader bool) (result, error) {
+			r, err := fn(cx, p.(PP))
+			if err != nil || onReader && cx.sched.registered() { // failed, or registered work that answers
+				return nil, err
+			}
+			return answer(r), nil
+		})
+}
+
+// paramsHandler runs a method's handler on its decoded params and encodes its answer. On the
+// reader (onReader), a handler that registered work answers nothing: the work does.
+type paramsHandler func(cx *call, p any, onReader bool) (result, error)
+
+// newMethod is handle's part that does not depend on the type of the answer: params is the
+// pointer type the params decode through (each request's params are a new one of what it
+// points to), run runs the handler.
+func newMethod(family, paramsName string, mode runMode, params, res reflect.Type, run paramsHandler) method {
+	if params.Kind() != reflect.Pointer {
+		panic(fmt.Sprintf("method table: params %v are not a pointer", params))
 	}
-	_, reads := any(new(P)).(messageBorrower)
-	m := method{family: family, mode: mode, result: reflect.TypeFor[R](), readsMessage: reads}
+	elem := params.Elem()
+	newParams := func() any { return reflect.New(elem).Interface() }
+	probe := newParams()
+	if _, ok := probe.(laneKeyed); mode == lane && !ok {
+		panic(fmt.Sprintf("method table: %T runs in a lane but has no laneKey", probe))
+	}
+	_, reads := probe.(messageBorrower)
+	m := method{family: family, mode: mode, result: res, readsMessage: reads}
 	m.call = func(c *conn, raw json.RawMessage) (result, error) {
-		p := new(P)
+		p := newParams()
 		if err := decodeParams(raw, paramsName, p); err != nil {
 			return nil, err
 		}
 		var sb *sandboxParam
-		if sc, ok := any(p).(sandboxCarrier); ok {
+		if sc, ok := p.(sandboxCarrier); ok {
 			sb = sc.sandboxParam()
 		}
 		if err := c.admit(family, sb); err != nil {
@@ -64,15 +92,11 @@ func handle[P, R any](family, paramsName string, mode runMode, fn func(c *call, 
 		}
 		cx := c.call
 		if mode == inline || mode == decides {
-			r, err := fn(cx, p)
-			if err != nil || c.sched.registered() { // failed, or registered work that answers
-				return nil, err
-			}
-			return answer(r), nil
+			return run(cx, p, true)
 		}
-		w := later(cx, mode, func(context.Context) (R, error) { return fn(cx, p) })
+		w := cx.laterEncoded(mode, func(context.Context) (result, error) { return run(cx, p, false) })
 		if mode == lane {
-			w.key = any(p).(laneKeyed).laneKey()
+			w.key = p.(laneKeyed).laneKey()
 		}
 		return nil, nil
 	}

@@ -40,7 +40,9 @@ func answer[R any](r R) result {
 	case *emptyResult:
 		return emptyResult{}
 	}
-	return &jsonResult[R]{r}
+	b := &jsonBox[R]{v: r}
+	b.r.ptr = &b.v
+	return &b.r
 }
 
 // encoded is answer after a handler's error check.
@@ -51,13 +53,24 @@ func encoded[R any](r R, err error) (result, error) {
 	return answer(r), nil
 }
 
-// jsonResult is a plain value, encoded with encoding/json.
-type jsonResult[T any] struct{ v T }
+// jsonResult is a plain value, encoded with encoding/json: ptr points at it, in the jsonBox
+// that holds both. Its methods are not generic, so that one copy serves every result type;
+// the box costs the one allocation a generic result would.
+type jsonResult struct{ ptr any }
 
-func (r *jsonResult[T]) body() ([]byte, error) { return json.Marshal(&r.v) }
+// jsonBox is a jsonResult and the value it encodes, allocated together (answer). The
+// jsonResult is a field, not embedded, and the box is not comparable, so that no answer type
+// gets method wrappers or an equality function of its own.
+type jsonBox[T any] struct {
+	_ [0]func()
+	r jsonResult
+	v T
+}
 
-func (r *jsonResult[T]) response(id json.RawMessage) ([]byte, error) {
-	b, err := json.Marshal(&r.v)
+func (r *jsonResult) body() ([]byte, error) { return json.Marshal(r.ptr) }
+
+func (r *jsonResult) response(id json.RawMessage) ([]byte, error) {
+	b, err := json.Marshal(r.ptr)
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 )
 
@@ -782,13 +783,15 @@ func gitdirTarget(path string) string {
 	return ""
 }
 
-// uniquePaths sorts paths outermost first and drops repeats.
+// uniquePaths sorts paths outermost first and drops repeats. It sorts with sort.Slice: a
+// short list, and one copy of the sorting code for every element type in the binary.
 func uniquePaths(paths []string) []string {
-	slices.SortFunc(paths, func(a, b string) int {
+	sort.Slice(paths, func(i, j int) bool {
+		a, b := paths[i], paths[j]
 		if d := strings.Count(a, "/") - strings.Count(b, "/"); d != 0 {
-			return d
+			return d < 0
 		}
-		return strings.Compare(a, b)
+		return a < b
 	})
 	return slices.Compact(paths)
 }

@@ -47,6 +47,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -183,14 +184,17 @@ func planMounts(p *sandboxProfile) ([]mountOp, error) {
 		ops = append(ops, mountOp{real: filepath.Join(dir.real, filepath.Base(path)), access: mountPin})
 	}
 	ops = append(ops, denyPins(ops, p.FullWrite)...)
-	slices.SortStableFunc(ops, func(a, b mountOp) int {
+	// sort.SliceStable: a short list, and one copy of the sorting code for every element
+	// type in the binary.
+	sort.SliceStable(ops, func(i, j int) bool {
+		a, b := &ops[i], &ops[j]
 		if d := strings.Count(a.real, "/") - strings.Count(b.real, "/"); d != 0 {
-			return d
+			return d < 0
 		}
 		if a.real != b.real {
-			return strings.Compare(a.real, b.real)
+			return a.real < b.real
 		}
-		return int(a.access) - int(b.access)
+		return a.access < b.access
 	})
 	return ops, nil
 }
