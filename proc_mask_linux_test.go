@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -20,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -374,4 +376,117 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// maskCapabilityServer is a masking test server and a client that initialized on it, with
+// the capabilities initialize advertised.
+func maskCapabilityServer(t *testing.T, o *maskOrigin) (*testClient, map[string]bool) {
+	ts, _ := maskTestServer(t, o)
+	tc := ts.dial(t)
+	var init struct {
+		EnvironmentInfo environmentInfo `json:"environmentInfo"`
+	}
+	if err := json.Unmarshal(tc.mustCall("initialize", map[string]any{"clientName": "test"}), &init); err != nil {
+		t.Fatal(err)
+	}
+	tc.notify("initialized", map[string]any{})
+	return tc, init.EnvironmentInfo.Capabilities
+}
+
+// TestCapabilityCredentialMasking backs credentialMasking: advertised, a routed read-only
+// command that echoes its GitHub and OpenAI credentials prints stand-ins, its request with
+// the OpenAI stand-in to OPENAI_BASE_URL (the TLS test host) arrives there with the real
+// key, and nothing real leaks over any channel (TestMaskNoLeak).
+func TestCapabilityCredentialMasking(t *testing.T) {
+	requireUserNamespaces(t)
+	netProxyTestHost(t) // skips without curl
+	o := startMaskOrigin(t)
+	secrets := newMaskSecrets(t)
+	tc, caps := maskCapabilityServer(t, o)
+	if !caps["credentialMasking"] {
+		t.Fatalf("initialize advertises credentialMasking false")
+	}
+	script := `echo "gh=$GITHUB_TOKEN"; echo "openai=$OPENAI_API_KEY"; curl -sS --max-time 20 -H "Authorization: Bearer $OPENAI_API_KEY" "$OPENAI_BASE_URL/models"`
+	params := maskStart(t, "cap", script, secrets, o)
+	params["env"].(map[string]string)["OPENAI_BASE_URL"] = o.url() + "/v1"
+	params["sandbox"] = netProxyTestSandbox("restricted")
+	params["enforceManagedNetwork"] = true
+	out := tc.run(params).pty()
+	if leaked := secrets.leaks(out); len(leaked) > 0 {
+		t.Errorf("the command printed the real value of %v", leaked)
+	}
+	gh := regexp.MustCompile(`gh=(ghp_[A-Za-z0-9]+)`).FindStringSubmatch(out)
+	oa := regexp.MustCompile(`openai=(sk-proj-[A-Za-z0-9]+)`).FindStringSubmatch(out)
+	if gh == nil || oa == nil {
+		t.Fatalf("the command did not print stand-ins of the GitHub and OpenAI shapes:\n%s", out)
+	}
+	if got, want := o.received(), []string{"Bearer " + secrets["OPENAI_API_KEY"]}; !slices.Equal(got, want) {
+		t.Errorf("the test host received Authorization %q, want the real OpenAI key once", got)
+	}
+	if !strings.Contains(out, "auth=Bearer "+oa[1]) {
+		t.Errorf("the command did not see the test host's echo as the stand-in:\n%s", out)
+	}
+	t.Run("no leak", TestMaskNoLeak)
+}
+
+// TestCapabilityCredentialMaskingCustomProviders backs credentialMaskingCustomProviders: a
+// request's custom provider (ACME_TOKEN, for the TLS test host) is masked, its stand-in is
+// swapped for the real value on the way to the host and back on the way to the command,
+// and a provider that cannot compile has its variable removed (TestMaskNoLeak).
+func TestCapabilityCredentialMaskingCustomProviders(t *testing.T) {
+	requireUserNamespaces(t)
+	netProxyTestHost(t) // skips without curl
+	o := startMaskOrigin(t)
+	secrets := newMaskSecrets(t)
+	tc, caps := maskCapabilityServer(t, o)
+	if !caps["credentialMaskingCustomProviders"] {
+		t.Fatalf("initialize advertises credentialMaskingCustomProviders false")
+	}
+	script := `echo "acme=$ACME_TOKEN"; echo "broken=${BROKEN_TOKEN-unset}"; curl -sS --max-time 20 -H "Authorization: Bearer $ACME_TOKEN" ` + o.url() + `/x`
+	params := maskStart(t, "cap", script, secrets, o)
+	params["sandbox"] = netProxyTestSandbox("restricted")
+	params["enforceManagedNetwork"] = true
+	out := tc.run(params).pty()
+	if leaked := secrets.leaks(out); len(leaked) > 0 {
+		t.Errorf("the command printed the real value of %v", leaked)
+	}
+	m := regexp.MustCompile(`acme=(acme_[A-Za-z0-9]{32})\b`).FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, "broken=unset") {
+		t.Fatalf("want a stand-in of the custom pattern for ACME_TOKEN and BROKEN_TOKEN unset:\n%s", out)
+	}
+	if got, want := o.received(), []string{"Bearer " + secrets["ACME_TOKEN"]}; !slices.Equal(got, want) {
+		t.Errorf("the test host received Authorization %q, want the real ACME_TOKEN once", got)
+	}
+	if !strings.Contains(out, "auth=Bearer "+m[1]) {
+		t.Errorf("the command did not see the test host's echo as the stand-in:\n%s", out)
+	}
+	t.Run("no leak", TestMaskNoLeak)
+}
+
+// TestMaskCapabilityFollowsHost: credentialMasking (and custom providers) is advertised only
+// where the harness's starts run in a pid namespace of their own: not under
+// --linux-sandbox-pid-namespace inherit, the Landlock fallback, or --managed-sandbox
+// run-unsandboxed, where the command could read this server's memory.
+func TestMaskCapabilityFollowsHost(t *testing.T) {
+	requireUserNamespaces(t)
+	for _, c := range []struct {
+		name, pid, force  string
+		unsandboxed, want bool
+	}{
+		{"default", "isolate", "", false, true},
+		{"pid namespace inherit", "inherit", "", false, false},
+		{"landlock", "isolate", "landlock", false, false},
+		{"run-unsandboxed", "isolate", "", true, false},
+	} {
+		sbx, err := newSandboxer(c.pid, c.force)
+		if err != nil {
+			t.Fatal(err)
+		}
+		caps := capabilitiesFor(hostNetworkSupport(sbx, c.unsandboxed))
+		sbx.close()
+		if caps["credentialMasking"] != c.want || caps["credentialMaskingCustomProviders"] != c.want {
+			t.Errorf("%s: credentialMasking %v, credentialMaskingCustomProviders %v, want %v", c.name,
+				caps["credentialMasking"], caps["credentialMaskingCustomProviders"], c.want)
+		}
+	}
 }
