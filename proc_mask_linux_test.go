@@ -490,3 +490,55 @@ func TestMaskCapabilityFollowsHost(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskServerOutOfReach backs the table of docs/network.md §8 ("Where the real values
+// are"): a command under the namespace sandbox (pid namespace of its own) or under Landlock
+// confining files can neither read this server's /proc/<pid>/environ nor open its mem;
+// unsandboxed (D8) it can. Read on the host: the command's output is compared with the
+// server's own environ. A fact of the host the decisions rest on, not new behaviour: it
+// passes before the wiring too.
+func TestMaskServerOutOfReach(t *testing.T) {
+	requireUserNamespaces(t)
+	own, err := os.ReadFile("/proc/self/environ")
+	if err != nil || len(own) < 16 {
+		t.Skipf("this process's environ cannot be read (%v)", err)
+	}
+	pid := os.Getpid()
+	script := fmt.Sprintf(`cat /proc/%d/environ; ( exec 3< /proc/%d/mem ) 2>/dev/null && echo mem=open`, pid, pid)
+	namespaces, err := newSandboxer("isolate", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	landlock, err := newSandboxer("isolate", "landlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(namespaces.close)
+	t.Cleanup(landlock.close)
+	for _, c := range []struct {
+		name    string
+		sbx     *sandboxer
+		sandbox map[string]any
+		reads   bool
+	}{
+		{"namespaces", namespaces, netProxyTestSandbox("restricted"), false},
+		{"landlock", landlock, netProxyTestSandbox("restricted"), false},
+		{"unsandboxed", namespaces, nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.sbx == landlock && landlockABI() == 0 {
+				t.Skip("the kernel has no Landlock")
+			}
+			ts := startTestServer(t, func(s *server) { s.sandbox = c.sbx })
+			p := procStart(t, "r", "sh", "-c", script)
+			if c.sandbox != nil {
+				p["sandbox"] = c.sandbox
+			}
+			out := ts.connect(t).run(p).stdout()
+			got := strings.Contains(out, string(own[:16]))
+			if got != c.reads || strings.Contains(out, "mem=open") != c.reads {
+				t.Errorf("the command read this server's environ: %v, opened its mem: %v; want %v", got, strings.Contains(out, "mem=open"), c.reads)
+			}
+		})
+	}
+}
