@@ -53,6 +53,10 @@ type networkSupport struct {
 	// transparent: a transparent start runs: it is routed, and the kernel loads the
 	// sk_lookup program (CAP_BPF and CAP_NET_ADMIN).
 	transparent bool
+	// mask: credential masking is a boundary for the harness's starts (docs/network.md §8):
+	// they are routed, so the command runs in a pid namespace of its own and cannot read
+	// this server's memory. Not under --managed-sandbox run-unsandboxed, where it could.
+	mask bool
 }
 
 // capabilities are the reference's capability flags as a server with the default flags
@@ -62,7 +66,7 @@ type networkSupport struct {
 // host and flags allow (hostNetworkSupport).
 func capabilities() map[string]bool {
 	linux := runtime.GOOS == "linux"
-	return capabilitiesFor(networkSupport{launch: linux, transparent: linux})
+	return capabilitiesFor(networkSupport{launch: linux, transparent: linux, mask: linux})
 }
 
 // capabilitiesFor are the capability flags, each true only where we implement the feature
@@ -72,8 +76,8 @@ func capabilitiesFor(n networkSupport) map[string]bool {
 		"networkProxyLaunch":                          n.launch,
 		"networkProxyReviewDomains":                   n.launch,
 		"networkProxyTransparentTcp":                  n.transparent,
-		"credentialMasking":                           false,
-		"credentialMaskingCustomProviders":            false,
+		"credentialMasking":                           n.mask,
+		"credentialMaskingCustomProviders":            n.mask,
 		"capabilityDiscoverySandbox":                  true,
 		"fsWatchMissing":                              true,
 		"capabilityDiscoveryV2":                       true,

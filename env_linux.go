@@ -18,6 +18,7 @@ func hostNetworkSupport(sbx *sandboxer, runUnsandboxed bool) networkSupport {
 	return networkSupport{
 		launch:      routes || runUnsandboxed,
 		transparent: routes && !runUnsandboxed && probeTransparentTCP() == nil,
+		mask:        routes && !runUnsandboxed,
 	}
 }
 

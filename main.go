@@ -125,6 +125,7 @@ func serve(o *cliOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 		watchdog:              true,
 		limits:                o.limits,
 		netproxy:              o.netproxy,
+		stateDir:              stateDirOf(o),
 	}, log)
 	srv.auth = auth
 	srv.sandbox = sbx

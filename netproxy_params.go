@@ -49,7 +49,7 @@ type proxyConfig struct {
 	AllowLocalBinding              bool                      `json:"allowLocalBinding"`
 	ReviewDomains                  defaultStrings            `json:"reviewDomains,omitempty"`
 	CredentialMasking              defaultBool               `json:"credentialMasking,omitempty"`
-	// CredentialProviders are decoded and kept; masking is not offered yet (docs/network.md).
+	// CredentialMasking and CredentialProviders: credential masking (proc_mask.go, docs/network.md §8).
 	CredentialProviders credentialProviders `json:"credentialProviders,omitempty"`
 	TransparentTCP      defaultBool         `json:"transparentTcp,omitempty"`
 }
@@ -147,8 +147,8 @@ func (m *proxyAuditMetadata) UnmarshalJSON(raw []byte) error {
 	return decodeParams(raw, "NetworkProxyAuditMetadata", (*plain)(m))
 }
 
-// credentialProviders is proxy.credentialProviders: kept, not yet used (masking is a later
-// step). The reference reads it strictly (unknown fields refused) and names numbers by value.
+// credentialProviders is proxy.credentialProviders: the custom providers of credential masking
+// (netproxy_mask.go). The reference reads it strictly (unknown fields refused) and names numbers by value.
 type credentialProviders map[string]credentialProvider
 
 func (c *credentialProviders) UnmarshalJSON(raw []byte) error {

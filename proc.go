@@ -341,6 +341,9 @@ func (c *call) processStart(p *startParams) (startResult, error) {
 		spec, err = newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols, proxyEnv)
 	}
 	if err == nil {
+		err = c.maskLaunch(p, spec, proc.netProxy, sandbox) // its final environment (proc_mask.go)
+	}
+	if err == nil {
 		spec.route = route // planned against the final environment, with the sandbox (applySandbox)
 	}
 	if err == nil && p.ShellSnapshot.applies(p.Argv) {
@@ -348,12 +351,14 @@ func (c *call) processStart(p *startParams) (startResult, error) {
 		if wait := table.snapshots.prepare(spec, p, sandbox, policy, host); wait != nil {
 			laterInLane(c, processLane(p.ProcessID), func(context.Context) (startResult, error) {
 				wait()
-				return c.launch(table, proc, spec, sandbox, nil)
+				res, err := c.launch(table, proc, spec, sandbox, nil)
+				return res, maskStartError(p, err)
 			}).mustFinish()
 			return startResult{}, nil
 		}
 	}
-	return c.launch(table, proc, spec, sandbox, err)
+	res, err := c.launch(table, proc, spec, sandbox, err)
+	return res, maskStartError(p, err) // no real value in a masked start's error (proc_mask.go)
 }
 
 // launch confines and spawns a reserved process, or releases it when err (or either step)

@@ -20,6 +20,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +44,11 @@ type launchSpec struct {
 	// by applySandbox ("127.0.0.1:P" on this host), which the stage carries.
 	route  *proxyRoute
 	bridge []string
+	// mask is the process's credential masking (proc_mask.go, docs/network.md §8), nil
+	// without: its snapshot goes through it, and maskBundle (the CA bundle its variables
+	// name) gets a read grant in its sandbox.
+	mask       *maskBinding
+	maskBundle string
 }
 
 // coreEnvVars are what envPolicy inherit:"core" keeps of the server's environment (Codex's
@@ -389,6 +395,13 @@ func applySandbox(sbx *sandboxer, spec *launchSpec, sb *processSandbox) (sandbox
 		spec.env, spec.bridge = env, targets
 	}
 	profile := sb.req.resolve(sandboxAnchors{cwd: spec.dir, tmpdir: envValue(spec.env, "TMPDIR")})
+	if spec.maskBundle != "" && profile.confinesFiles() && !profile.FullRead {
+		// A masked command trusts the bundle its CA variables name: it must read it under
+		// every profile (docs/network.md §8). Read-only, the bundle alone.
+		q := *profile
+		q.Read = append(slices.Clone(q.Read), spec.maskBundle)
+		profile = &q
+	}
 	return sbx.confine(spec, profile)
 }
 

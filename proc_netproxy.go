@@ -128,12 +128,19 @@ func (c *call) startProcessNetProxy(p *startParams, sb *processSandbox) (np *net
 	// Every proxy, a sandboxed process's or not: an unsandboxed process's proxy is a hop
 	// any local client may take, a sandboxed command included (TestAdv22ChainThroughOtherProxy).
 	hooks.dial = c.srv.listening.guardedDial
+	// Credential masking (docs/network.md §8): the interception, whose injector gets the
+	// process's binding once its environment is final (maskLaunch).
+	intercept, err := c.maskIntercept(p)
+	if err != nil {
+		return nil, nil, err
+	}
 	np, err = startNetProxy(netProxyConfig{
 		processID:     p.ProcessID,
 		params:        p.NetworkProxy,
 		upstreamHTTP:  os.Getenv("HTTP_PROXY"),
 		upstreamHTTPS: os.Getenv("HTTPS_PROXY"),
 		tcpUpstream:   string(c.srv.cfg.netproxy.tcpUpstream),
+		intercept:     intercept,
 	}, hooks)
 	if err != nil {
 		return nil, nil, errInternal("%s", err)

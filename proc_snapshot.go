@@ -317,9 +317,18 @@ func (a *shellSnapshotAttempt) apply(spec *launchSpec, kind *shellSnapshotKind) 
 		env[k] = v
 	}
 	state := a.snap.state
+	if spec.mask != nil { // credential masking (proc_mask.go): no real value through a profile
+		state = spec.mask.maskText(state)
+	}
 	for k, v := range a.snap.env {
 		if _, ok := env[k]; ok { // the request's environment wins, as in the reference
 			continue
+		}
+		if spec.mask != nil {
+			var keep bool
+			if v, keep = spec.mask.maskSnapshotVar(k, v); !keep {
+				continue
+			}
 		}
 		if k == "TMPDIR" { // read by the sandbox: given to the shell, not to the launch
 			state += "export TMPDIR=" + snapshotQuote(v) + "\n"

@@ -39,6 +39,7 @@ type serverDeps struct {
 	fsWorkers *fsWorkerPool // runs the fs operations a sandbox confines (fs_worker.go)
 	inotify   *sharedInotify
 	listening *selfListeners // the server's websocket listeners (server_listeners.go)
+	mask      *maskServer    // credential masking's registry and CA (proc_mask.go)
 }
 
 // newCall makes the call context of connection c.
@@ -47,7 +48,7 @@ func newCall(c *conn) *call {
 	return &call{
 		ctx:          c.ctx,
 		log:          c.log,
-		srv:          &serverDeps{cfg: &s.cfg, envInfo: s.envInfo, sandbox: s.sandbox, fsWorkers: s.fsWorkers, inotify: &s.inotify, listening: &s.listening},
+		srv:          &serverDeps{cfg: &s.cfg, envInfo: s.envInfo, sandbox: s.sandbox, fsWorkers: s.fsWorkers, inotify: &s.inotify, listening: &s.listening, mask: s.mask},
 		scope:        &c.scope,
 		sandboxes:    &c.sandboxes,
 		fileLimit:    readFileLimit(c.t),

@@ -30,6 +30,7 @@ type serverConfig struct {
 	// the children if the server dies without cleaning up (watchdog.go).
 	watchdog bool
 	netproxy netProxyServerOptions // the managed network proxy's flags (docs/network.md §7)
+	stateDir string                // --state-dir: the credential-masking CA (proc_mask.go)
 }
 
 // server is one exec-server: its sessions, its method table and its configuration. Every
@@ -49,13 +50,14 @@ type server struct {
 	auth      *wsAuthConfig
 	conns     sync.WaitGroup
 	listening selfListeners // the websocket listeners, which no sandboxed proxy may reach (server_listeners.go)
+	mask      *maskServer   // credential masking's registry and CA (proc_mask.go)
 }
 
 func newServer(ctx context.Context, cfg serverConfig, log *slog.Logger) *server {
 	sbx, _ := newSandboxer("isolate", "")
 	cfg.limits = cfg.limits.withDefaults()
 	s := &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment(), sandbox: sbx,
-		fsWorkers: newFSWorkerPool()}
+		fsWorkers: newFSWorkerPool(), mask: newMaskServer(cfg.stateDir)}
 	if cfg.watchdog {
 		s.watchdog = &watchdog{onError: func(err error) {
 			log.Warn("children may outlive a crash of this server", "err", err)
