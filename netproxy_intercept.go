@@ -337,7 +337,21 @@ func (m *mitmProxy) serveInner(w http.ResponseWriter, r *http.Request) {
 		w.Write(body)
 		return
 	}
+	if rs, ok := m.cfg.injector.(requestResigner); ok {
+		if out := rs.resign(r, t.host, t.port); out.status != 0 {
+			writeMITMText(w, out.status, out.text)
+			return
+		}
+	}
 	m.rp.ServeHTTP(w, r)
+}
+
+// requestResigner is an injector that also re-signs a request the command signed with a
+// stand-in (AWS SigV4, netproxy_sigv4.go). It runs before the request is forwarded, so that
+// a request it refuses (a body signed chunk by chunk, one too large to hash) is answered
+// here and never reaches the origin.
+type requestResigner interface {
+	resign(r *http.Request, host string, port uint16) sigv4Outcome
 }
 
 // rewrite builds the request to the origin: https to the CONNECT target (the URL names the

@@ -39,11 +39,6 @@ type maskServer struct {
 	// originRoots verify the origins of intercepted requests; nil: the system's roots. Only
 	// tests set it (a TLS test host with a CA of its own).
 	originRoots *x509.CertPool
-	// sigv4, when set, re-signs a request for the AWS credentials bound to the process
-	// (netproxy_sigv4.go): it is called after the header swap, with the binding, and returns
-	// the providers it signed for. Nil: AWS credentials are masked in the environment and
-	// nothing is swapped back for them (docs/network.md §8).
-	sigv4 func(r *http.Request, b *maskBinding) []string
 }
 
 // newMaskServer is the masking state of a server whose state directory is stateDir ("" when
@@ -79,8 +74,16 @@ func (m *maskServer) open() (*mitmCA, string, error) {
 // command's environment is final, so the binding is set once maskLaunch has made it. Until
 // then (and for a start that fails before) nothing is intercepted and nothing swapped.
 type maskSlot struct {
-	b     atomic.Pointer[maskBinding]
-	sigv4 func(r *http.Request, b *maskBinding) []string
+	b atomic.Pointer[maskBinding]
+	// resigner re-signs the requests the command signed with its AWS stand-ins
+	// (netproxy_sigv4.go); set with b, nil when no AWS key is bound.
+	resigner atomic.Pointer[sigv4Resigner]
+}
+
+// bind hands the slot its process's binding, once maskLaunch has made it.
+func (s *maskSlot) bind(b *maskBinding) {
+	s.resigner.Store(newSigV4Resigner(b))
+	s.b.Store(b)
 }
 
 func (s *maskSlot) intercepts(host string, port uint16) bool {
@@ -93,11 +96,13 @@ func (s *maskSlot) inject(r *http.Request) []string {
 	if b == nil {
 		return nil
 	}
-	names := b.inject(r)
-	if s.sigv4 != nil { // AWS SigV4 re-signing: the one place it hooks in
-		names = append(names, s.sigv4(r, b)...)
-	}
-	return names
+	return b.inject(r)
+}
+
+// resign re-signs r, signed with the command's AWS stand-ins, with the real key
+// (netproxy_sigv4.go); the interception answers a refusal itself.
+func (s *maskSlot) resign(r *http.Request, host string, port uint16) sigv4Outcome {
+	return s.resigner.Load().resign(r, host, port)
 }
 
 func (s *maskSlot) unmask(h http.Header) {
@@ -117,6 +122,7 @@ var (
 	_ credentialInjector = (*maskSlot)(nil)
 	_ responseUnmasker   = (*maskSlot)(nil)
 	_ bodyUnmasker       = (*maskSlot)(nil)
+	_ requestResigner    = (*maskSlot)(nil)
 )
 
 // wantsMasking reports whether p asks for credential masking on an enabled proxy.
@@ -138,7 +144,7 @@ func (c *call) maskIntercept(p *startParams) (*interceptConfig, error) {
 	if err != nil {
 		return nil, errInternal("credential masking: the masking CA: %v; refusing rather than run the command with its real credentials (docs/network.md §8)", err)
 	}
-	return &interceptConfig{issuer: ca, injector: &maskSlot{sigv4: ms.sigv4}, roots: ms.originRoots}, nil
+	return &interceptConfig{issuer: ca, injector: &maskSlot{}, roots: ms.originRoots}, nil
 }
 
 // maskLaunch masks spec, the launch of a start that asks for masking, whose proxy is np
@@ -185,7 +191,7 @@ func (c *call) maskLaunch(p *startParams, spec *launchSpec, np *netProxy, sb *pr
 		spec.argv[i] = res.binding.maskText(a)
 	}
 	spec.mask, spec.maskBundle = res.binding, bundle
-	slot.b.Store(res.binding)
+	slot.bind(res.binding)
 
 	// The log: names and reasons only.
 	var providers []string
