@@ -292,8 +292,8 @@ func maskBuiltins(env map[string]string) []*maskProvider {
 	enterprise := &maskProvider{name: "github-enterprise", env: []string{"GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN"},
 		auth: ghAuth, trim: true, standIn: ghStandIn, find: ghFind}
 	if h, ok := env["GH_HOST"]; ok {
-		if host, ok := parseGHHost(h); ok {
-			enterprise.dests = https(host)
+		if host, port, ok := parseGHHost(h); ok {
+			enterprise.dests = []maskDest{{https: true, host: host, port: port, path: "/"}}
 		}
 	}
 	openai := &maskProvider{name: "openai", env: []string{"OPENAI_API_KEY"}, dests: https("api.openai.com"),
@@ -344,36 +344,39 @@ func maskBuiltins(env map[string]string) []*maskProvider {
 	}
 }
 
-// parseGHHost reads GH_HOST strictly: no "/ \ @ ? # *", an optional port checked and
-// dropped, an IPv6 literal allowed; a GitHub cloud host is not an enterprise host.
-func parseGHHost(v string) (string, bool) {
+// parseGHHost reads GH_HOST strictly: no "/ \ @ ? # *", an optional port (443 without one),
+// an IPv6 literal allowed; a GitHub cloud host is not an enterprise host. The reference drops
+// the port and sends the token to any port of the host; the credential goes to the one
+// GH_HOST names here.
+func parseGHHost(v string) (string, uint16, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" || strings.ContainsAny(v, "/\\@?#* \t") {
-		return "", false
+		return "", 0, false
 	}
-	host := v
+	host, port := v, uint16(443)
 	if h, p, err := net.SplitHostPort(v); err == nil {
-		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
-			return "", false
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n == 0 {
+			return "", 0, false
 		}
-		host = h
+		host, port = h, uint16(n)
 	} else if strings.HasPrefix(v, "[") {
 		if !strings.HasSuffix(v, "]") {
-			return "", false
+			return "", 0, false
 		}
 	} else if strings.Count(v, ":") == 1 {
-		return "", false // a host:port whose port did not parse
+		return "", 0, false // a host:port whose port did not parse
 	}
 	host = normMaskHost(host)
 	if _, err := netip.ParseAddr(host); err != nil && !validLeafName(host) {
-		return "", false
+		return "", 0, false
 	}
 	for _, cloud := range []string{"github.com", "ghe.com"} {
 		if host == cloud || strings.HasSuffix(host, "."+cloud) {
-			return "", false
+			return "", 0, false
 		}
 	}
-	return host, true
+	return host, port, true
 }
 
 // compileMaskProvider turns one decoded credentialProviders entry into a provider, checking

@@ -715,3 +715,42 @@ func TestMaskBindingUnmask(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskGHHostPort: GitHub Enterprise's token goes to the host GH_HOST names, on the port it
+// names, 443 without one (the reference drops the port and matches every port of the host).
+func TestMaskGHHostPort(t *testing.T) {
+	for _, c := range []struct {
+		ghHost string
+		host   string
+		port   uint16
+	}{
+		{"ghe.corp.example", "ghe.corp.example", 443},
+		{"ghe.corp.example:8443", "ghe.corp.example", 8443},
+		{"127.0.0.5:40123", "127.0.0.5", 40123},
+		{"[::1]:9443", "::1", 9443},
+	} {
+		var ent *maskProvider
+		for _, p := range maskBuiltins(map[string]string{"GH_HOST": c.ghHost}) {
+			if p.name == "github-enterprise" {
+				ent = p
+			}
+		}
+		if ent == nil || len(ent.dests) != 1 {
+			t.Fatalf("GH_HOST=%s: no enterprise destination", c.ghHost)
+		}
+		d := ent.dests[0]
+		if !d.matchHost(true, c.host, c.port) {
+			t.Errorf("GH_HOST=%s: %s:%d not a destination", c.ghHost, c.host, c.port)
+		}
+		for _, other := range []uint16{443, 8080} {
+			if other != c.port && d.matchHost(true, c.host, other) {
+				t.Errorf("GH_HOST=%s: port %d is a destination too", c.ghHost, other)
+			}
+		}
+	}
+	for _, bad := range []string{"ghe.corp.example:0", "ghe.corp.example:x", "github.com:8443", "a/b:1"} {
+		if _, _, ok := parseGHHost(bad); ok {
+			t.Errorf("GH_HOST=%s accepted", bad)
+		}
+	}
+}

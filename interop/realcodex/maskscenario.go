@@ -200,8 +200,10 @@ func runMask(ctx context.Context, cfg config, log *eventLog, m modeRun, target, 
 	// on the upstream side of what it intercepts, and the command's curl trust it when
 	// nothing intercepts (a plain tunnel); an executor that masks hands the command its own
 	// bundle instead.
+	// GH_HOST names the test host's port: the reference drops a port and sends the token to
+	// every port of the host, ours to the port GH_HOST names (443 without one).
 	execEnv := []string{"CODEX_HOME=" + execHome, "SSL_CERT_FILE=" + host.caFile,
-		maskTokenVar + "=" + real, maskHostVar + "=" + maskHost}
+		maskTokenVar + "=" + real, maskHostVar + "=" + host.ln.Addr().String()}
 
 	bin, args := execServerCommand(cfg, target)
 	var harnessEnv []string
