@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"time"
 )
@@ -37,7 +36,7 @@ type serverConfig struct {
 type server struct {
 	ctx      context.Context
 	cfg      serverConfig
-	log      *slog.Logger
+	log      *logger
 	methods  methodTable
 	sessions sessionTable
 	envInfo  *environmentInfo
@@ -51,7 +50,7 @@ type server struct {
 	listening selfListeners // the websocket listeners, which no sandboxed proxy may reach (server_listeners.go)
 }
 
-func newServer(ctx context.Context, cfg serverConfig, log *slog.Logger) *server {
+func newServer(ctx context.Context, cfg serverConfig, log *logger) *server {
 	sbx, _ := newSandboxer("isolate", "")
 	cfg.limits = cfg.limits.withDefaults()
 	s := &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment(), sandbox: sbx,
