@@ -256,7 +256,11 @@ func (o *logOutput) appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// appendValue appends a value: strings as appendString does, numbers, booleans and
+// logValuer is a value that is logged as the string LogValue returns, never as itself: a
+// value that holds a secret (log/slog's LogValuer, resolved to a string).
+type logValuer interface{ LogValue() string }
+
+// appendValue appends a value: a logValuer as its LogValue, strings as appendString does, numbers, booleans and
 // durations as Go writes them (a duration in JSON as its nanoseconds), times as
 // appendLogTime, an error as its message, and any other value in text as its
 // encoding.TextMarshaler text, quoted bytes or fmt's %+v, in JSON as encoding/json encodes
@@ -275,6 +279,8 @@ func (o *logOutput) appendValue(b []byte, v any) (out []byte) {
 		}
 	}()
 	switch x := v.(type) {
+	case logValuer:
+		return o.appendString(b, x.LogValue())
 	case string:
 		return o.appendString(b, x)
 	case int:

@@ -28,6 +28,16 @@ type logTestJSONError struct{}
 func (logTestJSONError) Error() string                { return "json error" }
 func (logTestJSONError) MarshalJSON() ([]byte, error) { return []byte(`{"e":1}`), nil }
 
+// logTestSecret and logTestSlogSecret hold a secret that is never logged: ours with a
+// logValuer, slog's with a LogValuer.
+type logTestSecret struct{ real string }
+
+func (logTestSecret) LogValue() string { return "[masking binding]" }
+
+type logTestSlogSecret struct{ real string }
+
+func (logTestSlogSecret) LogValue() slog.Value { return slog.StringValue("[masking binding]") }
+
 // logTestBadText fails its MarshalText.
 type logTestBadText struct{}
 
@@ -89,6 +99,7 @@ func TestLoggerWritesWhatSlogWrites(t *testing.T) {
 		[]any{"spaced key", 1, "k=v", "w"}, // keys that are quoted in text
 		[]any{"error", errors.New("a\nb"), "err", nil},
 	)
+	argSets = append(argSets, []any{"binding", logTestSecret{"sk-real"}, "n", 1})
 	withs := [][]any{nil, {"stream_id", "1f", "stream", 7}, {"peer", "a b"}}
 	for _, json := range []bool{false, true} {
 		for _, with := range withs {
@@ -112,7 +123,7 @@ func TestLoggerWritesWhatSlogWrites(t *testing.T) {
 							want.Reset()
 							got.Reset()
 							r := slog.NewRecord(tm, slogLevel(lv), msg, 0)
-							r.Add(args...)
+							r.Add(slogArgs(args)...)
 							if err := h.Handle(context.Background(), r); err != nil {
 								t.Fatal(err)
 							}
@@ -131,6 +142,18 @@ func TestLoggerWritesWhatSlogWrites(t *testing.T) {
 			t.Logf("json=%v with=%v: %d records identical", json, with, n)
 		}
 	}
+}
+
+// slogArgs is args as slog is given them: our secrets as slog's.
+func slogArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if s, ok := a.(logTestSecret); ok {
+			a = logTestSlogSecret(s)
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // logTimeField is the time of a line, which differs between two loggers writing one after
@@ -168,12 +191,17 @@ func TestLoggerMethodsMatchSlog(t *testing.T) {
 			l.Log(context.Background(), levelInfo+1, "log", "n", 2)
 			sl.With("s", 1).With("t", "u v").Info("nested", "k", 3)
 			l.With("s", 1).With("t", "u v").Info("nested", "k", 3)
+			sl.With("binding", logTestSlogSecret{"sk-real"}).Info("secret", "b", logTestSlogSecret{"sk-real"})
+			l.With("binding", logTestSecret{"sk-real"}).Info("secret", "b", logTestSecret{"sk-real"})
 			sl.With().Info("empty with")
 			l.With().Info("empty with")
 			slog.NewLogLogger(sl.With("srv", "ws").Handler(), slog.LevelDebug).Printf("http: TLS handshake error from %s: EOF", "1.2.3.4:5")
 			l.With("srv", "ws").stdLogger(levelDebug).Printf("http: TLS handshake error from %s: EOF", "1.2.3.4:5")
 			slog.NewLogLogger(sl.Handler(), slog.LevelDebug).Print("no newline\n\n")
 			l.stdLogger(levelDebug).Print("no newline\n\n")
+			if strings.Contains(got.String(), "sk-real") {
+				t.Fatalf("a logValuer's value was logged:\n%s", got.String())
+			}
 			wl, gl := strings.SplitAfter(want.String(), "\n"), strings.SplitAfter(got.String(), "\n")
 			if len(wl) != len(gl) {
 				t.Fatalf("json=%v min=%v: %d lines, slog %d:\n%s\nslog:\n%s", json, min, len(gl), len(wl), got.String(), want.String())
