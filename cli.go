@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"os"
 	"strconv"
@@ -332,7 +331,7 @@ func (c *compatOptions) check() error {
 
 // logIgnored says once, at start-up, which -c keys and features were given and not applied,
 // so that a wrapper's setting is not silently dropped.
-func (c *compatOptions) logIgnored(log *slog.Logger) {
+func (c *compatOptions) logIgnored(log *logger) {
 	if len(c.config)+len(c.enable)+len(c.disable) == 0 {
 		return
 	}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"sync"
 	"time"
 )
@@ -23,7 +22,7 @@ type conn struct {
 	t           msgTransport
 	parsePrefix string // the reference's words before a parse error's text
 	peer        string // who is at the other end, for logs
-	log         *slog.Logger
+	log         *logger
 	ctx         context.Context // cancelled when the connection ends
 	cancel      context.CancelFunc
 	call        *call // what handlers see of the connection (rpc_call.go)

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -206,7 +205,7 @@ func TestConnStuckQuickRequestMovesTheReader(t *testing.T) {
 // goes below zero (it once did: the old reader gave back a count the watch had not taken
 // yet, and the server panicked).
 func TestConnQuickLatersEndingAtTheBudget(t *testing.T) {
-	srv := newServer(t.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := newServer(t.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, newTextLogger(io.Discard, levelInfo))
 	defer srv.shutdown()
 	srv.methods["test/spin"] = method{call: func(c *conn, params json.RawMessage) (result, error) {
 		var d time.Duration

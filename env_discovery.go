@@ -316,6 +316,10 @@ type discoverRootOp struct {
 	Optional bool `json:"optional,omitempty"`
 }
 
+func (o discoverRootOp) runEncoded(ctx context.Context, how fsWrites) (result, error) {
+	return encoded(o.run(ctx, how))
+}
+
 func (o discoverRootOp) run(ctx context.Context, _ fsWrites) (rawJSON, error) {
 	d := discoverRoot(ctx, o.ID, o.Path, o.Optional)
 	if err := ctx.Err(); err != nil {

@@ -84,45 +84,30 @@ func fsMethods(t methodTable) {
 
 // fsOp is one filesystem operation, its params checked and its paths normalised: the core
 // that runs here for direct access and in the sandbox worker under a sandbox (fs_worker.go).
-// R is its answer: its method's result, or fs/open's open file. Its exported fields are what
-// crosses to the worker (fsRequest).
-type fsOp[R any] interface {
-	run(ctx context.Context, how fsWrites) (R, error)
+// Each op has a typed run(ctx, how) (its method's result, or fs/open's open file); runEncoded
+// is that answer encoded (encoded), so that fsDo and the worker's serve are not generic: one
+// copy of them serves every op. Its exported fields are what crosses to the worker
+// (fsRequest).
+type fsOp interface {
+	runEncoded(ctx context.Context, how fsWrites) (result, error)
 }
 
 // fsRequest is an fsOp as it crosses to the sandbox worker: its exported fields, encoded
 // with encoding/json (appendWorkerRequest).
 type fsRequest = any
 
-// workerOp is an fsOp as the sandbox worker serves it (fs_worker_serve.go): the request's
-// params decode into params(), and serve answers the result's JSON, or fs/open's file, or
-// the operation's error (an encoding failure is an internal *rpcError).
-type workerOp interface {
-	params() any
-	serve(ctx context.Context, how fsWrites) (body []byte, f *os.File, err error)
-}
-
-// servedOp is the workerOp of an fsOp whose answer is an R.
-type servedOp[R any, O fsOp[R]] struct{ op O }
-
-func newServedOp[R any, O fsOp[R]]() workerOp { return &servedOp[R, O]{} }
-
-func (s *servedOp[R, O]) params() any { return &s.op }
-
-func (s *servedOp[R, O]) serve(ctx context.Context, how fsWrites) ([]byte, *os.File, error) {
-	r, err := s.op.run(ctx, how)
+// serveFSOp runs op, a pointer to the op the worker decoded (newFSOp), and answers the
+// result's JSON, or fs/open's file, or the operation's error (an encoding failure is an
+// internal *rpcError).
+func serveFSOp(ctx context.Context, op any, how fsWrites) (body []byte, f *os.File, err error) {
+	if o, ok := op.(*openOp); ok {
+		f, err := o.run(ctx, how)
+		return nil, f, err
+	}
+	res, err := op.(fsOp).runEncoded(ctx, how)
 	if err != nil {
 		return nil, nil, err
 	}
-	if f, ok := any(&r).(**os.File); ok {
-		return nil, *f, nil
-	}
-	return servedBody(answer(r))
-}
-
-// servedBody is the JSON of a served op's answer res: serve's part that does not depend on
-// the op's type, one copy for every op.
-func servedBody(res result) ([]byte, *os.File, error) {
 	b, err := res.body()
 	if err != nil {
 		return nil, nil, errInternal("fs sandbox worker: encode the result: %v", err)
@@ -149,30 +134,50 @@ func fsWritesDirect() fsWrites { return fsWrites{} }
 
 // fsDo answers a path method with op: run here, as quick work, when the request's sandbox
 // leaves it free (fsConfinement), else in the sandbox worker of its profile, whose answer
-// comes back encoded (framedJSON). It registers the work and answers nothing itself (the
-// zero R). It is generic so that the work holds op by value: direct access costs no
-// allocation for it. The generic part is the closure that runs op here; the scheduling is
-// fsHere's and fsInWorker's, one copy for every operation.
-func fsDo[R any, O fsOp[R]](c *call, method string, sb sandboxParam, write bool, op O) (R, error) {
-	var none R
-	_, large := any(op).(largeAnswer)
+// comes back encoded (framedJSON). It registers the work and answers nothing itself. The op
+// is boxed once, as the interface, and run here by fsHere, the work and its runner in one:
+// direct access costs two allocations, as the generic fsDo's closure holding the op by value
+// and its work did (a large answer one fewer: no closure to take the turn).
+func (c *call) fsDo(method string, sb sandboxParam, write bool, op fsOp) error {
+	_, large := op.(largeAnswer)
 	if profile := c.fsConfinement(sb, write); profile != nil {
 		c.fsInWorker(method, profile, large, op)
-		return none, nil
+		return nil
 	}
-	c.fsHere(large, func(ctx context.Context) (result, error) {
-		res, err := op.run(ctx, fsWritesDirect())
-		if err != nil {
-			return nil, fsError(err)
-		}
-		return answer(res), nil
-	})
-	return none, nil
+	h := &fsHere{w: work{mode: quick}, op: op}
+	if large {
+		h.turn = c
+	}
+	h.w.run = h
+	c.sched.later(&h.w)
+	return nil
 }
 
-// fsHere registers run, an operation run here, as quick work (laterInTurn).
-func (c *call) fsHere(large bool, run func(ctx context.Context) (result, error)) {
-	c.laterInTurn(quick, large, run)
+// fsHere is quick work that runs its op here, allocated with the work it is the runner of, so
+// that registering it costs no closure. An op with a large answer (largeAnswer) takes the
+// connection's turn first (call.takeTurn, as laterInTurn does).
+type fsHere struct {
+	w    work
+	op   fsOp
+	turn *call // the call whose turn a large answer takes; nil: the op's answer is small
+}
+
+func (h *fsHere) run(ctx context.Context) (result, error) {
+	if h.turn != nil {
+		if err := h.turn.takeTurn(ctx, &h.w); err != nil {
+			return nil, err
+		}
+	}
+	return fsHereRun(ctx, h.op)
+}
+
+// fsHereRun runs op here, the server's way (fsWritesDirect).
+func fsHereRun(ctx context.Context, op fsOp) (result, error) {
+	res, err := op.runEncoded(ctx, fsWritesDirect())
+	if err != nil {
+		return nil, fsError(err)
+	}
+	return res, nil
 }
 
 // fsInWorker registers the work that runs op in the sandbox worker of profile, as async work
@@ -226,6 +231,10 @@ type readFileOp struct {
 	Limit int64  `json:"limit"`
 }
 
+func (o readFileOp) runEncoded(ctx context.Context, how fsWrites) (result, error) {
+	return encoded(o.run(ctx, how))
+}
+
 func (o readFileOp) run(context.Context, fsWrites) (framedJSON, error) {
 	return readFileAnswer(o.Path, o.Limit)
 }
@@ -244,7 +253,7 @@ func (c *call) fsReadFile(p *pathParams) (framedJSON, error) {
 	if err != nil {
 		return framedJSON{}, err
 	}
-	return fsDo[framedJSON](c, "fs/readFile", p.Sandbox, false, readFileOp{Path: path, Limit: c.fileLimit})
+	return framedJSON{}, c.fsDo("fs/readFile", p.Sandbox, false, readFileOp{Path: path, Limit: c.fileLimit})
 }
 
 // readFileAnswer reads a regular file of at most limit bytes into its answer,
@@ -354,6 +363,10 @@ type createDirectoryOp struct {
 	Recursive bool   `json:"recursive"`
 }
 
+func (o createDirectoryOp) runEncoded(ctx context.Context, how fsWrites) (result, error) {
+	return encoded(o.run(ctx, how))
+}
+
 func (o createDirectoryOp) run(_ context.Context, how fsWrites) (emptyResult, error) {
 	if o.Recursive {
 		return emptyResult{}, how.mkdirAll(o.Path)
@@ -367,7 +380,7 @@ func (c *call) fsCreateDirectory(p *createDirectoryParams) (emptyResult, error) 
 		return emptyResult{}, err
 	}
 	op := createDirectoryOp{Path: path, Recursive: p.Recursive == nil || *p.Recursive}
-	return fsDo[emptyResult](c, "fs/createDirectory", p.Sandbox, true, op)
+	return emptyResult{}, c.fsDo("fs/createDirectory", p.Sandbox, true, op)
 }
 
 // mkdirAll is mkdir -p with the reference's answers: an existing directory is fine, an existing
@@ -423,6 +436,10 @@ type metadataOp struct {
 	Path string `json:"path"`
 }
 
+func (o metadataOp) runEncoded(ctx context.Context, how fsWrites) (result, error) {
+	return encoded(o.run(ctx, how))
+}
+
 func (o metadataOp) run(context.Context, fsWrites) (rawJSON, error) {
 	fi, isLink, err := statFollowing(o.Path)
 	if err != nil {
@@ -443,7 +460,7 @@ func (c *call) fsGetMetadata(p *pathParams) (rawJSON, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fsDo[rawJSON](c, "fs/getMetadata", p.Sandbox, false, metadataOp{Path: path})
+	return nil, c.fsDo("fs/getMetadata", p.Sandbox, false, metadataOp{Path: path})
 }
 
 // statFollowing stats path following symlinks, and says whether path itself is a symlink.
@@ -471,6 +488,10 @@ type canonicalizeOp struct {
 	Path string `json:"path"`
 }
 
+func (o canonicalizeOp) runEncoded(ctx context.Context, how fsWrites) (result, error) {
+	return encoded(o.run(ctx, how))
+}
+
 func (o canonicalizeOp) run(context.Context, fsWrites) (canonicalizeResult, error) {
 	real, err := realPath(o.Path)
 	if err != nil {
@@ -484,7 +505,7 @@ func (c *call) fsCanonicalize(p *pathParams) (canonicalizeResult, error) {
 	if err != nil {
 		return canonicalizeResult{}, err
 	}
-	return fsDo[canonicalizeResult](c, "fs/canonicalize", p.Sandbox, false, canonicalizeOp{Path: path})
+	return canonicalizeResult{}, c.fsDo("fs/canonicalize", p.Sandbox, false, canonicalizeOp{Path: path})
 }
 
 // realPath resolves every symlink in path, which must exist, as realpath(3) does.
@@ -514,6 +535,10 @@ type readDirectoryOp struct {
 	Path string `json:"path"`
 }
 
+func (o readDirectoryOp) runEncoded(ctx context.Context, how fsWrites) (result, error) {
+	return encoded(o.run(ctx, how))
+}
+
 func (o readDirectoryOp) run(context.Context, fsWrites) (readDirectoryResult, error) {
 	ents, err := readDirUnsorted(o.Path)
 	if err != nil {
@@ -535,7 +560,7 @@ func (c *call) fsReadDirectory(p *pathParams) (readDirectoryResult, error) {
 	if err != nil {
 		return readDirectoryResult{}, err
 	}
-	return fsDo[readDirectoryResult](c, "fs/readDirectory", p.Sandbox, false, readDirectoryOp{Path: path})
+	return readDirectoryResult{}, c.fsDo("fs/readDirectory", p.Sandbox, false, readDirectoryOp{Path: path})
 }
 
 // readDirUnsorted reads a directory in the kernel's order. O_DIRECTORY fails at once on
@@ -576,6 +601,10 @@ type removeOp struct {
 	Force     bool   `json:"force"`
 }
 
+func (o removeOp) runEncoded(ctx context.Context, how fsWrites) (result, error) {
+	return encoded(o.run(ctx, how))
+}
+
 func (o removeOp) run(_ context.Context, how fsWrites) (emptyResult, error) {
 	fi, err := os.Lstat(o.Path)
 	switch {
@@ -598,7 +627,7 @@ func (c *call) fsRemove(p *removeParams) (emptyResult, error) {
 		return emptyResult{}, err
 	}
 	op := removeOp{Path: path, Recursive: p.Recursive == nil || *p.Recursive, Force: p.Force == nil || *p.Force}
-	return fsDo[emptyResult](c, "fs/remove", p.Sandbox, true, op)
+	return emptyResult{}, c.fsDo("fs/remove", p.Sandbox, true, op)
 }
 
 func (p *pathParams) sandboxParam() *sandboxParam            { return &p.Sandbox }

@@ -25,6 +25,10 @@ type copyOp struct {
 	Recursive   bool   `json:"recursive"`
 }
 
+func (o copyOp) runEncoded(ctx context.Context, how fsWrites) (result, error) {
+	return encoded(o.run(ctx, how))
+}
+
 func (o copyOp) run(ctx context.Context, how fsWrites) (emptyResult, error) {
 	src, dst := o.Source, o.Destination
 	fi, err := os.Lstat(src)
@@ -61,7 +65,7 @@ func (c *call) fsCopy(p *copyParams) (emptyResult, error) {
 	if err != nil {
 		return emptyResult{}, err
 	}
-	return fsDo[emptyResult](c, "fs/copy", p.Sandbox, true, copyOp{Source: src, Destination: dst, Recursive: p.Recursive})
+	return emptyResult{}, c.fsDo("fs/copy", p.Sandbox, true, copyOp{Source: src, Destination: dst, Recursive: p.Recursive})
 }
 
 // isSameOrBelow says whether dst, once its existing part is resolved, is src or lies inside it.

@@ -76,13 +76,17 @@ func (c *call) fsWalk(p *walkParams) (walkResult, error) {
 	if err != nil {
 		return walkResult{}, err
 	}
-	return fsDo[walkResult](c, "fs/walk", p.Sandbox, false, walkOp{Path: path, Options: o})
+	return walkResult{}, c.fsDo("fs/walk", p.Sandbox, false, walkOp{Path: path, Options: o})
 }
 
 // walkOp is fs/walk's core: a read, run in the sandbox worker when reads are confined.
 type walkOp struct {
 	Path    string      `json:"path"`
 	Options walkOptions `json:"options"`
+}
+
+func (o walkOp) runEncoded(ctx context.Context, how fsWrites) (result, error) {
+	return encoded(o.run(ctx, how))
 }
 
 func (o walkOp) run(ctx context.Context, _ fsWrites) (walkResult, error) {

@@ -144,31 +144,32 @@ func parseWorkerRequest(frame []byte) (id uint64, method string, params []byte, 
 	return id, method, params, err
 }
 
-// newFSOp is the fsOp of a method as the worker serves it, for its params to be decoded into.
-func newFSOp(method string) workerOp {
+// newFSOp is a pointer to the op of a method as the worker serves it (serveFSOp), for its
+// params to be decoded into.
+func newFSOp(method string) any {
 	switch method {
 	case "fs/readFile":
-		return newServedOp[framedJSON, readFileOp]()
+		return &readFileOp{}
 	case "fs/writeFile":
-		return newServedOp[emptyResult, writeFileOp]()
+		return &writeFileOp{}
 	case "fs/createDirectory":
-		return newServedOp[emptyResult, createDirectoryOp]()
+		return &createDirectoryOp{}
 	case "fs/getMetadata":
-		return newServedOp[rawJSON, metadataOp]()
+		return &metadataOp{}
 	case "fs/canonicalize":
-		return newServedOp[canonicalizeResult, canonicalizeOp]()
+		return &canonicalizeOp{}
 	case "fs/readDirectory":
-		return newServedOp[readDirectoryResult, readDirectoryOp]()
+		return &readDirectoryOp{}
 	case "fs/remove":
-		return newServedOp[emptyResult, removeOp]()
+		return &removeOp{}
 	case "fs/copy":
-		return newServedOp[emptyResult, copyOp]()
+		return &copyOp{}
 	case "fs/walk":
-		return newServedOp[walkResult, walkOp]()
+		return &walkOp{}
 	case "fs/open":
-		return newServedOp[*os.File, openOp]()
+		return &openOp{}
 	case discoveryRootsMethod: // one root of it (env_discovery.go)
-		return newServedOp[rawJSON, discoverRootOp]()
+		return &discoverRootOp{}
 	}
 	return nil
 }
@@ -180,11 +181,11 @@ func (s *fsWorkerServer) serve(ctx context.Context, id uint64, method string, pa
 		s.answerError(id, errInternal("fs sandbox worker: unknown method `%s`", method))
 		return
 	}
-	if err := decodeParams(params, method, op.params()); err != nil {
+	if err := decodeParams(params, method, op); err != nil {
 		s.answerError(id, errInternal("fs sandbox worker: %s: %v", method, err))
 		return
 	}
-	body, f, err := op.serve(ctx, s.how)
+	body, f, err := serveFSOp(ctx, op, s.how)
 	if err != nil {
 		s.answerError(id, toRPCError(fsError(err)))
 		return

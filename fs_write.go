@@ -29,6 +29,10 @@ type writeFileOp struct {
 	Data lazyBase64 `json:"dataBase64"`
 }
 
+func (o writeFileOp) runEncoded(ctx context.Context, how fsWrites) (result, error) {
+	return encoded(o.run(ctx, how))
+}
+
 func (o writeFileOp) run(ctx context.Context, how fsWrites) (emptyResult, error) {
 	data, err := o.Data.decodeInPlace()
 	if err != nil {
@@ -52,7 +56,7 @@ func (c *call) fsWriteFile(p *writeFileParams) (emptyResult, error) {
 	if err != nil {
 		return emptyResult{}, err
 	}
-	return fsDo[emptyResult](c, "fs/writeFile", p.Sandbox, true, writeFileOp{Path: path, Data: p.DataBase64})
+	return emptyResult{}, c.fsDo("fs/writeFile", p.Sandbox, true, writeFileOp{Path: path, Data: p.DataBase64})
 }
 
 // writeFileContents creates or replaces the file at path with what fill writes; see the file

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -27,7 +26,7 @@ type testServer struct {
 func startTestServer(t testing.TB, opts ...func(*server)) *testServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := newTextLogger(io.Discard, levelInfo)
 	srv := newServer(ctx, serverConfig{sessionTTL: defaultSessionTTL, retention: defaultRetention, stallTimeout: defaultStallTimeout}, log)
 	for _, o := range opts {
 		o(srv)

@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"time"
 )
@@ -33,7 +32,7 @@ const (
 // logThrottle writes log lines through log, at most logThrottleBurst per message and
 // interval. It is safe for concurrent use; its zero value is not usable (newLogThrottle).
 type logThrottle struct {
-	log      *slog.Logger
+	log      *logger
 	interval time.Duration
 	burst    int
 	now      func() time.Time
@@ -45,22 +44,22 @@ type logThrottle struct {
 // logThrottleKind counts the lines of one message in the current interval.
 type logThrottleKind struct {
 	start      time.Time
-	level      slog.Level
+	level      logLevel
 	written    int
 	suppressed int
 }
 
-func newLogThrottle(log *slog.Logger) *logThrottle {
+func newLogThrottle(log *logger) *logThrottle {
 	return &logThrottle{log: log, interval: logThrottleInterval, burst: logThrottleBurst, now: time.Now,
 		kinds: map[string]*logThrottleKind{}}
 }
 
-func (t *logThrottle) Info(msg string, args ...any) { t.Log(slog.LevelInfo, msg, args...) }
+func (t *logThrottle) Info(msg string, args ...any) { t.Log(levelInfo, msg, args...) }
 
-func (t *logThrottle) Warn(msg string, args ...any) { t.Log(slog.LevelWarn, msg, args...) }
+func (t *logThrottle) Warn(msg string, args ...any) { t.Log(levelWarn, msg, args...) }
 
 // Log writes one line of msg, unless msg has had its burst of lines in this interval.
-func (t *logThrottle) Log(level slog.Level, msg string, args ...any) {
+func (t *logThrottle) Log(level logLevel, msg string, args ...any) {
 	ctx := context.Background()
 	if !t.log.Enabled(ctx, level) {
 		return
@@ -74,7 +73,7 @@ func (t *logThrottle) Log(level slog.Level, msg string, args ...any) {
 	}
 	var summary int
 	var span time.Duration
-	var summaryLevel slog.Level
+	var summaryLevel logLevel
 	if now.Sub(k.start) >= t.interval {
 		summary, span, summaryLevel = k.suppressed, now.Sub(k.start), k.level
 		*k = logThrottleKind{start: now, level: level}
@@ -100,7 +99,7 @@ func (t *logThrottle) flush() {
 	now := t.now()
 	type pending struct {
 		msg   string
-		level slog.Level
+		level logLevel
 		n     int
 		span  time.Duration
 	}
@@ -118,7 +117,7 @@ func (t *logThrottle) flush() {
 	}
 }
 
-func (t *logThrottle) summarize(level slog.Level, msg string, n int, span time.Duration) {
+func (t *logThrottle) summarize(level logLevel, msg string, n int, span time.Duration) {
 	t.log.Log(context.Background(), level, msg, "suppressed", n, "over", span.Round(time.Millisecond),
 		"note", "repeated lines of this message were left out")
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -14,11 +13,11 @@ import (
 func TestLogThrottle(t *testing.T) {
 	var buf bytes.Buffer
 	now := time.Unix(1_800_000_000, 0)
-	lt := newLogThrottle(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	lt := newLogThrottle(newTextLogger(&buf, levelInfo))
 	lt.now = func() time.Time { return now }
 	for range 100 {
 		lt.Warn("dropping a relay frame", "error", "bad")
-		lt.Log(slog.LevelDebug, "debug line")
+		lt.Log(levelDebug, "debug line")
 	}
 	lt.Info("another message")
 	lines := func() []string { return strings.Split(strings.TrimSpace(buf.String()), "\n") }

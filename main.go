@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -180,7 +179,7 @@ func checkOptions(o *cliOptions) (*wsAuthConfig, *sandboxer, error) {
 }
 
 // logSandbox says how sandboxed requests run, once the server is about to serve.
-func logSandbox(o *cliOptions, sbx *sandboxer, log *slog.Logger) {
+func logSandbox(o *cliOptions, sbx *sandboxer, log *logger) {
 	if o.managedSandbox == "run-unsandboxed" {
 		log.Warn("--managed-sandbox run-unsandboxed: requests that ask for a sandbox run WITHOUT one; use this only on a host that is itself the sandbox")
 	} else {
@@ -205,7 +204,7 @@ func serveStdio(ctx context.Context, srv *server, stdin io.Reader, stdout io.Wri
 // serveWebsocket listens on --listen, prints the bound URL and serves websocket clients
 // until a signal (or stdin's end, with --exit-on-stdin-close), then gives connections
 // shutdownGrace to end.
-func serveWebsocket(ctx context.Context, stop func(), o *cliOptions, srv *server, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
+func serveWebsocket(ctx context.Context, stop func(), o *cliOptions, srv *server, stdin io.Reader, stdout io.Writer, log *logger) error {
 	addr, err := parseListen(o.listen)
 	if err != nil {
 		return &usageError{err.Error()}
@@ -289,17 +288,16 @@ func listenedAddr(given netip.AddrPort, got net.Addr) string {
 	return netip.AddrPortFrom(given.Addr(), port).String()
 }
 
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
+func newLogger(w io.Writer, level, format string) (*logger, error) {
+	lv, err := parseLogLevel(level)
+	if err != nil {
 		return nil, &usageError{fmt.Sprintf("invalid --log-level %q: want debug, info, warn or error", level)}
 	}
-	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return newTextLogger(w, lv), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return newJSONLogger(w, lv), nil
 	}
 	return nil, &usageError{fmt.Sprintf("invalid --log-format %q: want text or json", format)}
 }

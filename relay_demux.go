@@ -32,7 +32,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"net"
 	"slices"
@@ -66,7 +65,7 @@ type relaySocket struct {
 	ws     *wsConn
 	ctx    context.Context // ends with the socket
 	cancel context.CancelFunc
-	log    *slog.Logger
+	log    *logger
 	// quiet writes the lines whose rate the relay decides (a malformed frame, a refused
 	// handshake), at most a few per message and interval.
 	quiet *logThrottle
@@ -451,7 +450,7 @@ func logStreamID(id string) string {
 	return fmt.Sprintf("%s…(%d bytes)", id[:n], len(id))
 }
 
-func (st *relayStream) log() *slog.Logger {
+func (st *relayStream) log() *logger {
 	return st.sock.log.With("stream_id", logStreamID(st.id), "stream", st.instance)
 }
 

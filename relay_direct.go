@@ -31,7 +31,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
@@ -54,12 +53,12 @@ type directExecutor struct {
 	reg     *registryClient // its HTTP client and response reading; no registry credential
 	timings relayTimings
 	srv     *server
-	log     *slog.Logger
+	log     *logger
 	now     func() time.Time
 }
 
 // runDirect serves srv over the direct transport until ctx ends (nil) or a permanent failure.
-func runDirect(ctx context.Context, cfg *remoteConfig, srv *server, log *slog.Logger) error {
+func runDirect(ctx context.Context, cfg *remoteConfig, srv *server, log *logger) error {
 	x := &directExecutor{cfg: cfg, reg: newRegistryClient(cfg, nil, log), timings: cfg.relayTimings(), srv: srv, log: log, now: time.Now}
 	defer x.reg.close()
 	log.Info("remote mode", "transport", remoteTransportDirect, "registry", cfg.base, "environment_id", cfg.environmentID,

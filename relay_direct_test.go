@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -149,7 +148,7 @@ func (d *testDirect) start(extra ...string) {
 	env := envOf("AWS_ACCESS_KEY_ID", directTestAKID, "AWS_SECRET_ACCESS_KEY", directTestSecret, "HOME", "/nonexistent")
 	cfg := testConfigEnv(t, d.reg.URL, env, append([]string{"--remote-transport", "direct", "--aws-sigv4",
 		"--aws-region", "us-west-2", "--remote-ca", ca}, extra...)...)
-	log := slog.New(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := newTextLogger(d.logs, levelDebug)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := newServer(ctx, serverConfig{sessionTTL: defaultSessionTTL, retention: defaultRetention}, log)
 	go func() { d.done <- runRemote(ctx, cfg, srv, nil, log) }()

@@ -32,7 +32,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -51,7 +50,7 @@ const rendezvousDialTimeout = 10 * time.Second
 // runRemote serves srv (with cfg.forward: the target exec-server) through the rendezvous relay
 // until ctx ends (nil) or a permanent failure (an error for main to print): a registry that
 // refuses the credential or answers nonsense, or a credential stream that ends.
-func runRemote(ctx context.Context, cfg *remoteConfig, srv *server, stdin io.Reader, log *slog.Logger) error {
+func runRemote(ctx context.Context, cfg *remoteConfig, srv *server, stdin io.Reader, log *logger) error {
 	if cfg.direct() {
 		return runDirect(ctx, cfg, srv, log)
 	}
@@ -107,7 +106,7 @@ type relayExecutor struct {
 	// serveStream serves one stream once its handshake is done: srv.serveStream, or the
 	// bridge of `exec-server forward` (remote_forward.go).
 	serveStream func(t msgTransport, parsePrefix string)
-	log         *slog.Logger
+	log         *logger
 	tls         *tls.Config
 	proxy       func(*http.Request) (*url.URL, error) // remoteProxy
 

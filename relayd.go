@@ -33,7 +33,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -512,7 +511,7 @@ func runRelayToken(args []string, stdout io.Writer) error {
 }
 
 // serveRelay checks the options, listens and serves until ctx ends.
-func serveRelay(ctx context.Context, o *relaydOptions, stdout io.Writer, log *slog.Logger) error {
+func serveRelay(ctx context.Context, o *relaydOptions, stdout io.Writer, log *logger) error {
 	if o.config == "" {
 		return &usageError{"relay: --config is required"}
 	}
@@ -640,7 +639,7 @@ func checkRelaydPublicURL(s string) error {
 type relayd struct {
 	cfg    atomic.Pointer[relaydConfig] // replaced whole on SIGHUP (reload)
 	public string                       // scheme://host[:port] of this node
-	log    *slog.Logger
+	log    *logger
 	// tlsConf is what serve speaks TLS with; nil: plain HTTP.
 	tlsConf *tls.Config
 	// behindProxy: every connection comes from the reverse proxy, so none is taken for a
@@ -670,7 +669,7 @@ type relayd struct {
 	queues  relaydQueues                // the harness sockets' queues (relayd_rendezvous.go)
 }
 
-func newRelayd(cfg *relaydConfig, public string, log *slog.Logger) *relayd {
+func newRelayd(cfg *relaydConfig, public string, log *logger) *relayd {
 	d := &relayd{public: public, log: log, peerLog: newLogThrottle(log), now: time.Now,
 		envs: map[string]*relaydEnv{}, regUp: make(chan struct{}), moving: time.Now().Add(relaydMoveWindow),
 		conns: map[string]int{}, regs: map[string]int{}, live: map[*relaydSocket]struct{}{},
@@ -712,7 +711,7 @@ func (d *relayd) serve(ctx context.Context, ln net.Listener) error {
 		WriteTimeout:      relaydAnswerTimeout,
 		IdleTimeout:       relaydHTTPIdle,
 		MaxHeaderBytes:    relaydMaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
+		ErrorLog:          d.log.stdLogger(levelDebug),
 		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){}, // no HTTP/2
 		ConnState:         d.connState,
 		ConnContext: func(ctx context.Context, nc net.Conn) context.Context {

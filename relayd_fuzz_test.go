@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -101,7 +100,7 @@ func FuzzRelaydHTTP(f *testing.F) {
 	}
 	allowed := map[int]bool{200: true, 400: true, 401: true, 403: true, 404: true, 405: true, 429: true, 503: true}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d := newRelayd(cfg, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+		d := newRelayd(cfg, "http://127.0.0.1:1", newTextLogger(io.Discard, levelInfo))
 		d.moving = time.Time{} // a connect's wait for a moving registration is timing, not parsing
 		br := bufio.NewReader(bytes.NewReader(b))
 		for range 4 {
@@ -268,7 +267,7 @@ func FuzzRelaydFleet(f *testing.F) {
 		probe := down&4 != 0
 		down &= 3
 		cfg := cfgs[down]
-		d := newRelayd(cfg, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+		d := newRelayd(cfg, "http://127.0.0.1:1", newTextLogger(io.Discard, levelInfo))
 		d.moving = time.Time{}
 		d.fleet = newRelaydFleet("a", nil)
 		defer d.fleet.client.CloseIdleConnections()

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -380,7 +379,7 @@ func startRelaydInProcess(t *testing.T, f *relaydFixture, ln net.Listener) *rela
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newRelayd(cfg, "http://"+ln.Addr().String(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := newRelayd(cfg, "http://"+ln.Addr().String(), newTextLogger(io.Discard, levelInfo))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.serve(ctx, ln) }()
@@ -872,7 +871,7 @@ func TestRelaydRefusalsDoNotFloodTheLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	d := newRelayd(cfg, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(&logs, nil)))
+	d := newRelayd(cfg, "http://127.0.0.1:1", newTextLogger(&logs, levelInfo))
 	for range 200 {
 		r, _ := http.NewRequest("GET", "/relay/v1/harness/box-1?role=harness&ticket=x", nil)
 		r.Header.Set("Connection", "Upgrade")
@@ -956,7 +955,7 @@ func relaydInProcess(t *testing.T, f *relaydFixture, self string) (*relayd, *tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newRelayd(cfg, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := newRelayd(cfg, "http://127.0.0.1:1", newTextLogger(io.Discard, levelInfo))
 	clock := time.Now()
 	d.now = func() time.Time { return clock }
 	d.moving = time.Time{}
@@ -1485,7 +1484,7 @@ func TestRelaydTLSEvictionDoesNotStall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newRelayd(cfg, "https://"+ln.Addr().String(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := newRelayd(cfg, "https://"+ln.Addr().String(), newTextLogger(io.Discard, levelInfo))
 	d.tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

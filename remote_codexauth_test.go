@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -801,7 +800,7 @@ func TestCodexAuthConcurrent401sThroughRegistry(t *testing.T) {
 	}))
 	t.Cleanup(reg.Close)
 
-	log := slog.New(slog.DiscardHandler)
+	log := discardLogger()
 	cfg := testConfigEnv(t, reg.URL, envOf("CODEX_HOME", home))
 	rc, err := cfg.startCredentials(context.Background(), strings.NewReader(""), log)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -303,7 +302,7 @@ func readCredentialLine(br *bufio.Reader) ([]byte, error) {
 
 // startCredentials reads the credential source chosen by validate: a line or frames from
 // stdin, the Codex sign-in from auth.json, or the Agent Identity task (a network round trip).
-func (c *remoteConfig) startCredentials(ctx context.Context, stdin io.Reader, log *slog.Logger) (*registryCredentials, error) {
+func (c *remoteConfig) startCredentials(ctx context.Context, stdin io.Reader, log *logger) (*registryCredentials, error) {
 	rc := &registryCredentials{dead: make(chan struct{})}
 	switch c.credMode {
 	case credBearerStdin:
@@ -384,7 +383,7 @@ func (c *remoteConfig) authHTTPClient() *http.Client {
 // startCredentialFrames starts the reader of --executor-credential-stdin and waits for its
 // first frame, as 0.169 does (docs/remote.md §8). The reader cannot be interrupted while blocked
 // in Read, so it lives as long as stdin.
-func (c *remoteConfig) startCredentialFrames(ctx context.Context, stdin io.Reader, rc *registryCredentials, log *slog.Logger) error {
+func (c *remoteConfig) startCredentialFrames(ctx context.Context, stdin io.Reader, rc *registryCredentials, log *logger) error {
 	first := make(chan struct{})
 	go c.readCredentialFrames(stdin, rc, first, log)
 	t := time.NewTimer(c.relayTimings().initialCredential)
@@ -403,7 +402,7 @@ func (c *remoteConfig) startCredentialFrames(ctx context.Context, stdin io.Reade
 // readCredentialFrames applies each frame of --executor-credential-stdin as it arrives. An
 // invalid frame or the end of stdin kills the credentials, and with them remote mode. first
 // is closed once the first frame is applied or has failed.
-func (c *remoteConfig) readCredentialFrames(stdin io.Reader, rc *registryCredentials, first chan<- struct{}, log *slog.Logger) {
+func (c *remoteConfig) readCredentialFrames(stdin io.Reader, rc *registryCredentials, first chan<- struct{}, log *logger) {
 	defer func() {
 		if first != nil {
 			close(first)

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +72,7 @@ func testConfigEnv(t *testing.T, remote string, env func(string) (string, bool),
 
 func TestStartCredentials(t *testing.T) {
 	ctx := context.Background()
-	log := slog.New(slog.DiscardHandler)
+	log := discardLogger()
 	t.Run("bearer line", func(t *testing.T) {
 		c := testConfig(t, "http://127.0.0.1:9", "--registration-bearer-stdin")
 		rc, err := c.startCredentials(ctx, strings.NewReader("TOKEN\nrest"), log)

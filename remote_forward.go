@@ -17,7 +17,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"strings"
 )
@@ -74,7 +73,7 @@ func (f *forwardConfig) validate() error {
 
 // streamServer is what serves each relay stream of runRemote: srv itself, or, with forward, a
 // bridge to the target.
-func (f *forwardConfig) streamServer(ctx context.Context, srv *server, cfg *remoteConfig, log *slog.Logger) func(msgTransport, string) {
+func (f *forwardConfig) streamServer(ctx context.Context, srv *server, cfg *remoteConfig, log *logger) func(msgTransport, string) {
 	if f == nil {
 		return srv.serveStream
 	}
@@ -97,7 +96,7 @@ type forwardBridge struct {
 	cfg     *forwardConfig
 	timings relayTimings
 	tls     *tls.Config
-	log     *slog.Logger
+	log     *logger
 }
 
 // serve bridges stream t to a websocket of its own to the target until either ends.

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -200,7 +199,7 @@ func startRemoteWith(t *testing.T, s remoteSetup, opts ...remoteOption) *remoteE
 		env = noEnv
 	}
 	cfg := testConfigEnv(t, e.reg.srv.URL, env, flags...)
-	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := newTextLogger(e.logs, levelDebug)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := newServer(ctx, serverConfig{sessionTTL: defaultSessionTTL, retention: defaultRetention}, log)
 	e.srv = srv

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -36,7 +35,7 @@ type hostileSetup struct {
 	env    func(string) (string, bool)
 	flags  []string  // nil: --registration-bearer-stdin with TOKEN
 	stdin  io.Reader // with flags
-	level  slog.Level
+	level  logLevel
 	opts   []remoteOption
 	tls    bool                    // the registry over HTTPS (httptest's certificate: example.com, 127.0.0.1)
 	before func(reg *testRegistry) // called before the configuration is read
@@ -62,7 +61,7 @@ func startHostile(t *testing.T, s hostileSetup) *remoteEnv {
 		remote = s.remote(remote)
 	}
 	cfg := testConfigEnv(t, remote, env, flags...)
-	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: s.level}))
+	log := newTextLogger(e.logs, s.level)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := newServer(ctx, serverConfig{sessionTTL: defaultSessionTTL, retention: defaultRetention}, log)
 	e.srv = srv
@@ -97,7 +96,7 @@ func TestRemoteHostileValidate401StormRefreshesOnce(t *testing.T) {
 	te := newTokenEndpoint(t)
 	old := chatGPTTestToken("acct-1", time.Now().Add(time.Hour), nil)
 	home := writeAuthDoc(t, chatGPTAuthDoc(old, "rt-old", "acct-1"))
-	e := startHostile(t, hostileSetup{flags: []string{}, env: envOf("CODEX_HOME", home), level: slog.LevelDebug,
+	e := startHostile(t, hostileSetup{flags: []string{}, env: envOf("CODEX_HOME", home), level: levelDebug,
 		opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
 			e.reg.validate = func(w http.ResponseWriter, _ map[string]json.RawMessage) { w.WriteHeader(http.StatusUnauthorized) }
 		}}})
@@ -236,7 +235,7 @@ func TestRemoteHostileNoCredentialToProxyForLocalhost(t *testing.T) {
 				remote: func(u string) string { return strings.Replace(u, "127.0.0.1", tt.registryHost, 1) },
 				env:    envOf("HTTP_PROXY", purl, "HTTPS_PROXY", purl, "http_proxy", purl, "https_proxy", purl),
 				flags:  []string{"--registration-bearer-stdin"}, stdin: strings.NewReader("bearer-secret\n"),
-				level: slog.LevelDebug,
+				level: levelDebug,
 				opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
 					e.reg.url = strings.Replace(e.rv.url(), "127.0.0.1", host, 1)
 				}},
@@ -297,7 +296,7 @@ func TestRemoteProxyRule(t *testing.T) {
 func TestRemoteHostileFloodLogIsBounded(t *testing.T) {
 	const frames, refused = 20000, 2000
 	const maxBytesPerEvent = 0.5
-	e := startHostile(t, hostileSetup{level: slog.LevelInfo})
+	e := startHostile(t, hostileSetup{level: levelInfo})
 	h := e.harness()
 
 	before := len(e.logs.String())
@@ -340,7 +339,7 @@ func TestRemoteHostileFloodLogIsBounded(t *testing.T) {
 func TestRemoteHostileValidateRateIsBounded(t *testing.T) {
 	const storm = 1500 * time.Millisecond
 	var calls atomic.Int32
-	e := startHostile(t, hostileSetup{level: slog.LevelInfo, opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
+	e := startHostile(t, hostileSetup{level: levelInfo, opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
 		e.reg.validate = func(w http.ResponseWriter, _ map[string]json.RawMessage) {
 			calls.Add(1)
 			io.WriteString(w, `{"valid":false}`)
@@ -380,7 +379,7 @@ func TestRemoteValidateRateAcceptedHarnesses(t *testing.T) {
 	const streams = 16
 	var mu sync.Mutex
 	var at []time.Time
-	e := startHostile(t, hostileSetup{level: slog.LevelInfo, opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
+	e := startHostile(t, hostileSetup{level: levelInfo, opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
 		e.reg.validate = func(w http.ResponseWriter, _ map[string]json.RawMessage) {
 			mu.Lock()
 			at = append(at, time.Now())
@@ -493,7 +492,7 @@ func TestRemoteHostileRendezvousAddressRefused(t *testing.T) {
 			}()
 			t.Cleanup(func() { ln.Close(); <-done })
 			_, port, _ := net.SplitHostPort(ln.Addr().String())
-			e := startHostile(t, hostileSetup{level: slog.LevelInfo, opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
+			e := startHostile(t, hostileSetup{level: levelInfo, opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
 				e.reg.url = "wss://" + net.JoinHostPort(strings.Trim(tt.host, "[]"), port) + "/relay?sig=SECRETSIG"
 			}}})
 			e.logs.waitFor(t, "rendezvous connection failed")
@@ -560,7 +559,7 @@ func TestRendezvousAddrRule(t *testing.T) {
 func TestRemoteHostileLongStreamIDLogIsBounded(t *testing.T) {
 	const frames = 3 * relayMaxFailedHandshakes
 	const maxLogBytes = 64 << 10
-	e := startHostile(t, hostileSetup{level: slog.LevelInfo, opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
+	e := startHostile(t, hostileSetup{level: levelInfo, opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
 		e.reg.validate = func(w http.ResponseWriter, _ map[string]json.RawMessage) { io.WriteString(w, `{"valid":false}`) }
 	}}})
 	h := e.harness()
@@ -592,7 +591,7 @@ func TestRemoteHostileRendezvousAddressSpellingsThroughProxy(t *testing.T) {
 		t.Run(host, func(t *testing.T) {
 			proxy := newRecordingProxy(t)
 			purl := "http://" + proxy.ln.Addr().String()
-			e := startHostile(t, hostileSetup{level: slog.LevelInfo, env: envOf("HTTPS_PROXY", purl),
+			e := startHostile(t, hostileSetup{level: levelInfo, env: envOf("HTTPS_PROXY", purl),
 				opts: []remoteOption{func(e *remoteEnv, _ *remoteConfig) {
 					e.reg.url = "wss://" + host + ":443/relay?sig=SECRETSIG"
 				}}})
@@ -704,7 +703,7 @@ func newTunnelProxy(t *testing.T, to string) *tunnelProxy {
 func TestRemoteHostileRendezvousLoopbackViaProxiedRegistry(t *testing.T) {
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	var proxy *tunnelProxy
-	e := startHostile(t, hostileSetup{tls: true, level: slog.LevelInfo,
+	e := startHostile(t, hostileSetup{tls: true, level: levelInfo,
 		remote: func(u string) string { return strings.Replace(u, "127.0.0.1", "example.com", 1) },
 		flags:  []string{"--registration-bearer-stdin", "--remote-ca", ca}, stdin: strings.NewReader("TOKEN\n"),
 		env: func(k string) (string, bool) {

@@ -35,7 +35,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -141,10 +140,10 @@ type registryClient struct {
 	envID   string
 	creds   *registryCredentials
 	http    *http.Client
-	log     *slog.Logger
+	log     *logger
 }
 
-func newRegistryClient(cfg *remoteConfig, creds *registryCredentials, log *slog.Logger) *registryClient {
+func newRegistryClient(cfg *remoteConfig, creds *registryCredentials, log *logger) *registryClient {
 	reached := new(addrClassSet)
 	// Through a proxy the dial below reaches the proxy, whose address says nothing of the
 	// registry's network: a proxy on loopback would let a registry anywhere hand out
@@ -384,7 +383,7 @@ func (c *registryClient) registerWithRetry(ctx context.Context, key *noisePublic
 
 // retryRegistration calls register until it succeeds, a permanent registryError, or ctx
 // ends, spacing attempts with bo: the registration loop of both transports.
-func retryRegistration[T any](ctx context.Context, log *slog.Logger, envID string, bo *backoff, register func() (T, error)) (T, error) {
+func retryRegistration[T any](ctx context.Context, log *logger, envID string, bo *backoff, register func() (T, error)) (T, error) {
 	var zero T
 	for attempt := 1; ; attempt++ {
 		log.Info("registering with the registry", "environment_id", envID, "attempt", attempt)

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -173,11 +172,11 @@ func body(s string) func(w http.ResponseWriter) {
 
 func newTestRegistryClient(t *testing.T, reg *testRegistry) *registryClient {
 	c := testConfig(t, reg.srv.URL, "--registration-bearer-stdin")
-	rc, err := c.startCredentials(context.Background(), strings.NewReader("TOKEN\n"), slog.New(slog.DiscardHandler))
+	rc, err := c.startCredentials(context.Background(), strings.NewReader("TOKEN\n"), discardLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newRegistryClient(c, rc, slog.New(slog.DiscardHandler))
+	return newRegistryClient(c, rc, discardLogger())
 }
 
 func TestRegistryRegister(t *testing.T) {
@@ -273,7 +272,7 @@ func TestRegistryRegisterWithRetry(t *testing.T) {
 	reg.register = []func(http.ResponseWriter){status(503), status(429, "Retry-After", "0"), status(409), status(500)}
 	c := newTestRegistryClient(t, reg)
 	var mu sync.Mutex
-	c.log = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	c.log = newTextLogger(lockedWriter{&mu, &logs}, levelInfo)
 	bo := &backoff{p: testRelayTimings().backoff}
 	r, err := c.registerWithRetry(context.Background(), id.publicKey(), bo)
 	if err != nil || r.url != reg.url {
@@ -304,13 +303,13 @@ func TestRegistryRegisterWithRetry(t *testing.T) {
 		reg.srv.Close() // connection refused from now on
 		ctx, cancel := context.WithCancel(context.Background())
 		attempts := 0
-		c.log = slog.New(slog.NewTextHandler(funcWriter(func(p []byte) {
+		c.log = newTextLogger(funcWriter(func(p []byte) {
 			if bytes.Contains(p, []byte("registration failed")) {
 				if attempts++; attempts == 3 {
 					cancel()
 				}
 			}
-		}), nil))
+		}), levelInfo)
 		_, err := c.registerWithRetry(ctx, id.publicKey(), &backoff{p: testRelayTimings().backoff})
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v", err)

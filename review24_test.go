@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -210,7 +209,7 @@ func review24InProcess(t *testing.T, f *relaydFixture, ln net.Listener, skew *at
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newRelayd(cfg, "http://"+ln.Addr().String(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := newRelayd(cfg, "http://"+ln.Addr().String(), newTextLogger(io.Discard, levelInfo))
 	d.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

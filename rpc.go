@@ -16,7 +16,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"reflect"
 )
 
@@ -181,7 +180,7 @@ func (c *conn) handleMessage(msg message) readStep {
 		}
 		return readNext
 	}
-	if c.log.Enabled(c.ctx, slog.LevelDebug) {
+	if c.log.Enabled(c.ctx, levelDebug) {
 		c.log.Debug("request", "method", name, "conn", c.peer)
 	}
 	m, ok := c.srv.methods[name]

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -81,7 +80,7 @@ func BenchmarkWSWriteFrame(b *testing.B) {
 
 // benchSession is an initialized connection to a fresh server, both ended with b.
 func benchSession(b *testing.B) *memSession {
-	srv := newServer(b.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := newServer(b.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, newTextLogger(io.Discard, levelInfo))
 	b.Cleanup(srv.shutdown)
 	ms := startMemSession(b, srv)
 	b.Cleanup(ms.end)

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 )
 
@@ -13,7 +12,7 @@ import (
 // handlers, which only read it: making one per request would cost an allocation each.
 type call struct {
 	ctx       context.Context // cancelled when the connection ends
-	log       *slog.Logger
+	log       *logger
 	srv       *serverDeps
 	scope     *connScope    // file handles, watches, HTTP streams (typed, closed with the connection)
 	sandboxes *sandboxCache // parsed sandbox objects (sandbox_param.go)

@@ -24,7 +24,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,7 +202,7 @@ const (
 type scheduler struct {
 	// Set by start before the first read; read only after.
 	ctx   context.Context // the connection's: cancelled when it ends
-	log   *slog.Logger
+	log   *logger
 	reply func(id json.RawMessage, res result, err error) // conn.reply
 
 	// The current reader's (one goroutine at a time reads; a hand-over passes the role on,
@@ -232,7 +231,7 @@ type scheduler struct {
 }
 
 // start readies s for a connection whose handlers are answered by reply; ctx ends with it.
-func (s *scheduler) start(ctx context.Context, log *slog.Logger, reply func(json.RawMessage, result, error)) {
+func (s *scheduler) start(ctx context.Context, log *logger, reply func(json.RawMessage, result, error)) {
 	s.ctx, s.log, s.reply = ctx, log, reply
 	s.handover = make(chan struct{}, 1)
 	s.readEnded = make(chan struct{})

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -117,7 +116,7 @@ func (*borrowingParams) borrowsMessage() {}
 // read them (a long poll still waiting), and only after that work answered when its params
 // borrow them; every message is given back exactly once.
 func TestSchedulerReleasesAfterTheLastReader(t *testing.T) {
-	srv := newServer(t.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := newServer(t.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute}, newTextLogger(io.Discard, levelInfo))
 	defer srv.shutdown()
 	unblockPoll, unblockBorrow := make(chan struct{}), make(chan struct{})
 	srv.methods["test/poll"] = handle("", "PollParams", decides, func(c *call, _ *struct{}) (emptyResult, error) {

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -220,7 +219,7 @@ func (l *cbLog) String() string {
 
 // withLog sends the server's log to l.
 func withLog(l *cbLog) func(*server) {
-	return func(s *server) { s.log = slog.New(slog.NewTextHandler(l, nil)) }
+	return func(s *server) { s.log = newTextLogger(l, levelInfo) }
 }
 
 // cbStart starts script as a process of tc in f's workspace, under sandbox (nil: none),

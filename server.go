@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"time"
 )
@@ -38,7 +37,7 @@ type serverConfig struct {
 type server struct {
 	ctx      context.Context
 	cfg      serverConfig
-	log      *slog.Logger
+	log      *logger
 	methods  methodTable
 	sessions sessionTable
 	envInfo  *environmentInfo
@@ -53,7 +52,7 @@ type server struct {
 	mask      *maskServer   // credential masking's registry and CA (proc_mask.go)
 }
 
-func newServer(ctx context.Context, cfg serverConfig, log *slog.Logger) *server {
+func newServer(ctx context.Context, cfg serverConfig, log *logger) *server {
 	sbx, _ := newSandboxer("isolate", "")
 	cfg.limits = cfg.limits.withDefaults()
 	s := &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment(), sandbox: sbx,

@@ -14,7 +14,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -353,8 +352,8 @@ func FuzzDispatch(f *testing.F) {
 		f.Add(true, []byte(s))
 	}
 	var logs panicLog
-	srv := newServer(f.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute, limits: fuzzLimits}, slog.New(slog.NewTextHandler(&logs, nil)))
-	safe := newServer(f.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute, limits: fuzzLimits}, slog.New(slog.NewTextHandler(&logs, nil)))
+	srv := newServer(f.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute, limits: fuzzLimits}, newTextLogger(&logs, levelInfo))
+	safe := newServer(f.Context(), serverConfig{sessionTTL: time.Minute, retention: time.Minute, limits: fuzzLimits}, newTextLogger(&logs, levelInfo))
 	safe.methods = methodTable{}
 	for _, name := range []string{"initialize", "environment/info", "environment/status"} {
 		safe.methods[name] = srv.methods[name]

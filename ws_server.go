@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -36,7 +35,7 @@ func newWSServer(srv *server) *wsServer {
 		ReadHeaderTimeout: wsHandshakeLimit,
 		IdleTimeout:       wsIdleLimit,
 		MaxHeaderBytes:    wsMaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(srv.log.Handler(), slog.LevelDebug),
+		ErrorLog:          srv.log.stdLogger(levelDebug),
 		ConnState:         w.connState,
 	}
 	return w
