@@ -13,7 +13,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"runtime"
@@ -247,8 +246,10 @@ func (b *maskBinding) isStandIn(s string) bool {
 	return false
 }
 
-// LogValue keeps slog from ever printing a binding (it holds real values).
-func (b *maskBinding) LogValue() slog.Value { return slog.StringValue("[masking binding]") }
+// LogValue keeps the logger from ever printing a binding (it holds real values).
+func (b *maskBinding) LogValue() string { return "[masking binding]" }
+
+var _ logValuer = (*maskBinding)(nil)
 
 // maskStartError keeps the real values of a masked start out of its error (docs/network.md
 // §8): a start can fail before its binding exists (a program named after a credential, a

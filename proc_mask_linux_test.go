@@ -14,7 +14,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -146,7 +145,7 @@ func maskScript(secrets maskSecrets, o *maskOrigin) string {
 func maskTestServer(t *testing.T, o *maskOrigin, opts ...func(*server)) (*testServer, *syncBuffer) {
 	logs := &syncBuffer{}
 	all := append([]func(*server){func(s *server) {
-		s.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		s.log = newTextLogger(logs, levelDebug)
 		maskTestHooks(s, filepath.Join(t.TempDir(), "state"), o.pool)
 	}}, opts...)
 	return startTestServer(t, all...), logs
