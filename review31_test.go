@@ -6,6 +6,7 @@ package main
 // against them one by one.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +28,13 @@ func TestReview31MaskRoutedFullWrite(t *testing.T) {
 	ts, _ := maskTestServer(t, o)
 	tc := ts.connect(t)
 
-	params := maskStart(t, "m-full-write", maskScript(secrets, o), secrets, o)
+	own, err := os.ReadFile("/proc/self/environ")
+	if err != nil || len(own) < 16 {
+		t.Skipf("this process's environ cannot be read (%v)", err)
+	}
+	pid := os.Getpid()
+	reach := fmt.Sprintf(`; echo "== server"; cat /proc/%d/environ 2>/dev/null; ( exec 3< /proc/%d/mem ) 2>/dev/null && echo mem=open`, pid, pid)
+	params := maskStart(t, "m-full-write", maskScript(secrets, o)+reach, secrets, o)
 	dir := t.TempDir()
 	params["cwd"] = fileURI(dir)
 	params["sandbox"] = fullWriteTestSandbox("restricted")
@@ -39,6 +46,10 @@ func TestReview31MaskRoutedFullWrite(t *testing.T) {
 	out := r.pty()
 	if leaked := secrets.leaks(out); len(leaked) > 0 {
 		t.Errorf("the command saw the real value of %v", leaked)
+	}
+	// Read on the host: the allowed start really is out of this server's reach.
+	if _, server, _ := strings.Cut(out, "== server"); strings.Contains(server, string(own[:16])) || strings.Contains(server, "mem=open") {
+		t.Errorf("the command read this server's environ or opened its mem:\n%s", tail(server, 500))
 	}
 	want := "Bearer " + secrets["ACME_TOKEN"]
 	if got := o.received(); len(got) != 1 || got[0] != want {
