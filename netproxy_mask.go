@@ -605,6 +605,9 @@ type maskBound struct {
 // proxy alone may put back (docs/network.md §8). Read-only once built: safe for concurrent use.
 type maskBinding struct {
 	bound []maskBound
+	// providers are the start's providers, built-in and custom: what a shell snapshot may not
+	// carry (maskSnapshotVar).
+	providers []*maskProvider
 }
 
 // maskUnset is a variable removed from a command's environment because its provider cannot
@@ -691,6 +694,7 @@ func (reg *maskRegistry) maskEnv(in map[string]string, custom credentialProvider
 		}
 		providers = append(providers, p)
 	}
+	res.binding.providers = providers
 
 	markers := map[string]string{}
 	bound := map[*maskEntry]bool{}

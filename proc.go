@@ -270,7 +270,6 @@ type startParams struct {
 	NetworkProxy          *networkProxyParams   `json:"networkProxy,omitempty"`
 	ManagedNetwork        *managedNetworkParams `json:"managedNetwork,omitempty"`
 	EnforceManagedNetwork defaultBool           `json:"enforceManagedNetwork,omitempty"`
-	// Accepted and ignored: credentialProviders.
 }
 
 // ptySize is the terminal size asked for, 24×80 where not given (or 0).
@@ -341,10 +340,10 @@ func (c *call) processStart(p *startParams) (startResult, error) {
 		spec, err = newLaunchSpec(p, cwd, policy, c.srv.envInfo, rows, cols, proxyEnv)
 	}
 	if err == nil {
+		// The route is planned against the final environment, with the sandbox
+		// (applySandbox); masking reads it first: a routed start is a boundary (maskExposure).
+		spec.route = route
 		err = c.maskLaunch(p, spec, proc.netProxy, sandbox) // its final environment (proc_mask.go)
-	}
-	if err == nil {
-		spec.route = route // planned against the final environment, with the sandbox (applySandbox)
 	}
 	if err == nil && p.ShellSnapshot.applies(p.Argv) {
 		host := shellSnapshotEnv{sandbox: c.srv.sandbox, watchdog: table.wd}

@@ -101,7 +101,7 @@ func (s *maskSlot) inject(r *http.Request) []string {
 // resign re-signs r, signed with the command's AWS stand-ins, with the real key
 // (netproxy_sigv4.go); the interception answers a refusal itself.
 func (s *maskSlot) resign(r *http.Request, host string, port uint16) sigv4Outcome {
-	return s.resigner.Load().resign(r, host, port)
+	return s.resigner.Load().resign(r, host, port) // a nil resigner (no AWS key bound) re-signs nothing
 }
 
 func (s *maskSlot) unmask(h http.Header) {
@@ -151,8 +151,11 @@ func (c *call) maskIntercept(p *startParams) (*interceptConfig, error) {
 // its argv through maskText; the binding goes to the proxy and to spec (for the snapshot
 // and the sandbox's read grant). Nothing to do for a start without masking.
 func (c *call) maskLaunch(p *startParams, spec *launchSpec, np *netProxy, sb *processSandbox) error {
-	if !wantsMasking(p) || np == nil || np.mitm == nil {
+	if !wantsMasking(p) {
 		return nil
+	}
+	if np == nil || np.mitm == nil { // maskIntercept gave the proxy its interception: fail closed
+		return errInternal("credential masking: the start's proxy does not intercept; refusing rather than run the command with its real credentials (docs/network.md §8)")
 	}
 	slot, ok := np.mitm.cfg.injector.(*maskSlot)
 	if !ok {
@@ -215,12 +218,17 @@ func (c *call) maskLaunch(p *startParams, spec *launchSpec, np *netProxy, sb *pr
 
 // maskSnapshotVar is what a masked command's shell snapshot may carry of variable k, whose
 // value a login profile exported (docs/network.md §8): every bound real value replaced by its
-// stand-in, and dropped (ok false) when it is a built-in provider's variable or still holds a
-// value of a provider's shape: a credential the start did not carry never reaches the
-// command through its profile.
+// stand-in, and dropped (ok false) when it is a variable of one of the start's providers
+// (built-in or custom) or still holds a value of a provider's shape: a credential the start
+// did not carry never reaches the command through its profile
+// (TestReview31MaskSnapshotCustomProvider).
 func (b *maskBinding) maskSnapshotVar(k, v string) (string, bool) {
 	v = b.maskText(v)
-	for _, p := range maskBuiltins(nil) {
+	providers := b.providers
+	if providers == nil {
+		providers = maskBuiltins(nil)
+	}
+	for _, p := range providers {
 		if slices.Contains(p.env, k) {
 			return "", false
 		}
