@@ -350,3 +350,37 @@ func TestAdv31CAKeyAfterRotate(t *testing.T) {
 		t.Errorf("the command read the rotated masking CA key (the one on the host now):\n%s", tail(out, 1500))
 	}
 }
+
+// TestAdv31CAKeyCreatedLater: the masking CA is created at the server's first masked start;
+// a sandboxed command started before it (here read-only, without masking) had no key to be
+// covered in its mount namespace, and reads the key once it exists. Verdict on the host: the
+// key it printed is the one in <state>/mitm/ca.key.
+func TestAdv31CAKeyCreatedLater(t *testing.T) {
+	requireUserNamespaces(t)
+	netProxyTestHost(t)
+	o := startAdv31Origin(t)
+	ts, _ := maskTestServer(t, &maskOrigin{pool: o.pool}, adv31Secrets)
+	tc := ts.connect(t)
+	keyPath := filepath.Join(ts.srv.mask.stateDir, "mitm", "ca.key")
+	goFile := filepath.Join(t.TempDir(), "go")
+	early := with(procStart(t, "adv31-early", "sh", "-c", `echo "== ready"; while [ ! -e `+goFile+` ]; do sleep 0.05; done; `+
+		`echo "== after"; cat `+keyPath+`; echo "== done"`), "sandbox", netProxyTestSandbox("restricted"))
+	tc.mustCall("process/start", early)
+	waitOutput(tc, "adv31-early", "stdout", "== ready")
+	// the first masked start creates the CA
+	masked := adv31Params(t, o, "adv31-first-masked", "true", maskFake(t, "acme_", maskTestAlnum, 32))
+	tc.run(masked)
+	key, err := os.ReadFile(keyPath)
+	if err != nil {
+		t.Fatalf("the masked start created no CA: %v", err)
+	}
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := waitClosed(tc, "adv31-early")
+	out := string(r.out["stdout"]) + string(r.out["stderr"])
+	k := strings.TrimSpace(string(key))
+	if mid := k[len(k)/2 : len(k)/2+32]; strings.Contains(out, mid) {
+		t.Errorf("a sandboxed command started before the first masked start read the masking CA key:\n%s", tail(out, 1500))
+	}
+}
