@@ -59,6 +59,14 @@ func startAdv31Origin(t *testing.T) *adv31Origin {
 				gz.Close()
 				return
 			}
+		case "/split": // the echo split across writes, one byte at a time around the token
+			fl := w.(http.Flusher)
+			for i := 0; i < len(a); i++ {
+				io.WriteString(w, a[i:i+1])
+				fl.Flush()
+			}
+			io.WriteString(w, "\n"+a+a+"\n")
+			return
 		case "/trailer":
 			w.Header().Set("Trailer", "X-Echo")
 			io.WriteString(w, "ok\n")
@@ -286,6 +294,9 @@ func TestAdv31Refused(t *testing.T) {
 		`echo "== plain http"; $C -H "Authorization: Bearer $ACME_TOKEN" http://` + oh + `/plain; ` +
 		// a redirect from the origin followed with the credential (--location-trusted)
 		`echo "== redirect"; $C -k --location-trusted -H "Authorization: Bearer $ACME_TOKEN" "` + o.url() + `/redir"; ` +
+		// the echo split byte by byte (HTTP/1.1 and HTTP/2 to the command)
+		`echo "== split h1"; $C --http1.1 -H "Authorization: Bearer $ACME_TOKEN" ` + o.url() + `/split; ` +
+		`echo "== split h2"; $C --http2 -H "Authorization: Bearer $ACME_TOKEN" ` + o.url() + `/split; ` +
 		// the masking CA's key next to the bundle the command is told about
 		`echo "== ca"; ls -la "$(dirname "$SSL_CERT_FILE")"; cat "$(dirname "$SSL_CERT_FILE")/ca.key"; ` +
 		`echo "== environ"; for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f" 2>/dev/null; done | grep -c ACME; ` +
@@ -382,5 +393,37 @@ func TestAdv31CAKeyCreatedLater(t *testing.T) {
 	k := strings.TrimSpace(string(key))
 	if mid := k[len(k)/2 : len(k)/2+32]; strings.Contains(out, mid) {
 		t.Errorf("a sandboxed command started before the first masked start read the masking CA key:\n%s", tail(out, 1500))
+	}
+}
+
+// TestAdv31SigV4GzipEcho: the gzip reflection with AWS keys: the command signs with its
+// stand-ins (curl --aws-sigv4), the proxy re-signs with the real key, and the endpoint's
+// compressed echo of Authorization hands the command the real access key id. Verdict on the
+// host: the origin received the real key id, the command printed it.
+func TestAdv31SigV4GzipEcho(t *testing.T) {
+	requireUserNamespaces(t)
+	netProxyTestHost(t)
+	o := startAdv31Origin(t)
+	ts, logs := maskTestServer(t, &maskOrigin{pool: o.pool}, adv31Secrets)
+	tc := ts.connect(t)
+	keyID := maskFake(t, "AKIA", maskTestUpper, 16)
+	script := `curl -sS --max-time 20 --compressed --aws-sigv4 "aws:amz:us-east-1:execute-api" ` +
+		`--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "$AWS_ENDPOINT_URL/gzip"; echo "== done"`
+	params := netProxyStartParams(t, "adv31-sigv4", script, map[string]any{
+		"domains":           map[string]string{"127.0.0.1": "allow"},
+		"credentialMasking": true,
+	}, 0)
+	params["env"] = map[string]string{"PATH": "/usr/bin:/bin", "HOME": t.TempDir(), "AWS_ENDPOINT_URL": o.url(),
+		"AWS_ACCESS_KEY_ID": keyID, "AWS_SECRET_ACCESS_KEY": maskFake(t, "", maskTestAlnum, 40)}
+	params["tty"] = true
+	params["sandbox"] = netProxyTestSandbox("restricted")
+	params["enforceManagedNetwork"] = true
+	out := tc.run(params).pty()
+	got := strings.Join(o.received(), "\n")
+	if !strings.Contains(got, "Credential="+keyID+"/") {
+		t.Fatalf("the origin did not receive a request re-signed with the real key id (attempt invalid): %q\n%s\n%s", got, tail(out, 1500), tail(logs.String(), 2000))
+	}
+	if strings.Contains(out, keyID) {
+		t.Errorf("the command read the real AWS access key id from the compressed echo:\n%s", tail(out, 1500))
 	}
 }
