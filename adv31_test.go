@@ -119,13 +119,13 @@ func (o *adv31Origin) received() []string {
 // adv31Run runs script (sh -c) in a masked PTY start under the routed read-only profile,
 // with a fresh ACME_TOKEN whose custom provider is the origin, and returns the real token
 // and the command's output.
-func adv31Run(t *testing.T, o *adv31Origin, id, script string) (real, out string) {
-	real, out, _ = adv31RunState(t, o, id, script)
+func adv31Run(t *testing.T, o *adv31Origin, id, script string, over ...func(map[string]any)) (real, out string) {
+	real, out, _ = adv31RunState(t, o, id, script, over...)
 	return real, out
 }
 
 // adv31RunState is adv31Run, also returning the server's state directory (its masking CA).
-func adv31RunState(t *testing.T, o *adv31Origin, id, script string) (real, out, stateDir string) {
+func adv31RunState(t *testing.T, o *adv31Origin, id, script string, over ...func(map[string]any)) (real, out, stateDir string) {
 	t.Helper()
 	requireUserNamespaces(t)
 	netProxyTestHost(t) // skips without curl
@@ -134,6 +134,9 @@ func adv31RunState(t *testing.T, o *adv31Origin, id, script string) (real, out, 
 	tc := ts.connect(t)
 	real = maskFake(t, "acme_", maskTestAlnum, 32)
 	params := adv31Params(t, o, id, script, real)
+	for _, f := range over {
+		f(params)
+	}
 	out = tc.run(params).pty()
 	if strings.Contains(logs.String(), real) {
 		t.Errorf("the server's log holds the real ACME_TOKEN")
@@ -164,6 +167,19 @@ func adv31Params(t *testing.T, o *adv31Origin, id, script, real string) map[stri
 	return params
 }
 
+// adv31Profiles are the two profiles the Codex harness asks for, each a change of a start's
+// parameters: read-only (adv31Params' own) and workspace-write on a fresh directory.
+func adv31Profiles(t *testing.T) map[string]func(map[string]any) {
+	return map[string]func(map[string]any){
+		"read-only": func(map[string]any) {},
+		"workspace-write": func(p map[string]any) {
+			dir := t.TempDir()
+			p["cwd"] = fileURI(dir)
+			p["sandbox"] = workspaceTestSandbox("restricted", dir)
+		},
+	}
+}
+
 // adv31Check fails t when the command saw the real token, after checking that the attempt
 // was a real one: the origin received the real value on path.
 func adv31Check(t *testing.T, o *adv31Origin, path, real, out string) {
@@ -189,9 +205,13 @@ func slices31Contains(s []string, v string) bool {
 // the origin's compressed echo is passed on unscanned and curl --compressed prints it.
 func TestAdv31GzipEcho(t *testing.T) {
 	o := startAdv31Origin(t)
-	real, out := adv31Run(t, o, "adv31-gzip",
-		`curl -sS --max-time 20 --compressed -H "Authorization: Bearer $ACME_TOKEN" `+o.url()+`/gzip; echo "== done"`)
-	adv31Check(t, o, "/gzip", real, out)
+	for name, profile := range adv31Profiles(t) {
+		t.Run(name, func(t *testing.T) {
+			real, out := adv31Run(t, o, "adv31-gzip",
+				`curl -sS --max-time 20 --compressed -H "Authorization: Bearer $ACME_TOKEN" `+o.url()+`/gzip; echo "== done"`, profile)
+			adv31Check(t, o, "/gzip", real, out)
+		})
+	}
 }
 
 // TestAdv31TrailerEcho: a trailer's value only exists once the body has been read, after
@@ -333,12 +353,19 @@ func TestAdv31CAKeyAfterRotate(t *testing.T) {
 	requireUserNamespaces(t)
 	netProxyTestHost(t)
 	o := startAdv31Origin(t)
+	for name, profile := range adv31Profiles(t) {
+		t.Run(name, func(t *testing.T) { adv31CAKeyAfterRotate(t, o, profile) })
+	}
+}
+
+func adv31CAKeyAfterRotate(t *testing.T, o *adv31Origin, profile func(map[string]any)) {
 	ts, _ := maskTestServer(t, &maskOrigin{pool: o.pool}, adv31Secrets)
 	tc := ts.connect(t)
 	goFile := filepath.Join(t.TempDir(), "go")
 	script := `D=$(dirname "$SSL_CERT_FILE"); echo "== before"; cat "$D/ca.key"; echo "== ready"; ` +
 		`while [ ! -e ` + goFile + ` ]; do sleep 0.05; done; echo "== after"; cat "$D/ca.key"; echo "== done"`
 	params := adv31Params(t, o, "adv31-rotate", script, maskFake(t, "acme_", maskTestAlnum, 32))
+	profile(params)
 	tc.mustCall("process/start", params)
 	waitOutput(tc, "adv31-rotate", "pty", "== ready")
 	if _, err := rotateMITMCA(ts.srv.mask.stateDir, time.Now()); err != nil {
@@ -370,12 +397,19 @@ func TestAdv31CAKeyCreatedLater(t *testing.T) {
 	requireUserNamespaces(t)
 	netProxyTestHost(t)
 	o := startAdv31Origin(t)
+	for name, profile := range adv31Profiles(t) {
+		t.Run(name, func(t *testing.T) { adv31CAKeyCreatedLater(t, o, profile) })
+	}
+}
+
+func adv31CAKeyCreatedLater(t *testing.T, o *adv31Origin, profile func(map[string]any)) {
 	ts, _ := maskTestServer(t, &maskOrigin{pool: o.pool}, adv31Secrets)
 	tc := ts.connect(t)
 	keyPath := filepath.Join(ts.srv.mask.stateDir, "mitm", "ca.key")
 	goFile := filepath.Join(t.TempDir(), "go")
 	early := with(procStart(t, "adv31-early", "sh", "-c", `echo "== ready"; while [ ! -e `+goFile+` ]; do sleep 0.05; done; `+
 		`echo "== after"; cat `+keyPath+`; echo "== done"`), "sandbox", netProxyTestSandbox("restricted"))
+	profile(early)
 	tc.mustCall("process/start", early)
 	waitOutput(tc, "adv31-early", "stdout", "== ready")
 	// the first masked start creates the CA
