@@ -11,6 +11,7 @@ import (
 	"compress/gzip"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -459,5 +460,37 @@ func TestAdv31SigV4GzipEcho(t *testing.T) {
 	}
 	if strings.Contains(out, keyID) {
 		t.Errorf("the command read the real AWS access key id from the compressed echo:\n%s", tail(out, 1500))
+	}
+}
+
+// TestAdv31EnvEncodedCredential: a credential of the request's environment also present,
+// base64-encoded, in another variable (git's http.extraheader through GIT_CONFIG_*, as CI
+// jobs pass a token to git) is neither its registered real value nor a value of a provider's
+// shape, so maskEnv passes it on and the command decodes the real token. Verdict on the
+// host: the command's output holds the real GITHUB_TOKEN.
+func TestAdv31EnvEncodedCredential(t *testing.T) {
+	requireUserNamespaces(t)
+	netProxyTestHost(t)
+	o := startAdv31Origin(t)
+	gh := maskFake(t, "ghp_", maskTestAlnum, 36)
+	basic := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + gh))
+	for name, profile := range adv31Profiles(t) {
+		t.Run(name, func(t *testing.T) {
+			_, out := adv31Run(t, o, "adv31-encoded",
+				`echo "GITHUB_TOKEN=$GITHUB_TOKEN"; echo "$GIT_CONFIG_VALUE_0" | cut -d' ' -f3 | base64 -d; echo; echo "== done"`,
+				profile, func(p map[string]any) {
+					env := p["env"].(map[string]string)
+					env["GITHUB_TOKEN"] = gh
+					env["GIT_CONFIG_COUNT"] = "1"
+					env["GIT_CONFIG_KEY_0"] = "http.https://github.com/.extraheader"
+					env["GIT_CONFIG_VALUE_0"] = "AUTHORIZATION: basic " + basic
+				})
+			if !strings.Contains(out, "GITHUB_TOKEN=ghp_") || strings.Contains(out, "GITHUB_TOKEN="+gh) {
+				t.Fatalf("GITHUB_TOKEN was not masked (attempt invalid):\n%s", out)
+			}
+			if strings.Contains(out, gh) {
+				t.Errorf("the command decoded the real GITHUB_TOKEN from GIT_CONFIG_VALUE_0:\n%s", tail(out, 1500))
+			}
+		})
 	}
 }
