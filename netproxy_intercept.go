@@ -21,8 +21,10 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strconv"
@@ -121,7 +123,7 @@ func newMITMProxy(p *netProxy, cfg interceptConfig) *mitmProxy {
 		DialContext:         m.dialOrigin,
 		TLSClientConfig:     &tls.Config{RootCAs: cfg.roots, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2:   true,
-		DisableCompression:  true, // the child's Accept-Encoding and the origin's body, as they are
+		DisableCompression:  true, // bodies as the origin sends them; rewrite asks for identity
 		MaxConnsPerHost:     netProxyMaxConns,
 		MaxIdleConnsPerHost: mitmMaxIdlePerHost,
 		IdleConnTimeout:     p.idleOf(),
@@ -129,7 +131,7 @@ func newMITMProxy(p *netProxy, cfg interceptConfig) *mitmProxy {
 	}
 	m.rp = &httputil.ReverseProxy{
 		Rewrite:        m.rewrite,
-		Transport:      m.tr,
+		Transport:      unmask1xxTransport{m.tr, cfg.injector},
 		FlushInterval:  -1,
 		ErrorLog:       quiet,
 		ModifyResponse: m.modifyResponse,
@@ -361,37 +363,109 @@ func (m *mitmProxy) rewrite(pr *httputil.ProxyRequest) {
 	hostPort := net.JoinHostPort(t.host, strconv.Itoa(int(t.port)))
 	pr.Out.URL = &url.URL{Scheme: "https", Host: hostPort, Path: pr.In.URL.Path, RawPath: pr.In.URL.RawPath, RawQuery: pr.In.URL.RawQuery}
 	pr.Out.Host = strings.TrimSuffix(hostPort, ":443")
+	// A compressed body cannot be scanned for real values (D6): ask for none. The child's
+	// client decodes nothing it did not get.
+	pr.Out.Header.Set("Accept-Encoding", "identity")
 	m.cfg.injector.inject(pr.Out)
 }
 
-// modifyResponse lets the injector take real values out of the response's headers (D6).
+// errCompressedAnswer refuses an answer that came compressed though identity was asked for:
+// its body could hand the child a real value D6 cannot see (TestAdv31GzipEcho).
+var errCompressedAnswer = errors.New("intercepted answer compressed")
+
+// modifyResponse lets the injector take real values out of the response (D6): its headers
+// now, its trailers when its body ends, its body as it streams, and, after a 101, what the
+// origin sends on the upgraded connection.
 func (m *mitmProxy) modifyResponse(resp *http.Response) error {
-	if u, ok := m.cfg.injector.(responseUnmasker); ok {
+	u, unmasks := m.cfg.injector.(responseUnmasker)
+	if unmasks {
 		u.unmask(resp.Header)
 		u.unmask(resp.Trailer)
 	}
-	bu, ok := m.cfg.injector.(bodyUnmasker)
-	if !ok || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
-		return nil
-	}
-	if ce := resp.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
-		return nil // compressed: not scanned (docs/network.md "Interception")
-	}
 	var pairs []unmaskPair
-	for _, pr := range bu.unmaskPairs() {
-		if len(pr.real) > 0 {
-			pairs = append(pairs, pr)
-			if len(pr.real) != len(pr.standIn) {
-				// The body's length may change: let it be framed by its end.
-				resp.ContentLength = -1
-				resp.Header.Del("Content-Length")
+	if bu, ok := m.cfg.injector.(bodyUnmasker); ok {
+		for _, pr := range bu.unmaskPairs() {
+			if len(pr.real) > 0 {
+				pairs = append(pairs, pr)
 			}
 		}
 	}
-	if len(pairs) > 0 {
-		resp.Body = newUnmaskReader(resp.Body, pairs)
+	if resp.Body == nil || len(pairs) == 0 && !unmasks {
+		return nil
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && len(pairs) > 0 {
+			resp.Body = upgradeUnmasker{newUnmaskReader(rwc, pairs), rwc} // TestAdv31UpgradeEcho
+		}
+		return nil
+	}
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && ce != "identity" && len(pairs) > 0 {
+		return errCompressedAnswer
+	}
+	if unmasks {
+		// Trailers get their values as the body ends, after this hook: unmask them then,
+		// before the proxy copies them (TestAdv31TrailerEcho).
+		resp.Body = &trailerUnmasker{ReadCloser: resp.Body, trailer: resp.Trailer, u: u}
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	for _, pr := range pairs {
+		if len(pr.real) != len(pr.standIn) {
+			// The body's length may change: let it be framed by its end.
+			resp.ContentLength = -1
+			resp.Header.Del("Content-Length")
+			break
+		}
+	}
+	resp.Body = newUnmaskReader(resp.Body, pairs)
 	return nil
+}
+
+// trailerUnmasker unmasks a response's trailers once its body has been read to its end, when
+// the transport has filled them in.
+type trailerUnmasker struct {
+	io.ReadCloser
+	trailer http.Header
+	u       responseUnmasker
+}
+
+func (t *trailerUnmasker) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if err == io.EOF {
+		t.u.unmask(t.trailer)
+	}
+	return n, err
+}
+
+// upgradeUnmasker is the origin's side of an upgraded connection: what the origin sends is
+// unmasked on its way to the child, what the child sends goes on as it is.
+type upgradeUnmasker struct {
+	*unmaskReader
+	rwc io.ReadWriteCloser
+}
+
+func (c upgradeUnmasker) Write(p []byte) (int, error) { return c.rwc.Write(p) }
+func (c upgradeUnmasker) Close() error                { return c.rwc.Close() }
+
+// unmask1xxTransport unmasks the headers of an informational answer (a 103 Early Hints) before
+// the reverse proxy passes them to the child, which it does from its own trace hook, past
+// modifyResponse (TestAdv31EarlyHintsEcho): a hook added later runs first.
+type unmask1xxTransport struct {
+	rt http.RoundTripper
+	in credentialInjector
+}
+
+func (t unmask1xxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	u, ok := t.in.(responseUnmasker)
+	if !ok {
+		return t.rt.RoundTrip(r)
+	}
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
+		u.unmask(http.Header(h))
+		return nil
+	}}
+	return t.rt.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
 }
 
 // unmaskReader passes a body on with every real value of its pairs replaced by the stand-in.
