@@ -646,8 +646,9 @@ func maskDiscoverySkip(key string, context []string) bool {
 // maskEnv masks a command's environment (its final one, after every other change): each
 // provider's variables get their stand-ins, credentials found inside other variables (a
 // registered real value, one of this server's own environment under another name, or a value
-// of a provider's shape) are replaced in place, a provider that cannot mask has its variables
-// removed (D2), NO_PROXY loses the hosts of masked destinations (D7), and the markers are set.
+// of a provider's shape) are replaced in place, a variable holding one encoded is removed, a
+// provider that cannot mask has its variables removed (D2), NO_PROXY loses the hosts of
+// masked destinations (D7), and the markers are set.
 // parent is this server's own environment (os.Environ()). The input map is not changed.
 func (reg *maskRegistry) maskEnv(in map[string]string, custom credentialProviders, parent []string) (*maskResult, error) {
 	env := make(map[string]string, len(in)+2)
