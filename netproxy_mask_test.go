@@ -776,14 +776,27 @@ func TestMaskEnvEncodedForms(t *testing.T) {
 		name string
 		e    *base64.Encoding
 	}{{"std", base64.StdEncoding}, {"rawstd", base64.RawStdEncoding}, {"url", base64.URLEncoding}, {"rawurl", base64.RawURLEncoding}}
+	// a value whose runs of '?' and '~' encode to '/' and '+' (URL-safe: '_' and '-') at every
+	// alignment: the two alphabets differ on it
+	const symbols = "tok-???????-~~~~~~~-end"
+	in["ANTHROPIC_AUTH_TOKEN"] = symbols
 	// the three alignments, twice each, and every length of what follows mod 3
 	prefixes := []string{"", "x", "x-", "x-a", "x-access-token:", "user:"}
-	for _, real := range []struct{ key, v string }{{"GH_TOKEN", testGHToken}, {"AWS_SECRET_ACCESS_KEY", testAWSSecret}} {
+	for _, real := range []struct{ key, v string }{{"GH_TOKEN", testGHToken}, {"AWS_SECRET_ACCESS_KEY", testAWSSecret},
+		{"ANTHROPIC_AUTH_TOKEN", symbols}} {
 		for _, enc := range encs {
 			for i, pre := range prefixes {
 				for suf := range 3 {
 					k := "ENC_" + real.key + "_" + enc.name + "_" + strconv.Itoa(i) + "_" + strconv.Itoa(suf)
-					in[k] = "AUTHORIZATION: basic " + enc.e.EncodeToString([]byte(pre+real.v+strings.Repeat("!", suf)))
+					b64 := enc.e.EncodeToString([]byte(pre + real.v + strings.Repeat("!", suf)))
+					alphabet := "+/"
+					if strings.Contains(enc.name, "url") {
+						alphabet = "-_"
+					}
+					if real.v == symbols && !strings.ContainsAny(b64, alphabet) {
+						t.Fatalf("%s: the fixture does not exercise its alphabet: %s", k, b64)
+					}
+					in[k] = "AUTHORIZATION: basic " + b64
 					want[k] = real.key
 				}
 			}
