@@ -9,6 +9,7 @@ package main
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +39,10 @@ const (
 
 	// maskDiscoveryRounds bounds the credentials of one provider found in one variable.
 	maskDiscoveryRounds = 16
+	// maskEncodedMin is the shortest real value whose encoded forms (base64, percent, hex)
+	// are looked for in other variables: shorter, an encoded fragment could match by chance.
+	// Every built-in shape is longer (an AWS key id, the shortest, has 20 bytes).
+	maskEncodedMin = 16
 
 	maskMarkerActive = "CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE"
 	maskMarkerList   = "CODEX_NETWORK_PROXY_BROKERED_CREDENTIALS"
@@ -641,8 +646,9 @@ func maskDiscoverySkip(key string, context []string) bool {
 // maskEnv masks a command's environment (its final one, after every other change): each
 // provider's variables get their stand-ins, credentials found inside other variables (a
 // registered real value, one of this server's own environment under another name, or a value
-// of a provider's shape) are replaced in place, a provider that cannot mask has its variables
-// removed (D2), NO_PROXY loses the hosts of masked destinations (D7), and the markers are set.
+// of a provider's shape) are replaced in place, a variable holding one encoded is removed, a
+// provider that cannot mask has its variables removed (D2), NO_PROXY loses the hosts of
+// masked destinations (D7), and the markers are set.
 // parent is this server's own environment (os.Environ()). The input map is not changed.
 func (reg *maskRegistry) maskEnv(in map[string]string, custom credentialProviders, parent []string) (*maskResult, error) {
 	env := make(map[string]string, len(in)+2)
@@ -813,6 +819,8 @@ func (reg *maskRegistry) maskEnv(in map[string]string, custom credentialProvider
 			res.aliases = append(res.aliases, k)
 		}
 	}
+	// 2b. credentials encoded inside other variables: the variable goes
+	maskDropEncoded(res, owner, context, parentVals, parentKey, markers)
 	// 3. D7: no bypass of the proxy for a masked destination
 	for _, k := range []string{"NO_PROXY", "no_proxy"} {
 		if v, ok := env[k]; ok {
@@ -833,6 +841,189 @@ func (reg *maskRegistry) maskEnv(in map[string]string, custom credentialProvider
 	env[maskMarkerActive] = "1"
 	env[maskMarkerList] = string(js)
 	return res, nil
+}
+
+// maskNeedle is one encoded form of a real value, looked for in other variables.
+type maskNeedle struct {
+	s, form, provider, env string
+}
+
+// maskEncodedForms are the encoded forms of real that differ from it, each with its name:
+// base64 (standard and URL-safe) at each of the three alignments the value may have inside a
+// longer encoded string, without the edge characters that also depend on the bytes around it
+// (so padded, unpadded and embedded encodings all hold it); percent-encoding (query and path
+// escaping, upper- and lower-case hex digits); hex (both cases).
+func maskEncodedForms(real string) [][2]string {
+	var out [][2]string
+	add := func(s, form string) {
+		if s != "" && s != real && !slices.ContainsFunc(out, func(x [2]string) bool { return x[0] == s }) {
+			out = append(out, [2]string{s, form})
+		}
+	}
+	for _, enc := range []struct {
+		e    *base64.Encoding
+		name string
+	}{{base64.RawStdEncoding, "base64"}, {base64.RawURLEncoding, "base64url"}} {
+		for shift := range 3 {
+			b := make([]byte, shift, shift+len(real))
+			b = append(b, real...)
+			full := enc.e.EncodeToString(b)
+			// character i holds bits 6i..6i+5: keep those that hold bits of real only
+			start, end := (8*shift+5)/6, 8*(shift+len(real))/6
+			add(full[start:end], enc.name)
+		}
+	}
+	for _, q := range []string{url.QueryEscape(real), url.PathEscape(real)} {
+		add(q, "percent-encoded")
+		add(lowerPercentHex(q), "percent-encoded")
+	}
+	h := hex.EncodeToString([]byte(real))
+	add(h, "hex")
+	add(strings.ToUpper(h), "hex")
+	return out
+}
+
+// lowerPercentHex writes the hex digits of s's %XX escapes in lower case.
+func lowerPercentHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = lowerASCII(b[i+1]), lowerASCII(b[i+2])
+			i += 2
+		}
+	}
+	return string(b)
+}
+
+func lowerASCII(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// maskDropEncoded removes every variable that step 2 looks into and that holds an encoded form
+// of a real value being masked (bound to the start, or the server's own credential), and
+// logs it by name (res.unset): its value cannot be re-encoded with the stand-in safely (the
+// bytes around the credential share its characters), so the whole variable goes. Only real
+// values of maskEncodedMin bytes or more (docs/network.md §8, step 2b).
+func maskDropEncoded(res *maskResult, owner map[string]*maskProvider, context []string,
+	parentVals map[string]*maskProvider, parentKey, markers map[string]string) {
+	var needles []maskNeedle
+	seen := map[string]bool{}
+	add := func(real, provider, env string) {
+		if len(real) < maskEncodedMin || seen[real] {
+			return
+		}
+		seen[real] = true
+		for _, f := range maskEncodedForms(real) {
+			needles = append(needles, maskNeedle{f[0], f[1], provider, env})
+		}
+	}
+	for _, b := range res.binding.bound {
+		add(b.e.real, b.p.name, b.e.env)
+	}
+	reals := make([]string, 0, len(parentVals))
+	for real := range parentVals {
+		reals = append(reals, real)
+	}
+	sort.Strings(reals)
+	for _, real := range reals {
+		add(real, parentVals[real].name, parentKey[real])
+	}
+	if len(needles) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(res.env))
+	for k := range res.env {
+		if owner[k] == nil && !maskDiscoverySkip(k, context) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	set := newMaskNeedleSet(needles)
+	for _, k := range keys {
+		n := set.find(res.env[k])
+		if n == nil {
+			continue
+		}
+		delete(res.env, k)
+		delete(markers, k)
+		res.aliases = slices.DeleteFunc(res.aliases, func(a string) bool { return a == k })
+		res.unset = append(res.unset, maskUnset{k, n.provider, "holds the credential of " + n.env + ", " + n.form})
+	}
+}
+
+// maskNeedleWindow is the length of the needles' prefixes that a rolling hash looks for: no
+// needle is shorter (a real value of maskEncodedMin bytes has no encoded form under 20).
+const maskNeedleWindow = 16
+
+// maskNeedleSet finds any of many needles in one pass over a value (Rabin-Karp on their
+// first maskNeedleWindow bytes, a bit filter before the map), so that a start with many
+// credentials and a large environment stays fast; a needle shorter than the window is looked
+// for with strings.Contains.
+type maskNeedleSet struct {
+	needles []maskNeedle
+	short   []int
+	byHash  map[uint64][]int
+	filter  [1 << 10]uint64 // 1<<16 bits, indexed by the mixed hash's top 16 bits
+	pow     uint64          // maskHashBase^(maskNeedleWindow-1)
+}
+
+const maskHashBase = 1099511628211
+
+func newMaskNeedleSet(needles []maskNeedle) *maskNeedleSet {
+	s := &maskNeedleSet{needles: needles, byHash: map[uint64][]int{}, pow: 1}
+	for range maskNeedleWindow - 1 {
+		s.pow *= maskHashBase
+	}
+	for i, n := range needles {
+		if len(n.s) < maskNeedleWindow {
+			s.short = append(s.short, i)
+			continue
+		}
+		h := maskWindowHash(n.s)
+		s.byHash[h] = append(s.byHash[h], i)
+		b := maskHashBit(h)
+		s.filter[b>>6] |= 1 << (b & 63)
+	}
+	return s
+}
+
+func maskWindowHash(s string) uint64 {
+	var h uint64
+	for i := range maskNeedleWindow {
+		h = h*maskHashBase + uint64(s[i])
+	}
+	return h
+}
+
+func maskHashBit(h uint64) uint64 { return (h * 0x9E3779B97F4A7C15) >> 48 }
+
+// find returns the needle that occurs first in v, nil when none does.
+func (s *maskNeedleSet) find(v string) *maskNeedle {
+	for _, i := range s.short {
+		if strings.Contains(v, s.needles[i].s) {
+			return &s.needles[i]
+		}
+	}
+	if len(v) < maskNeedleWindow || len(s.byHash) == 0 {
+		return nil
+	}
+	h := maskWindowHash(v)
+	for i := 0; ; i++ {
+		if b := maskHashBit(h); s.filter[b>>6]&(1<<(b&63)) != 0 {
+			for _, j := range s.byHash[h] {
+				if strings.HasPrefix(v[i:], s.needles[j].s) {
+					return &s.needles[j]
+				}
+			}
+		}
+		if i+maskNeedleWindow >= len(v) {
+			return nil
+		}
+		h = (h-uint64(v[i])*s.pow)*maskHashBase + uint64(v[i+maskNeedleWindow])
+	}
 }
 
 // r0 is the registry's entropy for a provider's compile check, under the lock.

@@ -6,14 +6,17 @@ package main
 import (
 	"bufio"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"hash/crc32"
 	"maps"
 	mrand "math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -753,4 +756,155 @@ func TestMaskGHHostPort(t *testing.T) {
 			t.Errorf("GH_HOST=%s accepted", bad)
 		}
 	}
+}
+
+// TestMaskEnvEncodedForms: a real value being masked, or the server's own credential, found
+// encoded in another variable (base64 standard or URL-safe, padded or not, at each alignment
+// inside a longer encoded string; percent-encoded; hex) removes that variable, logged by name
+// with its provider and a reason, never the value; a real value under maskEncodedMin bytes,
+// a skipped variable and unrelated base64 are left as they are.
+func TestMaskEnvEncodedForms(t *testing.T) {
+	const short = "short_abcdefgh" // 14 bytes: its encoded forms are not looked for
+	parentOnly := "ghp_Parent0nly34567890abcdefghijklmnopqrs"
+	in := testMaskEnv()
+	in["SHORT_TOKEN"] = short
+	custom := testMaskProviders()
+	custom["short"] = credentialProvider{Env: []string{"SHORT_TOKEN"}, Patterns: []string{"short_[a-z]{8}"},
+		URLPrefixes: []string{"https://short.test"}, Auth: []string{"bearer"}}
+	want := map[string]string{} // variable -> the credential's variable named in the reason
+	encs := []struct {
+		name string
+		e    *base64.Encoding
+	}{{"std", base64.StdEncoding}, {"rawstd", base64.RawStdEncoding}, {"url", base64.URLEncoding}, {"rawurl", base64.RawURLEncoding}}
+	// a value whose runs of '?' and '~' encode to '/' and '+' (URL-safe: '_' and '-') at every
+	// alignment: the two alphabets differ on it
+	const symbols = "tok-???????-~~~~~~~-end"
+	in["ANTHROPIC_AUTH_TOKEN"] = symbols
+	// the three alignments, twice each, and every length of what follows mod 3
+	prefixes := []string{"", "x", "x-", "x-a", "x-access-token:", "user:"}
+	for _, real := range []struct{ key, v string }{{"GH_TOKEN", testGHToken}, {"AWS_SECRET_ACCESS_KEY", testAWSSecret},
+		{"ANTHROPIC_AUTH_TOKEN", symbols}} {
+		for _, enc := range encs {
+			for i, pre := range prefixes {
+				for suf := range 3 {
+					k := "ENC_" + real.key + "_" + enc.name + "_" + strconv.Itoa(i) + "_" + strconv.Itoa(suf)
+					b64 := enc.e.EncodeToString([]byte(pre + real.v + strings.Repeat("!", suf)))
+					alphabet := "+/"
+					if strings.Contains(enc.name, "url") {
+						alphabet = "-_"
+					}
+					if real.v == symbols && !strings.ContainsAny(b64, alphabet) {
+						t.Fatalf("%s: the fixture does not exercise its alphabet: %s", k, b64)
+					}
+					in[k] = "AUTHORIZATION: basic " + b64
+					want[k] = real.key
+				}
+			}
+		}
+	}
+	// the AWS secret holds '/': its percent-encodings differ from it
+	in["PCT_QUERY"] = "https://x.test/?s=" + url.QueryEscape(testAWSSecret) + "&a=b"
+	in["PCT_SEGMENT"] = "/p/" + url.PathEscape("a b"+testAWSSecret)
+	in["PCT_LOWER"] = strings.ReplaceAll(url.QueryEscape(testAWSSecret), "%2F", "%2f")
+	in["HEX_LOWER"] = "0x" + hex.EncodeToString([]byte(testGHToken))
+	in["HEX_EXACT"] = hex.EncodeToString([]byte(testAWSKeyID)) // the whole value, first byte to last
+	in["HEX_UPPER"] = strings.ToUpper(hex.EncodeToString([]byte("k=" + testVendor)))
+	in["PARENT_B64"] = base64.StdEncoding.EncodeToString([]byte("x-access-token:" + parentOnly))
+	for _, k := range []string{"PCT_QUERY", "PCT_SEGMENT", "PCT_LOWER"} {
+		want[k] = "AWS_SECRET_ACCESS_KEY"
+	}
+	want["HEX_LOWER"], want["HEX_UPPER"], want["PARENT_B64"] = "GH_TOKEN", "VENDOR_TOKEN", "GH_TOKEN"
+	want["HEX_EXACT"] = "AWS_ACCESS_KEY_ID"
+	// a variable whose plain alias step 2 replaced, and that holds an encoded one too
+	in["BOTH"] = testGHToken + " " + base64.StdEncoding.EncodeToString([]byte(testGHToken))
+	want["BOTH"] = "GH_TOKEN"
+	// left alone
+	keep := map[string]string{
+		"SHORT_B64":    base64.StdEncoding.EncodeToString([]byte("x-access-token:" + short)),
+		"SHORT_HEX":    hex.EncodeToString([]byte(short)),
+		"UNRELATED":    base64.StdEncoding.EncodeToString([]byte("x-access-token:ghp_Unrelated1234567890abcdefghijklmnop")),
+		"SKIPPED_PATH": "/x/" + base64.StdEncoding.EncodeToString([]byte(testGHToken)),
+	}
+	maps.Copy(in, keep)
+
+	res, err := newMaskRegistry().maskEnv(in, custom, []string{"GH_TOKEN=" + parentOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unset := map[string]maskUnset{}
+	for _, u := range res.unset {
+		unset[u.key] = u
+	}
+	for k, cred := range want {
+		if v, ok := res.env[k]; ok {
+			t.Errorf("%s kept: %q", k, v)
+			continue
+		}
+		u, ok := unset[k]
+		if !ok || !strings.Contains(u.reason, cred) || u.provider == "" {
+			t.Errorf("%s: not logged with its provider and %s: %+v", k, cred, u)
+		}
+		for _, real := range append(slices.Clone(testReals), parentOnly) {
+			if strings.Contains(u.reason, real) || strings.Contains(u.provider, real) {
+				t.Errorf("%s: the log holds a real value: %+v", k, u)
+			}
+		}
+	}
+	for k, v := range keep {
+		if res.env[k] != v {
+			t.Errorf("%s changed: %q, want %q", k, res.env[k], v)
+		}
+	}
+	if slices.Contains(res.aliases, "BOTH") || strings.Contains(res.env[maskMarkerList], `"BOTH"`) {
+		t.Errorf("a removed variable is still an alias: %v %s", res.aliases, res.env[maskMarkerList])
+	}
+	if res.env["GH_TOKEN"] == testGHToken || res.env["HOME"] != "/home/u" {
+		t.Error("the provider's own variable or an ordinary one went wrong")
+	}
+}
+
+// BenchmarkMaskEnvLarge: maskEnv over a large environment (maskBenchVars variables of 1 KiB
+// of base64-like text, plus testMaskEnv's ten credentials), which step 2b scans for every
+// encoded form of every credential: its cost is the start's.
+func BenchmarkMaskEnvLarge(b *testing.B) {
+	const maskBenchVars = 500
+	in := testMaskEnv()
+	r := testRand(1)
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	for i := range maskBenchVars {
+		v := make([]byte, 1024)
+		for j := range v {
+			v[j] = alphabet[r.IntN(len(alphabet))]
+		}
+		in["BENCH_"+strconv.Itoa(i)] = string(v)
+	}
+	reg := newMaskRegistry()
+	custom := testMaskProviders()
+	b.Run("maskEnv", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := reg.maskEnv(in, custom, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// step 2b alone, on the masked environment
+	res, err := reg.maskEnv(in, custom, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	owner := map[string]*maskProvider{}
+	for _, p := range res.binding.providers {
+		for _, k := range p.env {
+			owner[k] = p
+		}
+	}
+	n := len(res.env)
+	b.Run("encoded", func(b *testing.B) {
+		for b.Loop() {
+			maskDropEncoded(res, owner, maskContextKeys, nil, nil, map[string]string{})
+		}
+		if len(res.env) != n {
+			b.Fatal("a variable was removed")
+		}
+	})
 }
