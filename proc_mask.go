@@ -204,7 +204,7 @@ func (c *call) maskLaunch(p *startParams, spec *launchSpec, np *netProxy, sb *pr
 	}
 	attrs := []any{"processId", p.ProcessID, "providers", providers, "aliases", res.aliases}
 	for _, u := range res.unset {
-		c.log.Warn("credential masking: a variable was removed (its provider cannot mask it)", "processId", p.ProcessID, "variable", u.key, "provider", u.provider, "reason", u.reason)
+		c.log.Warn("credential masking: a variable was removed from the command's environment", "processId", p.ProcessID, "variable", u.key, "provider", u.provider, "reason", u.reason)
 	}
 	if why != "" {
 		// No sandbox confines it (danger-full-access): masked all the same, as hygiene
