@@ -110,7 +110,6 @@ func serve(o *cliOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sbx.setSecrets(secretFiles(o))
 	o.compat.logIgnored(log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -128,6 +127,9 @@ func serve(o *cliOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 	}, log)
 	srv.auth = auth
 	srv.sandbox = sbx
+	// After newServer, which made the masking CA's directory: a secret file is named (and
+	// resolved) only where it exists (secrets.go, docs/network.md §8 "The CA").
+	sbx.setSecrets(secretFiles(o))
 	// What a harness's managed-network starts get here, with these flags (docs/network.md §7).
 	srv.envInfo.Capabilities = capabilitiesFor(hostNetworkSupport(sbx, o.managedSandbox == "run-unsandboxed"))
 	defer srv.shutdown()

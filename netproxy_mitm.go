@@ -50,10 +50,14 @@ const (
 	// of its two files.
 	mitmLoadAttempts = 16
 
-	mitmDirName  = "mitm"
-	mitmKeyName  = "ca.key"
-	mitmCertName = "ca.pem"
-	mitmLockName = "lock"
+	// mitmDirName holds the CA's key, certificate, lock and the temporary files of a
+	// rotation: denied, as a directory, to every sandbox (secrets.go). mitmBundleDirName,
+	// beside it, holds the bundles masked commands read.
+	mitmDirName       = "mitm"
+	mitmBundleDirName = "mitm-bundles"
+	mitmKeyName       = "ca.key"
+	mitmCertName      = "ca.pem"
+	mitmLockName      = "lock"
 )
 
 // mitmCAEnvKeys are the variables a masked command gets pointing at the bundle: upstream's
@@ -114,13 +118,16 @@ func stateDirOf(o *cliOptions) string {
 	return d
 }
 
-// mitmCAKeyFile is the CA key under o's state directory (a secret file, secrets.go).
-func mitmCAKeyFile(o *cliOptions) string {
+// mitmCADir is the directory of the CA under o's state directory, denied whole to every
+// sandbox (secrets.go): a cover on the directory survives the renames a rotation makes in
+// it and covers the key a first masked start creates there later, where a cover on the key
+// file would be undone by the one and miss the other (docs/network.md §8, "The CA").
+func mitmCADir(o *cliOptions) string {
 	d := stateDirOf(o)
 	if d == "" {
 		return ""
 	}
-	return filepath.Join(d, mitmDirName, mitmKeyName)
+	return filepath.Join(d, mitmDirName)
 }
 
 // mitmCA is the masking CA in memory and the leaves it issued. Safe for concurrent use.
@@ -203,26 +210,40 @@ func rotateMITMCA(stateDir string, now time.Time) (*x509.Certificate, error) {
 // mitmStateDir makes (0700) or checks <stateDir>/mitm: a real directory, writable by its
 // owner only.
 func mitmStateDir(stateDir string) (string, error) {
+	dir, _, err := makeStateSubdir(stateDir, mitmDirName, 0o700, "masking CA directory")
+	return dir, err
+}
+
+// mitmBundleDir makes (0755: masked commands read the bundles) or checks
+// <stateDir>/mitm-bundles, as mitmStateDir does <stateDir>/mitm.
+func mitmBundleDir(stateDir string) (string, error) {
+	dir, _, err := makeStateSubdir(stateDir, mitmBundleDirName, 0o755, "CA bundle directory")
+	return dir, err
+}
+
+// makeStateSubdir makes (with mode) or checks <stateDir>/name: a real directory (a symlink is
+// refused), writable by its owner only. It returns the directory and what Lstat says of it.
+func makeStateSubdir(stateDir, name string, mode fs.FileMode, what string) (string, fs.FileInfo, error) {
 	if !filepath.IsAbs(stateDir) {
-		return "", fmt.Errorf("state directory %q is not an absolute path", stateDir)
+		return "", nil, fmt.Errorf("state directory %q is not an absolute path", stateDir)
 	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return "", fmt.Errorf("state directory: %w", err)
+		return "", nil, fmt.Errorf("state directory: %w", err)
 	}
-	dir := filepath.Join(stateDir, mitmDirName)
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("masking CA directory: %w", err)
+	dir := filepath.Join(stateDir, name)
+	if err := os.Mkdir(dir, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", nil, fmt.Errorf("%s: %w", what, err)
 	}
 	fi, err := os.Lstat(dir)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("masking CA directory: %w", err)
+		return "", nil, fmt.Errorf("%s: %w", what, err)
 	case !fi.IsDir():
-		return "", fmt.Errorf("masking CA directory %s is not a directory (a symlink is refused)", dir)
+		return "", nil, fmt.Errorf("%s %s is not a directory (a symlink is refused)", what, dir)
 	case fi.Mode().Perm()&0o022 != 0:
-		return "", fmt.Errorf("masking CA directory %s is writable by others (mode %04o)", dir, fi.Mode().Perm())
+		return "", nil, fmt.Errorf("%s %s is writable by others (mode %04o)", what, dir, fi.Mode().Perm())
 	}
-	return dir, nil
+	return dir, fi, nil
 }
 
 // mitmLock serialises creations and rotations of the CA in dir, across processes.
@@ -617,9 +638,10 @@ func systemRootsPEM(goos string, getenv func(string) string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// bundle writes (or finds) <stateDir>/mitm/ca-bundle-<sha256>.pem, the system roots then the
-// CA, mode 0644, and returns its path. An existing file of that name is used only if it is a
-// regular file (not a symlink) with exactly that content.
+// bundle writes (or finds) <stateDir>/mitm-bundles/ca-bundle-<sha256>.pem, the system roots
+// then the CA, mode 0644, and returns its path. An existing file of that name is used only if
+// it is a regular file (not a symlink) with exactly that content. The bundles live outside
+// <stateDir>/mitm, which every sandbox is denied whole, since masked commands read them.
 func (ca *mitmCA) bundle(stateDir string, getenv func(string) string) (string, error) {
 	roots, err := systemRootsPEM(runtime.GOOS, getenv)
 	if err != nil {
@@ -629,7 +651,7 @@ func (ca *mitmCA) bundle(stateDir string, getenv func(string) string) (string, e
 	if len(content) > mitmBundleMax {
 		return "", fmt.Errorf("CA bundle exceeds %d bytes", mitmBundleMax)
 	}
-	dir, err := mitmStateDir(stateDir)
+	dir, err := mitmBundleDir(stateDir)
 	if err != nil {
 		return "", err
 	}

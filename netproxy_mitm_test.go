@@ -386,8 +386,15 @@ func TestMITMBundle(t *testing.T) {
 		t.Fatalf("bundle holds:\n%s\nwant the two roots then the CA", data)
 	}
 	fi, _ := os.Lstat(path)
-	if fi.Mode() != 0o644 || filepath.Dir(path) != filepath.Join(dir, "mitm") || !strings.HasPrefix(filepath.Base(path), "ca-bundle-") {
+	// beside <state>/mitm, which every sandbox is denied whole: masked commands read bundles
+	if fi.Mode() != 0o644 || filepath.Dir(path) != filepath.Join(dir, "mitm-bundles") || !strings.HasPrefix(filepath.Base(path), "ca-bundle-") {
 		t.Errorf("bundle %s mode %v", path, fi.Mode())
+	}
+	if di, _ := os.Lstat(filepath.Dir(path)); di.Mode() != 0o755|os.ModeDir {
+		t.Errorf("bundle directory mode %v, want drwxr-xr-x", di.Mode())
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, "mitm")); slices.ContainsFunc(ents, func(e os.DirEntry) bool { return strings.HasPrefix(e.Name(), "ca-bundle-") }) {
+		t.Errorf("a bundle was written in the CA's own directory")
 	}
 	again, err := ca.bundle(dir, getenv)
 	if err != nil || again != path {
@@ -416,6 +423,17 @@ func TestMITMBundle(t *testing.T) {
 		t.Fatalf("system bundle: %d certificates, CA last: %v", n, bytes.HasSuffix(data, ca.certPEM))
 	}
 	t.Logf("system bundle: %d certificates, %d bytes", n, len(data))
+	// a bundle directory others may write, or a symlink in its place, is refused
+	bdir := filepath.Join(dir, "mitm-bundles")
+	os.Chmod(bdir, 0o777)
+	if _, err := ca.bundle(dir, getenv); err == nil || !strings.Contains(err.Error(), "writable by others") {
+		t.Errorf("a world-writable bundle directory: %v", err)
+	}
+	os.RemoveAll(bdir)
+	os.Symlink(t.TempDir(), bdir)
+	if _, err := ca.bundle(dir, getenv); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("a symlinked bundle directory: %v", err)
+	}
 	env := map[string]string{"SSL_CERT_DIR": "/etc/ssl/certs", "KEEP": "1"}
 	mitmCAEnv(env, path)
 	if _, ok := env["SSL_CERT_DIR"]; ok || env["KEEP"] != "1" || len(env) != len(mitmCAEnvKeys)+1 {
@@ -463,9 +481,11 @@ func TestMITMCACommand(t *testing.T) {
 	}
 }
 
-func TestSecretFilesHoldMITMKey(t *testing.T) {
+// TestSecretFilesHoldMITMDir: the masking CA's whole directory is a secret file, not its key
+// alone (a rotation renames a new key over the old, a first masked start creates it later).
+func TestSecretFilesHoldMITMDir(t *testing.T) {
 	dir := t.TempDir()
-	want := filepath.Join(dir, "mitm", "ca.key")
+	want := filepath.Join(dir, "mitm")
 	if files := secretFiles(&cliOptions{stateDir: dir}); !slices.Contains(files, want) {
 		t.Fatalf("secretFiles %v lacks %s", files, want)
 	}

@@ -13,8 +13,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -30,6 +32,12 @@ import (
 type maskServer struct {
 	stateDir string
 	reg      *maskRegistry
+	// caDir is <stateDir>/mitm as made at the server's start, before any sandbox denied it
+	// (secrets.go); caDirErr why it could not be made. Masking is refused for the server's
+	// life when it could not be, or when the directory is no longer that one: a sandbox built
+	// meanwhile may not cover the key a first start would create there.
+	caDir    fs.FileInfo
+	caDirErr error
 
 	mu     sync.Mutex
 	ca     *mitmCA
@@ -41,9 +49,16 @@ type maskServer struct {
 }
 
 // newMaskServer is the masking state of a server whose state directory is stateDir ("" when
-// it has none: a masked start is then refused).
+// it has none: a masked start is then refused). On Linux, where masking runs, it makes
+// <stateDir>/mitm now, so that every sandbox is denied the directory before the CA's key is
+// ever in it (docs/network.md §8, "The CA"); a failure is kept and reported by open (and
+// logged by newServer): the server runs, masking is refused.
 func newMaskServer(stateDir string) *maskServer {
-	return &maskServer{stateDir: stateDir, reg: newMaskRegistry()}
+	m := &maskServer{stateDir: stateDir, reg: newMaskRegistry()}
+	if stateDir != "" && runtime.GOOS == "linux" {
+		_, m.caDir, m.caDirErr = makeStateSubdir(stateDir, mitmDirName, 0o700, "masking CA directory")
+	}
+	return m
 }
 
 // open returns the CA and the bundle a masked command trusts, loading (or creating) them
@@ -56,6 +71,15 @@ func (m *maskServer) open() (*mitmCA, string, error) {
 	}
 	if m.stateDir == "" {
 		return nil, "", fmt.Errorf("no state directory for the masking CA (give --state-dir)")
+	}
+	if m.caDirErr != nil {
+		return nil, "", fmt.Errorf("the directory of the masking CA could not be made at the server's start (%v): masking is refused until a restart that can make it", m.caDirErr)
+	}
+	if m.caDir != nil {
+		dir := filepath.Join(m.stateDir, mitmDirName)
+		if fi, err := os.Lstat(dir); err != nil || !os.SameFile(fi, m.caDir) {
+			return nil, "", fmt.Errorf("the masking CA directory %s is no longer the one made at the server's start, which the sandboxes deny: masking is refused until a restart", dir)
+		}
 	}
 	ca, err := openMITMCA(m.stateDir, time.Now)
 	if err != nil {

@@ -9,7 +9,8 @@ import (
 )
 
 // secretFiles are o's secret files, each as given and, where it differs, as resolved (the
-// view and Landlock both work on resolved paths).
+// view and Landlock both work on resolved paths). One is a directory: the masking CA's,
+// whose key is replaced by renames (docs/network.md §8, "The CA").
 func secretFiles(o *cliOptions) []string {
 	var files []string
 	add := func(path string) {
@@ -34,7 +35,7 @@ func secretFiles(o *cliOptions) []string {
 	if r.credMode == credCodexLogin && r.codexHome != "" {
 		add(filepath.Join(r.codexHome, codexAuthFile))
 	}
-	add(mitmCAKeyFile(o)) // the credential-masking CA key (netproxy_mitm.go)
+	add(mitmCADir(o)) // the credential-masking CA's directory, its key within (netproxy_mitm.go)
 	if r.awsSigV4 {
 		cred, _ := awsFilePaths(os.Getenv)
 		add(cred)

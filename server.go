@@ -57,6 +57,9 @@ func newServer(ctx context.Context, cfg serverConfig, log *logger) *server {
 	cfg.limits = cfg.limits.withDefaults()
 	s := &server{ctx: ctx, cfg: cfg, log: log, methods: newMethodTable(), envInfo: hostEnvironment(), sandbox: sbx,
 		fsWorkers: newFSWorkerPool(), mask: newMaskServer(cfg.stateDir)}
+	if err := s.mask.caDirErr; err != nil {
+		log.Warn("credential masking will be refused: its CA directory could not be made", "err", err)
+	}
 	if cfg.watchdog {
 		s.watchdog = &watchdog{onError: func(err error) {
 			log.Warn("children may outlive a crash of this server", "err", err)
