@@ -131,7 +131,9 @@ func serve(o *cliOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 	// resolved) only where it exists (secrets.go, docs/network.md §8 "The CA").
 	sbx.setSecrets(secretFiles(o))
 	// What a harness's managed-network starts get here, with these flags (docs/network.md §7).
-	srv.envInfo.Capabilities = capabilitiesFor(hostNetworkSupport(sbx, o.managedSandbox == "run-unsandboxed"))
+	support := hostNetworkSupport(sbx, o.managedSandbox == "run-unsandboxed")
+	support.mask = support.mask && srv.mask.usable()
+	srv.envInfo.Capabilities = capabilitiesFor(support)
 	defer srv.shutdown()
 
 	switch {

@@ -61,6 +61,11 @@ func newMaskServer(stateDir string) *maskServer {
 	return m
 }
 
+// usable reports whether a masked start can get its CA here: a state directory, and its CA
+// directory made at the start. Where not, initialize does not advertise masking, so that the
+// harness warns and runs unmasked rather than have every masked start refused.
+func (m *maskServer) usable() bool { return m.stateDir != "" && m.caDirErr == nil }
+
 // open returns the CA and the bundle a masked command trusts, loading (or creating) them
 // under the state directory the first time.
 func (m *maskServer) open() (*mitmCA, string, error) {

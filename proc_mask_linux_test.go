@@ -541,3 +541,25 @@ func TestMaskServerOutOfReach(t *testing.T) {
 		})
 	}
 }
+
+// TestMaskServerUsable: masking is advertised only where a masked start can get its CA: with
+// a state directory whose CA directory could be made at the start (main.go clears the
+// capability otherwise, so the harness warns instead of every masked start being refused).
+func TestMaskServerUsable(t *testing.T) {
+	blocker := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, dir string
+		want      bool
+	}{
+		{"no state directory", "", false},
+		{"a state directory under a file", filepath.Join(blocker, "state"), false},
+		{"a fresh state directory", filepath.Join(t.TempDir(), "state"), true},
+	} {
+		if got := newMaskServer(c.dir).usable(); got != c.want {
+			t.Errorf("%s: usable %v, want %v", c.name, got, c.want)
+		}
+	}
+}
