@@ -366,6 +366,9 @@ func (m *mitmProxy) rewrite(pr *httputil.ProxyRequest) {
 	// A compressed body cannot be scanned for real values (D6): ask for none. The child's
 	// client decodes nothing it did not get.
 	pr.Out.Header.Set("Accept-Encoding", "identity")
+	// Nor a compressed upgraded stream: a websocket's permessage-deflate frames could not be
+	// scanned either (review 31b).
+	pr.Out.Header.Del("Sec-WebSocket-Extensions")
 	m.cfg.injector.inject(pr.Out)
 }
 
@@ -399,13 +402,13 @@ func (m *mitmProxy) modifyResponse(resp *http.Response) error {
 		}
 		return nil
 	}
-	if ce := resp.Header.Get("Content-Encoding"); ce != "" && ce != "identity" && len(pairs) > 0 {
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") && len(pairs) > 0 {
 		return errCompressedAnswer
 	}
 	if unmasks {
 		// Trailers get their values as the body ends, after this hook: unmask them then,
 		// before the proxy copies them (TestAdv31TrailerEcho).
-		resp.Body = &trailerUnmasker{ReadCloser: resp.Body, trailer: resp.Trailer, u: u}
+		resp.Body = &trailerUnmasker{ReadCloser: resp.Body, resp: resp, u: u}
 	}
 	if len(pairs) == 0 {
 		return nil
@@ -423,17 +426,18 @@ func (m *mitmProxy) modifyResponse(resp *http.Response) error {
 }
 
 // trailerUnmasker unmasks a response's trailers once its body has been read to its end, when
-// the transport has filled them in.
+// the transport has filled them in: into a new map when none was announced, so the response
+// is read again then (TestReview31bUndeclaredTrailerEcho).
 type trailerUnmasker struct {
 	io.ReadCloser
-	trailer http.Header
-	u       responseUnmasker
+	resp *http.Response
+	u    responseUnmasker
 }
 
 func (t *trailerUnmasker) Read(p []byte) (int, error) {
 	n, err := t.ReadCloser.Read(p)
 	if err == io.EOF {
-		t.u.unmask(t.trailer)
+		t.u.unmask(t.resp.Trailer)
 	}
 	return n, err
 }
