@@ -94,6 +94,16 @@ func (m *mockModel) BaseURL() string { return "http://" + m.ln.Addr().String() +
 
 func (m *mockModel) Close() { m.srv.Close() }
 
+// saveRequests writes every request body the model received to path, one JSON line each, for
+// a scenario's logs.
+func (m *mockModel) saveRequests(path string) {
+	writeJSONLines(path, func(e *json.Encoder) {
+		for _, b := range m.Bodies() {
+			e.Encode(json.RawMessage(b))
+		}
+	})
+}
+
 // Result reports the tools offered and the output of each script step so far.
 func (m *mockModel) Result() (requests int, tools []string, outputs []string) {
 	m.mu.Lock()

@@ -279,13 +279,7 @@ func runNet(ctx context.Context, cfg config, log *eventLog, m modeRun, target, t
 		return fail("start mock model", err)
 	}
 	defer model.Close()
-	defer func() {
-		writeJSONLines(filepath.Join(dir, "model-requests.jsonl"), func(e *json.Encoder) {
-			for _, b := range model.Bodies() {
-				e.Encode(json.RawMessage(b))
-			}
-		})
-	}()
+	defer model.saveRequests(filepath.Join(dir, "model-requests.jsonl"))
 	home := filepath.Join(dir, "codex-home")
 	if err := codexHomeConfig(home, model.BaseURL(), m.mode); err != nil {
 		return fail("write CODEX_HOME", err)
